@@ -1,0 +1,52 @@
+# Firn developer commands. `make help` lists them.
+#
+# Everything runs inside .venv, created on first use; the local stack (Postgres,
+# Kafka) keeps its downloads and data under .firn/.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.DEFAULT_GOAL := help
+.PHONY: help setup up down test lint typecheck unit integration clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "Firn needs Python 3.11 or newer (found $$($(PYTHON) --version))"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+setup: $(STAMP) ## create .venv and install Firn with its dev tools (re-runs when pyproject changes)
+
+up: setup ## the main job: start Postgres, Kafka and the four services; Ctrl-C stops all
+	$(BIN)/firn up
+
+down: setup ## stop what `make up` / `firn up` started
+	$(BIN)/firn down
+
+lint: setup ## ruff lint and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup ## mypy --strict on the core library and the local stack runner
+	$(BIN)/mypy shared/firn
+	$(BIN)/mypy deploy/localstack
+
+unit: setup ## fast tests with no I/O
+	$(BIN)/pytest tests/unit
+
+integration: setup ## tests against the real Kafka broker, Postgres server and Spark
+	$(BIN)/pytest tests/integration
+
+test: lint typecheck ## everything CI runs: lint, type-check, unit and integration tests
+	$(BIN)/pytest tests
+
+clean: ## remove the virtualenv, caches and the local stack's data (not its downloads)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf .firn/postgres .firn/kafka .firn/logs .firn/warehouse .firn/test-*

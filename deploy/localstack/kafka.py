@@ -1,0 +1,168 @@
+"""A single-node Apache Kafka broker in KRaft mode, run from the official jars.
+
+The jars (``org.apache.kafka:kafka_2.13`` and its runtime closure) come from Maven
+Central once and are cached under ``<home>/cache``; the broker's storage is formatted
+on first start and kept under ``<data>``. Java 17 is the only prerequisite.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from firn.errors import StackError
+
+from . import maven
+from .processes import free_port, port_is_open, run, spawn, stop, wait_until
+
+log = logging.getLogger(__name__)
+
+KAFKA_VERSION = "4.3.1"
+"""The pinned broker version; docker-compose.yml uses the same apache/kafka tag."""
+
+_START_TIMEOUT = 90.0
+
+
+def broker_jars(cache: Path) -> Path:
+    """The folder of broker jars, fetched from Maven Central on first use."""
+    libs = cache / f"kafka-{KAFKA_VERSION}" / "libs"
+    done = libs.parent / ".complete"
+    if done.exists():
+        return libs
+    if shutil.which("java") is None:
+        raise StackError(
+            "Java 17 or newer is required to run the local Kafka broker: "
+            "install it (Debian: apt-get install openjdk-17-jre-headless)"
+        )
+    log.info("fetching Apache Kafka %s jars from Maven Central (first run only)", KAFKA_VERSION)
+    if libs.exists():
+        shutil.rmtree(libs)
+    libs.mkdir(parents=True)
+    pom = libs.parent / "pom.xml"
+    template = resources.files(__package__).joinpath("kafka-broker.pom.xml").read_text()
+    pom.write_text(template.replace("KAFKA_VERSION", KAFKA_VERSION))
+    maven.copy_dependencies(pom, libs, cache)
+    done.touch()
+    return libs
+
+
+def _cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass
+class KafkaBroker:
+    """One broker+controller process on loopback."""
+
+    cache: Path
+    data: Path
+    port: int = 0
+    controller_port: int = 0
+    heap: str = "512m"
+    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data / "broker.log"
+
+    def start(self) -> None:
+        libs = broker_jars(self.cache)
+        self.port = self.port or free_port()
+        self.controller_port = self.controller_port or free_port()
+        if port_is_open(self.port):
+            raise StackError(f"port {self.port} is taken; set FIRN_KAFKA_PORT to another one")
+        config = self._write_config()
+        classpath = f"{libs}/*"
+        logs = self.data / "logs"
+        if not (logs / "meta.properties").exists():
+            run(
+                [
+                    "java",
+                    "-cp",
+                    classpath,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--standalone",
+                    "-t",
+                    _cluster_id(),
+                    "-c",
+                    str(config),
+                ],
+                what="formatting the Kafka storage",
+            )
+        log4j = self.data / "log4j2.properties"
+        log4j.write_text(
+            resources.files(__package__).joinpath("kafka-log4j2.properties").read_text()
+        )
+        self._proc = spawn(
+            [
+                "java",
+                f"-Xmx{self.heap}",
+                f"-Xms{self.heap}",
+                "-XX:+UseSerialGC",
+                "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={log4j}",
+                "-cp",
+                classpath,
+                "kafka.Kafka",
+                str(config),
+            ],
+            log_path=self.log_path,
+        )
+        wait_until(
+            lambda: port_is_open(self.port),
+            what=f"Kafka {KAFKA_VERSION}",
+            proc=self._proc,
+            log_path=self.log_path,
+            timeout=_START_TIMEOUT,
+        )
+        log.info("Kafka %s is up at %s (pid %d)", KAFKA_VERSION, self.bootstrap, self._proc.pid)
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            stop(self._proc, "Kafka", timeout=30.0)
+            self._proc = None
+
+    def _write_config(self) -> Path:
+        self.data.mkdir(parents=True, exist_ok=True)
+        logs = self.data / "logs"
+        # The controller port must stay the same across restarts of a formatted
+        # storage: the standalone voter set records it.
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
+            f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(logs),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+        }
+        config = self.data / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        return config

@@ -1,0 +1,211 @@
+"""A Postgres server in a project-owned data directory, from installed binaries.
+
+Order of preference: the binaries on the PATH or under /usr/lib/postgresql; when none
+are installed and we are root on Debian, ``apt-get install postgresql``; otherwise stop
+and say what to install. Postgres refuses to run as root, so as root the server runs as
+the ``postgres`` system user that the Debian package creates.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from firn.errors import StackError
+
+from .processes import free_port, port_is_open, run, spawn, stop, wait_until
+
+log = logging.getLogger(__name__)
+
+_START_TIMEOUT = 60.0
+DATABASE = "firn"
+SUPERUSER = "firn"
+
+
+def postgres_bindir() -> Path:
+    """The folder holding ``initdb`` and ``postgres``, installing them if we may."""
+    found = _find_bindir()
+    if found is not None:
+        return found
+    if os.geteuid() == 0 and Path("/etc/debian_version").exists() and shutil.which("apt-get"):
+        log.info("no PostgreSQL binaries found; installing Debian's postgresql package")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        run(["apt-get", "update", "-q"], what="apt-get update", env=env)
+        run(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", "postgresql"],
+            what="apt-get install postgresql",
+            env=env,
+        )
+        found = _find_bindir()
+        if found is not None:
+            return found
+    raise StackError(
+        "PostgreSQL server binaries (initdb, postgres) are not installed. Install them "
+        "(Debian/Ubuntu: `sudo apt-get install postgresql`; macOS: `brew install "
+        "postgresql`) or point FIRN_DATABASE_URL at a running server."
+    )
+
+
+def _find_bindir() -> Path | None:
+    on_path = shutil.which("initdb")
+    if on_path and shutil.which("postgres"):
+        return Path(os.path.realpath(on_path)).parent
+    versions = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
+    )
+    return versions[-1].parent if versions else None
+
+
+def _server_user() -> str | None:
+    """The OS user to run the server as: ourselves, or ``postgres`` when we are root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError as exc:
+        raise StackError(
+            "running as root, but there is no `postgres` system user to run "
+            "the server as; install Debian's postgresql package"
+        ) from exc
+    return "postgres"
+
+
+def _check_traversable(path: Path, user: str) -> None:
+    """Fail early, and clearly, when ``user`` cannot reach ``path`` (e.g. under /root)."""
+    for parent in path.resolve().parents:
+        mode = parent.stat().st_mode
+        owner = parent.stat().st_uid
+        if not mode & 0o001 and owner != pwd.getpwnam(user).pw_uid:
+            raise StackError(
+                f"the Postgres data directory {path} is under {parent}, which the "
+                f"`{user}` user cannot enter; set FIRN_HOME to a directory outside it"
+            )
+
+
+@dataclass
+class PostgresServer:
+    """One server on loopback, trust authentication, database and superuser ``firn``."""
+
+    data: Path
+    port: int = 0
+    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{DATABASE}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data.parent / "postgres.log"
+
+    def start(self) -> None:
+        bindir = postgres_bindir()
+        user = _server_user()
+        self.port = self.port or free_port()
+        if port_is_open(self.port):
+            raise StackError(f"port {self.port} is taken; set FIRN_POSTGRES_PORT to another one")
+        self.data.parent.mkdir(parents=True, exist_ok=True)
+        if not (self.data / "PG_VERSION").exists():
+            self._initdb(bindir, user)
+        self._proc = spawn(
+            [
+                str(bindir / "postgres"),
+                "-D",
+                str(self.data),
+                "-p",
+                str(self.port),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "unix_socket_directories=",
+                "-c",
+                "fsync=off",
+                "-c",
+                "max_connections=200",
+            ],
+            log_path=self.log_path,
+            user=user,
+        )
+        wait_until(
+            self._accepts_connections,
+            what="Postgres",
+            proc=self._proc,
+            log_path=self.log_path,
+            timeout=_START_TIMEOUT,
+        )
+        self._create_database()
+        log.info("Postgres is up at 127.0.0.1:%d (pid %d)", self.port, self._proc.pid)
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            # SIGTERM is Postgres's "smart" shutdown; SIGINT is "fast" and does not
+            # wait for clients to disconnect, which is what a stack shutdown wants.
+            self._proc.send_signal(2)
+            stop(self._proc, "Postgres", timeout=30.0)
+            self._proc = None
+
+    def _initdb(self, bindir: Path, user: str | None) -> None:
+        if self.data.exists():
+            shutil.rmtree(self.data)
+        self.data.mkdir(parents=True)
+        if user is not None:
+            pw = pwd.getpwnam(user)
+            _check_traversable(self.data.parent, user)
+            os.chown(self.data, pw.pw_uid, pw.pw_gid)
+            os.chown(self.data.parent, pw.pw_uid, pw.pw_gid)
+        run(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                SUPERUSER,
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
+            what="initdb",
+            user=user,
+        )
+
+    def _accepts_connections(self) -> bool:
+        if not port_is_open(self.port):
+            return False
+        try:
+            with psycopg.connect(self._dsn("postgres"), connect_timeout=2):
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    def _create_database(self) -> None:
+        deadline = time.monotonic() + 10
+        with psycopg.connect(self._dsn("postgres"), autocommit=True) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)
+            ).fetchone()
+            if exists is None:
+                conn.execute(f"CREATE DATABASE {DATABASE}")
+        while time.monotonic() < deadline:
+            try:
+                with psycopg.connect(self.url, connect_timeout=2):
+                    return
+            except psycopg.OperationalError:
+                time.sleep(0.2)
+        raise StackError(f"database {DATABASE} did not become reachable")
+
+    def _dsn(self, database: str) -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"

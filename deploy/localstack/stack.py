@@ -1,0 +1,138 @@
+"""The local stack: Postgres and Kafka on loopback, in one project-owned home.
+
+``LocalStack`` is used three ways with the same code: by ``firn up`` (persistent data,
+fixed ports), by the test fixtures (a fresh home and free ports per test session), and
+by CI through the tests. A dependency given in the settings (``FIRN_DATABASE_URL``,
+``FIRN_KAFKA_BOOTSTRAP``) is used as it is and not started.
+
+Home layout::
+
+    <home>/cache/         Maven, the Kafka jars (downloaded once, shared)
+    <home>/postgres/      data directory and server log
+    <home>/kafka/         KRaft storage, config and broker log
+    <home>/logs/          one log per service process
+    <home>/stack.json     what is running now: addresses and process ids
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from firn.errors import StackError
+from firn.settings import FirnSettings
+
+from .kafka import KAFKA_VERSION, KafkaBroker
+from .postgres import PostgresServer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LocalStack:
+    """Start what is not given, in order; stop what was started, in reverse order."""
+
+    home: Path
+    kafka_port: int = 0
+    postgres_port: int = 0
+    database_url: str | None = None
+    kafka_bootstrap: str | None = None
+    cache: Path | None = None
+    kafka: KafkaBroker | None = field(default=None, init=False)
+    postgres: PostgresServer | None = field(default=None, init=False)
+    timings: dict[str, float] = field(default_factory=dict, init=False)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.cache or self.home / "cache"
+
+    @property
+    def state_file(self) -> Path:
+        return self.home / "stack.json"
+
+    def start(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        try:
+            if self.database_url is None:
+                began = time.monotonic()
+                self.postgres = PostgresServer(
+                    self.home / "postgres" / "data", port=self.postgres_port
+                )
+                self.postgres.start()
+                self.database_url = self.postgres.url
+                self.timings["postgres"] = time.monotonic() - began
+            if self.kafka_bootstrap is None:
+                began = time.monotonic()
+                controller = self.kafka_port + 1 if self.kafka_port else 0
+                self.kafka = KafkaBroker(
+                    self.cache_dir,
+                    self.home / "kafka",
+                    port=self.kafka_port,
+                    controller_port=controller,
+                )
+                self.kafka.start()
+                self.kafka_bootstrap = self.kafka.bootstrap
+                self.timings["kafka"] = time.monotonic() - began
+        except BaseException:
+            self.stop()
+            raise
+        self.write_state(supervisor=os.getpid(), services={})
+
+    def stop(self) -> None:
+        if self.kafka is not None:
+            self.kafka.stop()
+            self.kafka = None
+        if self.postgres is not None:
+            self.postgres.stop()
+            self.postgres = None
+        self.state_file.unlink(missing_ok=True)
+
+    def environment(self) -> dict[str, str]:
+        """The FIRN_ variables that point a process at this stack."""
+        if self.database_url is None or self.kafka_bootstrap is None:
+            raise StackError("the stack is not started")
+        return {
+            "FIRN_DATABASE_URL": self.database_url,
+            "FIRN_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
+        }
+
+    def apply_to(self, settings: FirnSettings) -> FirnSettings:
+        """``settings`` pointed at this stack's Postgres and Kafka."""
+        env = self.environment()
+        return settings.model_copy(
+            update={
+                "database_url": SecretStr(env["FIRN_DATABASE_URL"]),
+                "kafka_bootstrap": env["FIRN_KAFKA_BOOTSTRAP"],
+            }
+        )
+
+    def write_state(self, *, supervisor: int, services: dict[str, int]) -> None:
+        state: dict[str, Any] = {
+            "supervisor_pid": supervisor,
+            "database_url": self.database_url,
+            "kafka_bootstrap": self.kafka_bootstrap,
+            "kafka_version": KAFKA_VERSION,
+            "pids": {
+                **({"postgres": self.postgres.pid} if self.postgres else {}),
+                **({"kafka": self.kafka.pid} if self.kafka else {}),
+                **services,
+            },
+        }
+        self.state_file.write_text(json.dumps(state, indent=2) + "\n")
+
+
+def read_state(home: Path) -> dict[str, Any] | None:
+    """The state a running ``firn up`` left in ``home``, or None."""
+    path = home / "stack.json"
+    try:
+        loaded: dict[str, Any] = json.loads(path.read_text())
+        return loaded
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,1 @@
+"""The committer service: commits whole plans atomically, expires files."""

@@ -1,0 +1,1 @@
+"""The executor-dispatcher service: claims plan tasks and runs them as Spark jobs."""

@@ -1,0 +1,1 @@
+"""The metrics service: a faust-streaming app that watches commits and compactions."""

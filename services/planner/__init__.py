@@ -1,0 +1,1 @@
+"""The planner service: plan requests in, plans and plan-task events out."""

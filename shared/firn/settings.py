@@ -1,0 +1,105 @@
+"""Typed settings, read once from the environment (prefix ``FIRN_``) and passed down.
+
+Nothing else in Firn reads ``os.environ`` for its configuration: ``main`` builds one
+``FirnSettings`` and hands it to whatever needs it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from firn.errors import ConfigError
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class FirnSettings(BaseSettings):
+    """Everything a Firn process needs to find its dependencies."""
+
+    model_config = SettingsConfigDict(env_prefix="FIRN_", extra="ignore", frozen=True)
+
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="Postgres URL of the catalog; unset means the local stack's server.",
+    )
+    database_schema: str = Field(
+        default="firn",
+        description="Postgres schema holding Firn's tables (tests use one per test).",
+    )
+    kafka_bootstrap: str | None = Field(
+        default=None,
+        description="Kafka bootstrap servers; unset means the local stack's broker.",
+    )
+    topic_prefix: str = Field(
+        default="firn.",
+        description="Prefix of every Firn topic, e.g. firn.commits (tests use one per test).",
+    )
+    warehouse: str = Field(
+        default=".firn/warehouse",
+        description="Root of table data: a local directory or an s3:// URI.",
+    )
+    spark_master: str = Field(
+        default="local[*]",
+        description="Spark master URL for the executor; local mode by default.",
+    )
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict,
+        description='Extra Spark settings as a JSON object, e.g. {"spark.executor.memory": "2g"}.',
+    )
+    home: Path = Field(
+        default=Path(".firn"),
+        description="Project-owned directory for the local stack: downloads, data, logs.",
+    )
+    kafka_port: int = Field(
+        default=19092,
+        ge=0,
+        le=65535,
+        description="Port of the local Kafka broker (0 picks a free one).",
+    )
+    postgres_port: int = Field(
+        default=55432,
+        ge=0,
+        le=65535,
+        description="Port of the local Postgres server (0 picks a free one).",
+    )
+    service_heartbeat_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="How often a running service records that it is alive.",
+    )
+    log_level: str = Field(default="INFO", description="Python logging level.")
+
+    @field_validator("database_schema")
+    @classmethod
+    def _schema_is_identifier(cls, value: str) -> str:
+        if not _SCHEMA_NAME.match(value):
+            raise ValueError(f"database_schema must be a lower-case SQL identifier, got {value!r}")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+            raise ValueError(f"unknown log level {value!r}")
+        return level
+
+    def database_dsn(self) -> str:
+        """The catalog URL; raises ``ConfigError`` when none is configured."""
+        if self.database_url is None:
+            raise ConfigError(
+                "no database: set FIRN_DATABASE_URL or start the local stack with `firn up`"
+            )
+        return self.database_url.get_secret_value()
+
+    def kafka_servers(self) -> str:
+        """The Kafka bootstrap servers; raises ``ConfigError`` when none are configured."""
+        if not self.kafka_bootstrap:
+            raise ConfigError(
+                "no Kafka: set FIRN_KAFKA_BOOTSTRAP or start the local stack with `firn up`"
+            )
+        return self.kafka_bootstrap

@@ -1,0 +1,96 @@
+"""Session-scoped real Kafka and Postgres, and per-test settings with unique names."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from pydantic import SecretStr
+
+from firn.postgres import connect
+from firn.postgres.connection import Connection
+from firn.settings import FirnSettings
+from tests.integration.backends import Backend, kafka_backend, postgres_backend
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def base_settings() -> FirnSettings:
+    return FirnSettings()
+
+
+@pytest.fixture(scope="session")
+def stack_home() -> Iterator[Path]:
+    """A fresh stack home per session, inside the repo's .firn so that the Postgres
+    system user can reach it (pytest's own temp dirs are private to root)."""
+    home = REPO / ".firn" / f"test-stack-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    home.mkdir(parents=True)
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kafka(base_settings: FirnSettings, stack_home: Path) -> Iterator[Backend]:
+    with kafka_backend(
+        base_settings.kafka_bootstrap, stack_home, cache=REPO / ".firn" / "cache"
+    ) as backend:
+        _USED["Kafka"] = backend
+        yield backend
+
+
+@pytest.fixture(scope="session")
+def postgres(base_settings: FirnSettings, stack_home: Path) -> Iterator[Backend]:
+    url = base_settings.database_url.get_secret_value() if base_settings.database_url else None
+    with postgres_backend(url, stack_home) as backend:
+        with psycopg.connect(backend.address) as conn:
+            version = conn.execute("SHOW server_version").fetchone()
+        _USED["Postgres"] = Backend(
+            backend.address, f"{backend.source}, server {version[0] if version else '?'}"
+        )
+        yield backend
+
+
+@pytest.fixture
+def settings(
+    base_settings: FirnSettings, kafka: Backend, postgres: Backend, unique: str
+) -> Iterator[FirnSettings]:
+    """Settings pointed at the real backends, with a schema and topics of this test's own."""
+    schema = f"test_{unique}"
+    yield base_settings.model_copy(
+        update={
+            "database_url": SecretStr(postgres.address),
+            "kafka_bootstrap": kafka.address,
+            "database_schema": schema,
+            "topic_prefix": f"test-{unique}.",
+        }
+    )
+    with psycopg.connect(postgres.address, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def db(settings: FirnSettings) -> Iterator[Connection]:
+    conn = connect(settings)
+    yield conn
+    conn.close()
+
+
+_USED: dict[str, Backend] = {}
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say which real backends the integration tests ran against."""
+    for name, backend in _USED.items():
+        terminalreporter.write_line(f"firn: {name} at {backend.address} via {backend.source}")

@@ -1,0 +1,124 @@
+"""The service consume loop on the real broker: DLQ, retries, offsets after effects."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from firn.errors import FirnError
+from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.kafka.loop import ConsumeLoop
+from firn.settings import FirnSettings
+
+
+def _event(kind: str, n: int) -> bytes:
+    return json.dumps({"event_type": kind, "n": n}).encode()
+
+
+def _run_until(loop: ConsumeLoop, done: threading.Event, timeout: float = 60) -> None:
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    done.wait(timeout)
+    loop.stopping.set()
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+def _drain(settings: FirnSettings, topic: str, group: str, expect: int) -> list[Any]:
+    reader = consumer(settings, group_id=group)
+    reader.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < expect and time.monotonic() < deadline:
+        message = reader.poll(0.5)
+        if message is not None and message.error() is None:
+            got.append(message)
+    reader.close()
+    return got
+
+
+def test_bad_events_are_parked_with_a_reason_and_the_loop_goes_on(
+    settings: FirnSettings, unique: str
+) -> None:
+    topics = Topics.from_settings(settings)
+    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    out = producer(settings)
+    for value in (b"not json", _event("mystery", 1), _event("ping", 2)):
+        out.produce(topics.commits, key=b"k", value=value)
+    out.flush(10)
+
+    seen: list[int] = []
+    done = threading.Event()
+
+    def ping(event: Mapping[str, Any]) -> None:
+        seen.append(event["n"])
+        done.set()
+
+    group = f"loop-{unique}"
+    loop = ConsumeLoop(
+        consumer(settings, group),
+        producer(settings),
+        topics=[topics.commits],
+        handlers={"ping": ping},
+        dlq_topic=topics.dlq,
+        service="test",
+    )
+    _run_until(loop, done)
+    assert seen == [2]
+
+    parked = _drain(settings, topics.dlq, f"dlq-{unique}", expect=2)
+    reasons = [dict(m.headers())["firn.reason"].decode() for m in parked]
+    assert [m.value() for m in parked] == [b"not json", _event("mystery", 1)]
+    assert reasons[0].startswith("not JSON")
+    assert "no handler for event type 'mystery'" in reasons[1]
+
+    # Every offset was committed: a restarted member of the group gets nothing again.
+    again = consumer(settings, group)
+    again.subscribe([topics.commits])
+    deadline = time.monotonic() + 8
+    leftovers = []
+    while time.monotonic() < deadline:
+        message = again.poll(0.5)
+        if message is not None and message.error() is None:
+            leftovers.append(message.value())
+    again.close()
+    assert leftovers == []
+
+
+def test_a_retryable_failure_is_handled_again_not_skipped(
+    settings: FirnSettings, unique: str
+) -> None:
+    topics = Topics.from_settings(settings)
+    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    out = producer(settings)
+    for n in range(3):
+        out.produce(topics.commits, key=b"k", value=_event("ping", n))
+    out.flush(10)
+
+    handled: list[int] = []
+    failures = {"left": 2}
+    done = threading.Event()
+
+    def flaky(event: Mapping[str, Any]) -> None:
+        if event["n"] == 1 and failures["left"] > 0:
+            failures["left"] -= 1
+            raise FirnError("database briefly away", retryable=True)
+        handled.append(event["n"])
+        if len(handled) == 3:
+            done.set()
+
+    loop = ConsumeLoop(
+        consumer(settings, f"retry-{unique}"),
+        producer(settings),
+        topics=[topics.commits],
+        handlers={"ping": flaky},
+        dlq_topic=topics.dlq,
+        service="test",
+        retry_backoff=0.1,
+    )
+    _run_until(loop, done)
+    assert handled == [0, 1, 2]
+    assert failures["left"] == 0

@@ -1,0 +1,158 @@
+"""``firn up`` starts Postgres, Kafka and the four services; ``firn down`` and Ctrl-C
+stop every process it started, leaving no orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from firn_localstack.supervisor import SERVICES
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    path = REPO / ".firn" / f"test-up-{uuid.uuid4().hex[:8]}"
+    path.mkdir(parents=True)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FIRN_")}
+    # Free ports, a private home, the shared jar cache through a symlink.
+    (home / "cache").symlink_to(REPO / ".firn" / "cache")
+    return {**env, "FIRN_HOME": str(home), "FIRN_KAFKA_PORT": "0", "FIRN_POSTGRES_PORT": "0"}
+
+
+def _firn(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "firn", *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def _start_up(home: Path, env: dict[str, str], *extra: str) -> tuple[subprocess.Popen[str], dict]:
+    with open(home / "up.err", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "firn", "up", "--json", *extra],
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, (home / "up.err").read_text()
+    report = json.loads(line)
+    assert report["status"] == "up", report
+    return proc, report
+
+
+def _reap(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(30)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def _processes_under(home: Path) -> list[str]:
+    """Every running process whose command line mentions ``home`` (the stack's own)."""
+    out = subprocess.run(
+        ["ps", "-ww", "-eo", "pid=,stat=,args="], capture_output=True, text=True
+    ).stdout
+    return [
+        line
+        for line in out.splitlines()
+        if str(home) in line and " Z" not in line and "ps -ww" not in line
+    ]
+
+
+def _all_pids(state: dict) -> list[int]:
+    return [state["supervisor_pid"], *state["pids"].values()]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(") ")[-1].startswith("Z")
+
+
+def test_up_connects_all_four_services_and_down_leaves_no_orphans(home: Path) -> None:
+    env = _env(home)
+    proc, report = _start_up(home, env)
+    try:
+        assert set(report["services"]) == set(SERVICES)
+        state = json.loads((home / "stack.json").read_text())
+        assert all(not _gone(pid) for pid in _all_pids(state))
+        assert _processes_under(home), "postgres and kafka run from the stack home"
+        # Each service registered itself in the catalog after reaching its dependencies.
+        with psycopg.connect(report["database_url"]) as conn:
+            live = dict(
+                conn.execute(
+                    "SELECT service, count(*) FROM firn.service_instance "
+                    "WHERE stopped_at IS NULL GROUP BY service"
+                ).fetchall()
+            )
+        assert live == dict.fromkeys(SERVICES, 1)
+
+        down = _firn("down", "--json", env=env)
+        assert down.returncode == 0, down.stderr
+        assert json.loads(down.stdout) == {"status": "down", "killed_leftovers": []}
+        assert proc.wait(60) == 0
+    finally:
+        _reap(proc)
+    assert all(_gone(pid) for pid in _all_pids(state))
+    assert _processes_under(home) == []
+    assert not (home / "stack.json").exists()
+
+
+def test_ctrl_c_stops_everything(home: Path) -> None:
+    env = _env(home)
+    proc, _ = _start_up(home, env, "--no-services")
+    state = json.loads((home / "stack.json").read_text())
+    try:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+    finally:
+        _reap(proc)
+    assert all(_gone(pid) for pid in _all_pids(state))
+    assert _processes_under(home) == []
+
+
+def test_a_killed_supervisor_takes_its_children_with_it(home: Path) -> None:
+    env = _env(home)
+    proc, _ = _start_up(home, env, "--no-services")
+    state = json.loads((home / "stack.json").read_text())
+    proc.kill()
+    _reap(proc)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(_gone(p) for p in state["pids"].values()):
+        time.sleep(0.5)
+    assert all(_gone(pid) for pid in state["pids"].values())
+    assert _processes_under(home) == []
+    # A later `firn down` finds the stale state, reports it and cleans it up.
+    down = _firn("down", "--json", env=env)
+    assert json.loads(down.stdout)["status"] == "down"
+    assert not (home / "stack.json").exists()

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from firn.errors import ConfigError
+from firn.settings import FirnSettings
+
+
+def test_defaults_point_at_the_local_stack_and_spark_local_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("FIRN_DATABASE_URL", "FIRN_KAFKA_BOOTSTRAP", "FIRN_SPARK_MASTER", "FIRN_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    settings = FirnSettings()
+    assert settings.spark_master == "local[*]"
+    assert settings.home == Path(".firn")
+    assert (settings.kafka_port, settings.postgres_port) == (19092, 55432)
+    with pytest.raises(ConfigError, match="FIRN_DATABASE_URL"):
+        settings.database_dsn()
+    with pytest.raises(ConfigError, match="FIRN_KAFKA_BOOTSTRAP"):
+        settings.kafka_servers()
+
+
+def test_environment_with_the_firn_prefix_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FIRN_DATABASE_URL", "postgresql://u:secret@db:5432/x")
+    monkeypatch.setenv("FIRN_KAFKA_BOOTSTRAP", "k1:9092,k2:9092")
+    monkeypatch.setenv("FIRN_SPARK_MASTER", "spark://master:7077")
+    monkeypatch.setenv("FIRN_SPARK_CONF", '{"spark.executor.memory": "2g"}')
+    settings = FirnSettings()
+    assert settings.database_dsn() == "postgresql://u:secret@db:5432/x"
+    assert "secret" not in repr(settings)  # the URL may carry a password
+    assert settings.kafka_servers() == "k1:9092,k2:9092"
+    assert settings.spark_master == "spark://master:7077"
+    assert settings.spark_conf == {"spark.executor.memory": "2g"}
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("database_schema", "Firn; DROP TABLE x"),
+        ("database_schema", "1abc"),
+        ("log_level", "LOUD"),
+        ("kafka_port", 70000),
+        ("service_heartbeat_seconds", 0),
+    ],
+)
+def test_bad_values_are_refused_with_the_field_named(name: str, value: object) -> None:
+    with pytest.raises(ValidationError, match=name):
+        FirnSettings(**{name: value})
+
+
+def test_settings_are_frozen() -> None:
+    settings = FirnSettings()
+    with pytest.raises(ValidationError):
+        settings.topic_prefix = "other."  # type: ignore[misc]
