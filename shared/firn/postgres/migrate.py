@@ -88,7 +88,8 @@ def apply_migrations(
             raise MigrationError("the connection has no current schema")
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('firn.migrate.' || %s))", (schema[0],))
         conn.execute(_VERSION_TABLE)
-        recorded: dict[int, str] = dict(conn.execute("SELECT version, checksum FROM schema_version").fetchall())
+        rows = conn.execute("SELECT version, checksum FROM schema_version").fetchall()
+        recorded: dict[int, str] = dict(rows)
         for migration in migrations:
             checksum = recorded.get(migration.version)
             if checksum is not None:
