@@ -1,0 +1,1 @@
+"""The keyed table format: schema rules, the hash tree, commits and merge-on-read."""
