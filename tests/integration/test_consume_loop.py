@@ -18,6 +18,17 @@ def _event(kind: str, n: int) -> bytes:
     return json.dumps({"event_type": kind, "n": n}).encode()
 
 
+def _publish(settings: FirnSettings, values: list[bytes]) -> Topics:
+    """Create this test's topics (one partition, so order is total) and fill commits."""
+    topics = Topics.from_settings(settings)
+    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    out = producer(settings)
+    for value in values:
+        out.produce(topics.commits, key=b"k", value=value)
+    assert out.flush(10) == 0
+    return topics
+
+
 def _run_until(loop: ConsumeLoop, done: threading.Event, timeout: float = 60) -> None:
     thread = threading.Thread(target=loop.run, daemon=True)
     thread.start()
@@ -43,12 +54,7 @@ def _drain(settings: FirnSettings, topic: str, group: str, expect: int) -> list[
 def test_bad_events_are_parked_with_a_reason_and_the_loop_goes_on(
     settings: FirnSettings, unique: str
 ) -> None:
-    topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all(), partitions=1)
-    out = producer(settings)
-    for value in (b"not json", _event("mystery", 1), _event("ping", 2)):
-        out.produce(topics.commits, key=b"k", value=value)
-    out.flush(10)
+    topics = _publish(settings, [b"not json", _event("mystery", 1), _event("ping", 2)])
 
     seen: list[int] = []
     done = threading.Event()
@@ -91,12 +97,7 @@ def test_bad_events_are_parked_with_a_reason_and_the_loop_goes_on(
 def test_a_retryable_failure_is_handled_again_not_skipped(
     settings: FirnSettings, unique: str
 ) -> None:
-    topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all(), partitions=1)
-    out = producer(settings)
-    for n in range(3):
-        out.produce(topics.commits, key=b"k", value=_event("ping", n))
-    out.flush(10)
+    topics = _publish(settings, [_event("ping", n) for n in range(3)])
 
     handled: list[int] = []
     failures = {"left": 2}
