@@ -1,0 +1,87 @@
+"""Validating a change set before it is written (SPEC 2, 10).
+
+A change set is a ``pyarrow.Table`` with exactly the table's columns plus ``_op``
+(``"U"`` upsert, ``"D"`` delete), applied in row order. Validation either returns the
+normalised set (columns cast to the table's types, ``_ord`` = row position added) or
+raises ``ConfigError`` naming the first problem; nothing is written in that case.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from firn.errors import ConfigError
+from firn.table.schema import TableSchema
+
+UPSERT = "U"
+DELETE = "D"
+OP = "_op"
+ORD = "_ord"
+
+
+def validate_changes(table: TableSchema, changes: pa.Table) -> pa.Table:
+    """The change set with its columns in table order, cast, and ``_ord`` appended."""
+    if isinstance(changes, pa.RecordBatch):
+        changes = pa.Table.from_batches([changes])
+    if not isinstance(changes, pa.Table):
+        raise ConfigError(f"changes must be a pyarrow.Table, got {type(changes).__name__}")
+    expected = [*table.schema.names, OP]
+    missing = [c for c in expected if c not in changes.column_names]
+    extra = [c for c in changes.column_names if c not in expected]
+    if missing or extra or len(set(changes.column_names)) != len(changes.column_names):
+        raise ConfigError(
+            f"change set columns must be the table's columns plus {OP!r}: "
+            f"missing {missing}, unexpected {extra}"
+        )
+    ops = _ops(changes.column(OP))
+    upserts = pc.equal(ops, UPSERT)
+    columns = []
+    for field in table.schema:
+        column = _cast(changes.column(field.name), field)
+        if column.null_count:
+            if field.name in table.primary_key:
+                raise ConfigError(f"key column {field.name!r} has nulls")
+            if not field.nullable and pc.any(pc.and_(upserts, column.is_null())).as_py():
+                raise ConfigError(
+                    f"column {field.name!r} is non-nullable but an upsert row has a null there"
+                )
+        columns.append(column)
+    ords = pa.array(range(changes.num_rows), pa.int64())
+    return pa.Table.from_arrays(
+        [*columns, ops, ords],
+        schema=table.schema.append(pa.field(OP, pa.string(), nullable=False)).append(
+            pa.field(ORD, pa.int64(), nullable=False)
+        ),
+    )
+
+
+def _ops(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    if not (
+        pa.types.is_string(column.type)
+        or pa.types.is_large_string(column.type)
+        or pa.types.is_dictionary(column.type)
+    ):
+        raise ConfigError(f"{OP!r} must be a string column, got {column.type}")
+    column = column.cast(pa.string())
+    if column.null_count:
+        raise ConfigError(f"{OP!r} has nulls; every row must say {UPSERT!r} or {DELETE!r}")
+    unknown = pc.unique(pc.filter(column, pc.invert(pc.is_in(column, pa.array([UPSERT, DELETE])))))
+    if len(unknown):
+        raise ConfigError(
+            f"unknown {OP!r} values {unknown.to_pylist()[:5]}; "
+            f"use {UPSERT!r} (upsert) or {DELETE!r} (delete)"
+        )
+    return column
+
+
+def _cast(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
+    if column.type.equals(field.type):
+        return column
+    try:
+        return column.cast(field.type, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ConfigError(
+            f"column {field.name!r} has type {column.type}, which does not "
+            f"convert safely to the table's {field.type}: {exc}"
+        ) from exc
