@@ -36,6 +36,19 @@ def is_value_type(t: pa.DataType) -> bool:
     return bool(is_key_type(t) or pa.types.is_boolean(t) or pa.types.is_floating(t))
 
 
+def _column_list(kind: str, columns: Sequence[str], names: list[str]) -> tuple[str, ...]:
+    """``columns`` as a tuple, checked to be distinct names of the schema."""
+    if isinstance(columns, str):
+        raise ConfigError("primary_key and partition_by are sequences of column names")
+    listed = tuple(columns)
+    if len(set(listed)) != len(listed):
+        raise ConfigError(f"duplicate {kind} columns {listed}")
+    for column in listed:
+        if column not in names:
+            raise ConfigError(f"{kind} column {column!r} is not in the schema")
+    return listed
+
+
 @dataclass(frozen=True)
 class TableSchema:
     """A validated table definition (without its properties)."""
@@ -76,14 +89,8 @@ class TableSchema:
                 raise ConfigError(f"column name {field.name!r} is reserved")
             if not is_value_type(field.type):
                 raise ConfigError(f"column {field.name!r} has unsupported type {field.type}")
-        if isinstance(primary_key, str) or isinstance(partition_by, str):
-            raise ConfigError("primary_key and partition_by are sequences of column names")
-        key = tuple(primary_key)
-        if len(set(key)) != len(key):
-            raise ConfigError(f"duplicate primary key columns {key}")
+        key = _column_list("primary key", primary_key, names)
         for column in key:
-            if column not in names:
-                raise ConfigError(f"primary key column {column!r} is not in the schema")
             field = schema.field(column)
             if field.nullable:
                 raise ConfigError(
@@ -95,12 +102,8 @@ class TableSchema:
                     f"primary key column {column!r} has type {field.type}, "
                     "which cannot be a key (floats and booleans cannot)"
                 )
-        parts = tuple(partition_by)
-        if len(set(parts)) != len(parts):
-            raise ConfigError(f"duplicate partition columns {parts}")
+        parts = _column_list("partition", partition_by, names)
         for column in parts:
-            if column not in names:
-                raise ConfigError(f"partition column {column!r} is not in the schema")
             if key and column not in key:
                 raise ConfigError(
                     f"partition column {column!r} must be part of the primary "
