@@ -110,7 +110,6 @@ def _hash_decimals(column: pa.Array) -> U64:
     if not pa.types.is_decimal128(column.type):
         raise ConfigError(f"key type {column.type} is not supported (decimal128 only)")
     # Each decimal128 value is 16 little-endian bytes: the unscaled two's-complement value.
-    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     raw = np.frombuffer(column.buffers()[1], dtype=np.uint64)
     words = raw[2 * column.offset : 2 * (column.offset + len(column))].reshape(-1, 2)
     h = np.full(len(column), SEED ^ TAG_DECIMAL, dtype=np.uint64)
