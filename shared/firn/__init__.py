@@ -1,8 +1,20 @@
 """Firn: asynchronous compaction for primary-keyed lakehouse tables."""
 
-from firn.errors import ConfigError, FirnError
+from firn.catalog import Catalog, connect
+from firn.errors import CommitError, CommitStateUnknownError, ConfigError, FirnError
 from firn.settings import FirnSettings
+from firn.table.table import Table
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigError", "FirnError", "FirnSettings", "__version__"]
+__all__ = [
+    "Catalog",
+    "CommitError",
+    "CommitStateUnknownError",
+    "ConfigError",
+    "FirnError",
+    "FirnSettings",
+    "Table",
+    "__version__",
+    "connect",
+]

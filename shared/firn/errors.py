@@ -5,6 +5,10 @@
     +-- StackError                the local stack (Kafka, Postgres) could not start or stop
     +-- MigrationError            the catalog schema could not be brought up to date
     +-- ServiceError              a service failed at its edge (Kafka, Postgres)
+    +-- StorageError              table files could not be read or written (retryable)
+    +-- CommitError               a commit was not applied; nothing of it is visible
+        +-- CommitStateUnknownError   the outcome is unknown (the connection broke
+                                      while committing); staged files are kept
 
 Lower-level exceptions (psycopg, confluent-kafka, OSError) are translated at the
 boundary where they are caught, with the original kept as ``__cause__``.
@@ -40,3 +44,19 @@ class ServiceError(FirnError):
     """A service could not reach or use one of its dependencies."""
 
     retryable = True
+
+
+class StorageError(FirnError):
+    """Table files could not be read or written; usually worth retrying."""
+
+    retryable = True
+
+
+class CommitError(FirnError):
+    """A commit was not applied: none of it is visible to readers."""
+
+
+class CommitStateUnknownError(CommitError):
+    """The catalog connection broke while committing, so the commit may or may not
+    have landed. Its staged files are kept (deleting them could corrupt a commit
+    that did land); check the table before committing the same changes again."""

@@ -6,6 +6,7 @@ Nothing else in Firn reads ``os.environ`` for its configuration: ``main`` builds
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -71,6 +72,12 @@ class FirnSettings(BaseSettings):
         gt=0,
         description="How often a running service records that it is alive.",
     )
+    commit_event_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="How long a producer commit waits for Kafka to acknowledge its event; "
+        "the commit is durable either way.",
+    )
     log_level: str = Field(default="INFO", description="Python logging level.")
 
     @field_validator("database_schema")
@@ -87,6 +94,22 @@ class FirnSettings(BaseSettings):
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
             raise ValueError(f"unknown log level {value!r}")
         return level
+
+    def with_local_stack(self) -> FirnSettings:
+        """These settings with an unset database URL or Kafka address taken from the
+        local stack that ``firn up`` is running in ``home`` (if it is)."""
+        if self.database_url is not None and self.kafka_bootstrap is not None:
+            return self
+        try:
+            state = json.loads((self.home / "stack.json").read_text())
+        except (OSError, ValueError):
+            return self
+        updates: dict[str, object] = {}
+        if self.database_url is None and state.get("database_url"):
+            updates["database_url"] = SecretStr(state["database_url"])
+        if self.kafka_bootstrap is None and state.get("kafka_bootstrap"):
+            updates["kafka_bootstrap"] = state["kafka_bootstrap"]
+        return self.model_copy(update=updates)
 
     def database_dsn(self) -> str:
         """The catalog URL; raises ``ConfigError`` when none is configured."""

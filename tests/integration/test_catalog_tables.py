@@ -23,9 +23,11 @@ def catalog(settings: FirnSettings, tmp_path: object) -> Iterator[Catalog]:
 def test_created_tables_are_found_and_listed(catalog: Catalog) -> None:
     created = catalog.create_table("orders", SCHEMA, ["id"], properties={"change.buckets": 8})
     catalog.create_table("alpha", SCHEMA, ["id"])
-    found = catalog.table_info("orders")
+    found = catalog.table("orders")
     assert found.table_id == created.table_id
-    assert found.definition.schema.equals(SCHEMA)
+    assert found.schema.equals(SCHEMA)
+    assert found.location == created.location
+    assert found.location.endswith(f"/orders-{created.table_id}")
     assert found.properties.change_buckets == 8
     assert catalog.tables() == ["alpha", "orders"]
 
@@ -40,4 +42,4 @@ def test_duplicate_names_and_bad_input_write_nothing(catalog: Catalog) -> None:
         catalog.create_table("other", SCHEMA, ["v"])
     assert catalog.tables() == ["orders"]
     with pytest.raises(ConfigError, match="no table named"):
-        catalog.table_info("other")
+        catalog.table("other")

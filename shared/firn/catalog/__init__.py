@@ -1,5 +1,5 @@
 """The system catalog in Postgres: tables, partitions, snapshots and files."""
 
-from firn.catalog.catalog import Catalog, TableInfo, connect
+from firn.catalog.catalog import Catalog, connect
 
-__all__ = ["Catalog", "TableInfo", "connect"]
+__all__ = ["Catalog", "connect"]

@@ -1,14 +1,17 @@
 """``firn.connect`` and the ``Catalog``: create, find and list tables.
 
-A Catalog owns one Postgres connection (schema pinned through ``search_path``) and
-the warehouse root where table data lives. Opening one applies any missing
-migrations, so a fresh database needs nothing done by hand.
+A Catalog owns one Postgres connection (schema pinned through ``search_path``,
+autocommit, with explicit transactions for every write) and the warehouse root under
+which new tables get their location. Opening one applies any missing migrations, so a
+fresh database needs nothing done by hand. A Catalog and its Tables are not
+thread-safe; open one per thread or process.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import logging
+import posixpath
 from typing import Any
 
 import psycopg
@@ -16,35 +19,37 @@ import pyarrow as pa
 from pydantic import SecretStr
 
 from firn.errors import ConfigError
+from firn.events.publisher import EventPublisher
+from firn.io.storage import resolve_root
+from firn.kafka.topics import Topics
 from firn.postgres import apply_migrations
 from firn.postgres import connect as pg_connect
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
 from firn.table.properties import TableProperties
 from firn.table.schema import TableSchema
+from firn.table.table import Table
 
-
-@dataclass(frozen=True)
-class TableInfo:
-    """A table as the catalog records it."""
-
-    table_id: int
-    definition: TableSchema
-    properties: TableProperties
+log = logging.getLogger(__name__)
 
 
 class Catalog:
     """The entry point of the Python API (SPEC 10)."""
 
-    def __init__(self, settings: FirnSettings, conn: Connection) -> None:
+    def __init__(
+        self, settings: FirnSettings, conn: Connection, commit_publisher: EventPublisher | None
+    ) -> None:
         self.settings = settings
         self.conn = conn
+        self.commit_publisher = commit_publisher
 
     @property
     def warehouse(self) -> str:
-        return self.settings.warehouse
+        return resolve_root(self.settings.warehouse)
 
     def close(self) -> None:
+        if self.commit_publisher is not None:
+            self.commit_publisher.close()
         self.conn.close()
 
     def __enter__(self) -> Catalog:
@@ -60,15 +65,19 @@ class Catalog:
         primary_key: list[str] | tuple[str, ...],
         partition_by: list[str] | tuple[str, ...] = (),
         properties: dict[str, Any] | None = None,
-    ) -> TableInfo:
-        """Register a new table; nothing is written when any argument is invalid."""
+    ) -> Table:
+        """Register a new table; nothing is written when any argument is invalid.
+
+        Its files go under ``<warehouse>/<name>-<id>``, fixed now: later changes of
+        ``FIRN_WAREHOUSE`` do not move existing tables."""
         definition = TableSchema.build(name, schema, primary_key, partition_by)
         props = TableProperties.parse(properties)
+        warehouse = self.warehouse
         try:
             with self.conn.transaction():
                 row = self.conn.execute(
                     "INSERT INTO catalog_table (name, schema_ipc, primary_key, partition_by, "
-                    "properties) VALUES (%s, %s, %s, %s, %s) RETURNING table_id",
+                    "properties, location) VALUES (%s, %s, %s, %s, %s, '') RETURNING table_id",
                     (
                         name,
                         definition.to_ipc(),
@@ -77,27 +86,32 @@ class Catalog:
                         json.dumps(props.as_dict()),
                     ),
                 ).fetchone()
+                assert row is not None
+                location = posixpath.join(warehouse, f"{name}-{row[0]}")
+                self.conn.execute(
+                    "UPDATE catalog_table SET location = %s WHERE table_id = %s",
+                    (location, row[0]),
+                )
         except psycopg.errors.UniqueViolation as exc:
             raise ConfigError(f"a table named {name!r} already exists") from exc
-        assert row is not None
-        return TableInfo(row[0], definition, props)
+        log.info("created table %s at %s", name, location)
+        return Table(self, row[0], definition, props, location)
 
-    def table_info(self, name: str) -> TableInfo:
+    def table(self, name: str) -> Table:
+        """The table called ``name``; ``ConfigError`` if there is none."""
         row = self.conn.execute(
-            "SELECT table_id, schema_ipc, primary_key, partition_by, properties "
+            "SELECT table_id, schema_ipc, primary_key, partition_by, properties, location "
             "FROM catalog_table WHERE name = %s",
             (name,),
         ).fetchone()
-        self.conn.rollback()  # end the read transaction: no snapshot held open
         if row is None:
             raise ConfigError(f"no table named {name!r}")
-        table_id, ipc, key, parts, props = row
+        table_id, ipc, key, parts, props, location = row
         definition = TableSchema(name, TableSchema.schema_from_ipc(ipc), tuple(key), tuple(parts))
-        return TableInfo(table_id, definition, TableProperties.parse(props))
+        return Table(self, table_id, definition, TableProperties.parse(props), location)
 
     def tables(self) -> list[str]:
         rows = self.conn.execute("SELECT name FROM catalog_table ORDER BY name").fetchall()
-        self.conn.rollback()
         return [r[0] for r in rows]
 
 
@@ -114,7 +128,24 @@ def connect(
         updates["database_url"] = SecretStr(database_url)
     if warehouse is not None:
         updates["warehouse"] = warehouse
-    settings = settings.model_copy(update=updates)
+    settings = settings.model_copy(update=updates).with_local_stack()
     conn = pg_connect(settings)
-    apply_migrations(conn)
-    return Catalog(settings, conn)
+    try:
+        apply_migrations(conn)
+    except BaseException:
+        conn.close()
+        raise
+    conn.autocommit = True
+    publisher = None
+    if settings.kafka_bootstrap:
+        publisher = EventPublisher(
+            settings,
+            Topics.from_settings(settings).commits,
+            timeout=settings.commit_event_timeout_seconds,
+        )
+    else:
+        log.info(
+            "no Kafka configured: commit events are not published; metrics finds "
+            "commits at its periodic catalog check"
+        )
+    return Catalog(settings, conn, publisher)

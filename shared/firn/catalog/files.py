@@ -1,0 +1,91 @@
+"""What a snapshot contains: its live files and each partition's max_merged_seq.
+
+Catalog rows are append-only except ``removed_snapshot``, which a later snapshot
+sets to its own id. So "the files of snapshot S" (added <= S, not removed by S) and
+"max_merged_seq as of S" (the last history row at or before S) never change once S
+is visible, and a reader pinned at S needs no long transaction while commits land.
+Snapshot ids are allocated under the table row's lock, so they become visible in
+order: no reader sees S + 1 before S.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from firn.errors import ConfigError
+from firn.postgres.connection import Connection
+from firn.table.tree import Node
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One data file as the catalog records it (SPEC 2, file entry)."""
+
+    file_id: int
+    partition_key: str
+    store: str
+    """``change`` or ``base``."""
+    file_type: str
+    """``I`` insert, ``D`` delete (change store) or ``B`` base."""
+    node: Node
+    seq: int
+    path: str
+    """Relative to the table's location."""
+    size_bytes: int
+    record_count: int
+    min_key: list[Any] | None
+    max_key: list[Any] | None
+    added_snapshot: int
+
+
+_FILE_COLUMNS = (
+    "file_id, partition_key, store, file_type, node_m, node_i, seq, path, "
+    "size_bytes, record_count, min_key, max_key, added_snapshot"
+)
+
+
+def _entry(row: tuple[Any, ...]) -> FileEntry:
+    fid, part, store, ftype, m, i, seq, path, size, records, lo, hi, added = row
+    return FileEntry(fid, part, store, ftype, Node(m, i), seq, path, size, records, lo, hi, added)
+
+
+def current_snapshot(conn: Connection, table_id: int) -> int:
+    row = conn.execute(
+        "SELECT last_snapshot FROM catalog_table WHERE table_id = %s", (table_id,)
+    ).fetchone()
+    if row is None:
+        raise ConfigError(f"table {table_id} no longer exists")
+    return int(row[0])
+
+
+def check_snapshot(conn: Connection, table_id: int, snapshot_id: int) -> None:
+    """``ConfigError`` unless ``snapshot_id`` is one of the table's snapshots (0 = empty)."""
+    if snapshot_id == 0:
+        return
+    row = conn.execute(
+        "SELECT 1 FROM snapshot WHERE table_id = %s AND snapshot_id = %s", (table_id, snapshot_id)
+    ).fetchone()
+    if row is None:
+        raise ConfigError(f"table {table_id} has no snapshot {snapshot_id}")
+
+
+def files_at(conn: Connection, table_id: int, snapshot_id: int) -> list[FileEntry]:
+    """The live files of the table as of ``snapshot_id``."""
+    rows = conn.execute(
+        f"SELECT {_FILE_COLUMNS} FROM data_file WHERE table_id = %s AND added_snapshot <= %s "
+        "AND (removed_snapshot IS NULL OR removed_snapshot > %s) ORDER BY file_id",
+        (table_id, snapshot_id, snapshot_id),
+    ).fetchall()
+    return [_entry(r) for r in rows]
+
+
+def merged_seqs_at(conn: Connection, table_id: int, snapshot_id: int) -> dict[str, int]:
+    """Each partition's max_merged_seq as of ``snapshot_id`` (absent means 0)."""
+    rows = conn.execute(
+        "SELECT DISTINCT ON (partition_key) partition_key, max_merged_seq "
+        "FROM partition_merge_history WHERE table_id = %s AND snapshot_id <= %s "
+        "ORDER BY partition_key, snapshot_id DESC",
+        (table_id, snapshot_id),
+    ).fetchall()
+    return {part: int(seq) for part, seq in rows}

@@ -1,0 +1,74 @@
+"""The JSON Schemas of Firn's events: generated from the models, kept in
+``firn/schemas/`` as the contract for producers in other languages, and used to
+validate events at the edges.
+
+Regenerate after changing an event model (a unit test fails until you do)::
+
+    python -m firn.events.schemas
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from firn.errors import ConfigError
+from firn.events.commits import CommitEvent
+from firn.events.envelope import Event
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+
+EVENT_MODELS: dict[str, type[Event]] = {"commit": CommitEvent}
+"""Every event type, by its ``event_type``."""
+
+
+def schema_file(event_type: str, version: int = 1) -> Path:
+    return SCHEMA_DIR / f"{event_type}.v{version}.schema.json"
+
+
+def generated_schema(model: type[Event]) -> dict[str, Any]:
+    schema = model.model_json_schema(mode="serialization")
+    event_type = model.model_fields["event_type"].default
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://firn.dev/schemas/{event_type}.v1.schema.json",
+        **schema,
+    }
+
+
+@cache
+def _validator(event_type: str) -> jsonschema.protocols.Validator:
+    path = schema_file(event_type)
+    schema = json.loads(path.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def validate(event: dict[str, Any]) -> None:
+    """``ConfigError`` naming the first violation unless ``event`` matches its schema."""
+    event_type = event.get("event_type")
+    if event_type not in EVENT_MODELS:
+        raise ConfigError(f"unknown event_type {event_type!r}")
+    error = jsonschema.exceptions.best_match(_validator(event_type).iter_errors(event))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        raise ConfigError(f"{event_type} event invalid at {where}: {error.message}")
+
+
+def write_schemas() -> list[Path]:
+    written = []
+    for model in EVENT_MODELS.values():
+        path = schema_file(model.model_fields["event_type"].default)
+        path.write_text(json.dumps(generated_schema(model), indent=2, sort_keys=True) + "\n")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for path in write_schemas():
+        print(path)

@@ -1,0 +1,86 @@
+"""Reading and writing table files under one root, through ``pyarrow.fs``.
+
+A root is a local directory (relative paths are made absolute, so every process
+agrees on it) or a URI any ``pyarrow.fs`` file system understands, such as
+``s3://bucket/prefix?region=eu-west-1&endpoint_override=...``. The catalog stores file
+paths relative to their table's location, so a table's files are found the same way
+whichever process reads them.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from firn.errors import ConfigError, StorageError
+
+
+def _has_scheme(uri: str) -> bool:
+    head, sep, _ = uri.partition("://")
+    return bool(sep) and head.isalnum() and len(head) > 1
+
+
+def resolve_root(uri: str) -> str:
+    """``uri`` made absolute when it is a local path; URIs are kept as given."""
+    if not uri:
+        raise ConfigError("the warehouse location is empty; set FIRN_WAREHOUSE")
+    if _has_scheme(uri):
+        return uri.rstrip("/")
+    return str(Path(uri).expanduser().resolve())
+
+
+class Storage:
+    """Files under one root location, addressed by paths relative to it."""
+
+    def __init__(self, root: str) -> None:
+        self.root = resolve_root(root)
+        try:
+            self.fs, self._base = pafs.FileSystem.from_uri(self.root)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+            raise ConfigError(f"cannot use {self.root!r} as table storage: {exc}") from exc
+        self._base = self._base.rstrip("/")
+
+    def __repr__(self) -> str:
+        return f"Storage({self.root!r})"
+
+    def full_path(self, relative: str) -> str:
+        return posixpath.join(self._base, relative) if relative else self._base
+
+    def write_parquet(self, relative: str, table: pa.Table) -> int:
+        """Write ``table`` as one Parquet file; returns its size in bytes."""
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        data = sink.getvalue()
+        path = self.full_path(relative)
+        try:
+            self.fs.create_dir(posixpath.dirname(path), recursive=True)
+            with self.fs.open_output_stream(path) as out:
+                out.write(data)
+        except OSError as exc:
+            raise StorageError(f"cannot write {path}: {exc}") from exc
+        return int(data.size)
+
+    def read_parquet(self, relative: str, columns: Sequence[str] | None = None) -> pa.Table:
+        path = self.full_path(relative)
+        try:
+            return pq.read_table(path, columns=columns, filesystem=self.fs)
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc}") from exc
+
+    def delete(self, relative: str) -> None:
+        """Remove one file; a file already gone is fine."""
+        try:
+            self.fs.delete_file(self.full_path(relative))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"cannot delete {self.full_path(relative)}: {exc}") from exc
+
+    def exists(self, relative: str) -> bool:
+        info = self.fs.get_file_info(self.full_path(relative))
+        return bool(info.type != pafs.FileType.NotFound)

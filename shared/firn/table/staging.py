@@ -1,0 +1,116 @@
+"""Turning a validated change set into change files (SPEC 3, first step of a commit).
+
+Rows are split by partition, by node of the change write level
+(``change.buckets``) and by operation: upserts go to insert files (``I``, every table
+column plus ``_ord``), deletes to delete files (``D``, the key columns plus
+``_ord``). Each file is sorted by key, then ``_ord``, so its min/max key are its first
+and last rows and the merge kernel can stream it. The split is one vectorised
+``group_by``; no Python loop touches rows.
+
+Staged files are not visible to anyone until the catalog registers them; the seq is
+allocated then, which is why it is not in the file names.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from firn.io.storage import Storage
+from firn.table.changes import OP, ORD, UPSERT
+from firn.table.keyhash import hash_keys, node_index
+from firn.table.schema import TableSchema
+from firn.table.tree import ROOT, Node
+from firn.table.values import key_at, partition_path, partition_texts
+
+_NODE = "_firn_node"
+
+
+@dataclass(frozen=True)
+class ChangeGroup:
+    """The rows of one change file before it is written."""
+
+    partition_key: str
+    partition_values: dict[str, str]
+    file_type: str
+    node: Node
+    rows: pa.Table
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A written change file, ready to be registered by the catalog."""
+
+    partition_key: str
+    partition_values: dict[str, str]
+    file_type: str
+    node: Node
+    path: str
+    """Relative to the table's location."""
+    size_bytes: int
+    record_count: int
+    min_key: list[Any] | None
+    max_key: list[Any] | None
+
+
+def split_changes(table: TableSchema, change_buckets: int, changes: pa.Table) -> list[ChangeGroup]:
+    """The file contents of a validated change set (``validate_changes`` output)."""
+    keyed = table.keyed
+    if keyed:
+        hashes = hash_keys([changes.column(c) for c in table.primary_key])
+        nodes = node_index(hashes, change_buckets)
+    else:
+        nodes = np.zeros(changes.num_rows, dtype=np.int64)
+    tagged = changes.append_column(_NODE, pa.array(nodes, pa.int64()))
+    by = [*table.partition_by, _NODE, OP]
+    groups = tagged.group_by(by, use_threads=False).aggregate([(ORD, "list")])
+    texts = partition_texts(groups.select(list(table.partition_by)))
+    sort_keys = [(c, "ascending") for c in (*table.primary_key, ORD)]
+    out = []
+    for g in range(groups.num_rows):
+        ords = groups.column(f"{ORD}_list")[g].values
+        is_upsert = groups.column(OP)[g].as_py() == UPSERT
+        columns = [*table.schema.names, ORD] if is_upsert else [*table.primary_key, ORD]
+        # _ord is the row position, so the ord list indexes the change set directly.
+        rows = changes.take(ords).select(columns)
+        rows = rows.take(pc.sort_indices(rows, sort_keys=sort_keys))
+        m = change_buckets if keyed else 1
+        node = Node(m, int(groups.column(_NODE)[g].as_py())) if keyed else ROOT
+        out.append(
+            ChangeGroup(
+                partition_key=partition_path(table.partition_by, texts[g]),
+                partition_values=dict(zip(table.partition_by, texts[g], strict=True)),
+                file_type="I" if is_upsert else "D",
+                node=node,
+                rows=rows,
+            )
+        )
+    return out
+
+
+def file_name(group: ChangeGroup) -> str:
+    prefix = f"change/{group.partition_key}/" if group.partition_key else "change/"
+    return f"{prefix}{group.file_type}-{group.node.m}-{group.node.i}-{uuid.uuid4().hex}.parquet"
+
+
+def write_group(table: TableSchema, storage: Storage, group: ChangeGroup) -> StagedFile:
+    path = file_name(group)
+    size = storage.write_parquet(path, group.rows)
+    n = group.rows.num_rows
+    keyed = table.keyed and n > 0
+    return StagedFile(
+        partition_key=group.partition_key,
+        partition_values=group.partition_values,
+        file_type=group.file_type,
+        node=group.node,
+        path=path,
+        size_bytes=size,
+        record_count=n,
+        min_key=key_at(group.rows, table.primary_key, 0) if keyed else None,
+        max_key=key_at(group.rows, table.primary_key, n - 1) if keyed else None,
+    )

@@ -1,0 +1,306 @@
+"""``Table``: commit change sets, read the merged view, list files and status (SPEC 10).
+
+A commit is three steps, in this order (SPEC 3):
+
+1. write the change files (nothing refers to them yet; on failure they are deleted);
+2. register files, seq and snapshot in ONE catalog transaction: the commit point;
+3. publish the commit event with a bounded wait (``firn.events.publisher``).
+
+If step 2 fails before Postgres commits, the staged files are deleted and nothing is
+visible. If the connection breaks *while* committing, the outcome is unknown:
+``CommitStateUnknownError`` is raised and the staged files are kept, because deleting
+them would corrupt the commit if it did land (an unreferenced file is only an orphan,
+removed later by orphan cleanup after ``orphan.retention``).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from firn.catalog.commits import CommitResult, register_commit
+from firn.catalog.files import (
+    FileEntry,
+    check_snapshot,
+    current_snapshot,
+    files_at,
+    merged_seqs_at,
+)
+from firn.errors import CommitError, CommitStateUnknownError, ConfigError, StorageError
+from firn.events.commits import CommitEvent, PartitionChange
+from firn.io.storage import Storage
+from firn.table.changes import DELETE, OP, ORD, UPSERT, validate_changes
+from firn.table.merge_on_read import SEQ, concat_or_empty, merge, unmerged, with_seq
+from firn.table.properties import TableProperties
+from firn.table.schema import TableSchema
+from firn.table.staging import StagedFile, split_changes, write_group
+
+if TYPE_CHECKING:
+    from firn.catalog.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+_READ_THREADS = 8
+
+
+class Table:
+    """A handle on one table; cheap to create, bound to its catalog's connection."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        table_id: int,
+        definition: TableSchema,
+        properties: TableProperties,
+        location: str,
+    ) -> None:
+        self.catalog = catalog
+        self.table_id = table_id
+        self.definition = definition
+        self.properties = properties
+        self.location = location
+        self.storage = Storage(location)
+        self.last_event_delivered: bool | None = None
+        """Whether the last commit's event was acknowledged by Kafka (None: not sent)."""
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r}, id={self.table_id}, location={self.location!r})"
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.definition.schema
+
+    # -- writing ---------------------------------------------------------------
+
+    def commit(self, changes: pa.Table) -> int:
+        """Apply a change set (table columns plus ``_op``) atomically; returns its seq."""
+        validated = validate_changes(self.definition, changes)
+        if validated.num_rows == 0:
+            raise ConfigError("the change set is empty; there is nothing to commit")
+        if not self.definition.keyed and pc.any(pc.equal(validated.column(OP), DELETE)).as_py():
+            raise ConfigError(f"table {self.name!r} has no primary key: it only takes upserts")
+        groups = split_changes(self.definition, self.properties.change_buckets, validated)
+        staged: list[StagedFile] = []
+        try:
+            for group in groups:
+                staged.append(write_group(self.definition, self.storage, group))
+        except StorageError:
+            self._discard(staged)
+            raise
+        result = self._register(staged)
+        self._announce(result, staged)
+        return result.seq
+
+    def upsert(self, rows: pa.Table) -> int:
+        """Insert or replace whole rows (every table column); returns the seq."""
+        return self.commit(_with_op(rows, UPSERT))
+
+    def delete(self, keys: pa.Table) -> int:
+        """Delete rows by key (a table with the key columns); returns the seq."""
+        if not isinstance(keys, pa.Table):
+            raise ConfigError(f"keys must be a pyarrow.Table, got {type(keys).__name__}")
+        missing = [c for c in self.definition.primary_key if c not in keys.column_names]
+        if missing or not self.definition.keyed:
+            raise ConfigError(f"delete needs the key columns {list(self.definition.primary_key)}")
+        columns = [
+            keys.column(f.name) if f.name in keys.column_names else pa.nulls(keys.num_rows, f.type)
+            for f in self.schema
+        ]
+        return self.commit(_with_op(pa.table(columns, names=self.schema.names), DELETE))
+
+    def _register(self, staged: list[StagedFile]) -> CommitResult:
+        conn = self.catalog.conn
+        registered = False
+        try:
+            with conn.transaction():
+                result = register_commit(conn, self.table_id, staged)
+                registered = True
+        except psycopg.Error as exc:
+            # Before COMMIT was sent, Postgres rolls back whatever happened; only a
+            # failure of the COMMIT itself leaves the outcome unknown.
+            if registered:
+                raise CommitStateUnknownError(
+                    f"the catalog connection failed while committing to {self.name!r}; "
+                    f"the commit may or may not have landed ({len(staged)} staged files "
+                    f"kept): {exc}"
+                ) from exc
+            self._discard(staged)
+            raise CommitError(f"commit to {self.name!r} failed: {exc}", retryable=True) from exc
+        except BaseException:
+            if not registered:
+                self._discard(staged)
+            raise
+        return result
+
+    def _discard(self, staged: list[StagedFile]) -> None:
+        for f in staged:
+            try:
+                self.storage.delete(f.path)
+            except StorageError as exc:
+                log.warning("staged file %s left behind (orphan cleanup removes it): %s", f, exc)
+
+    def _announce(self, result: CommitResult, staged: list[StagedFile]) -> None:
+        publisher = self.catalog.commit_publisher
+        if publisher is None:
+            self.last_event_delivered = None
+            return
+        event = CommitEvent(
+            table=self.name,
+            table_id=self.table_id,
+            seq=result.seq,
+            snapshot_id=result.snapshot_id,
+            committed_at=result.committed_at,
+            partitions=_partition_changes(staged),
+        )
+        self.last_event_delivered = publisher.publish(self.name, event)
+
+    # -- reading ---------------------------------------------------------------
+
+    def current_snapshot(self) -> int:
+        """The id of the latest snapshot (0 before the first commit)."""
+        return current_snapshot(self.catalog.conn, self.table_id)
+
+    def read(self, snapshot: int | None = None) -> pa.Table:
+        """The merged view at ``snapshot`` (default: the latest), table columns only.
+
+        Row order is unspecified. Reading needs no lock and no long transaction: a
+        snapshot's files and merge state never change once it is visible."""
+        conn = self.catalog.conn
+        if snapshot is None:
+            snapshot = current_snapshot(conn, self.table_id)
+        else:
+            check_snapshot(conn, self.table_id, snapshot)
+        entries = files_at(conn, self.table_id, snapshot)
+        merged = merged_seqs_at(conn, self.table_id, snapshot)
+        wanted = [e for e in entries if e.store == "base" or e.seq > merged.get(e.partition_key, 0)]
+        with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(wanted) or 1)) as pool:
+            loaded = list(pool.map(lambda e: self._load(e, merged), wanted))
+        by_type: dict[str, list[pa.Table]] = {"B": [], "I": [], "D": []}
+        for entry, rows in zip(wanted, loaded, strict=True):
+            by_type[entry.file_type].append(rows)
+        base = pa.concat_tables(by_type["B"]) if by_type["B"] else None
+        inserts = concat_or_empty(by_type["I"], self._change_schema("I"))
+        deletes = concat_or_empty(by_type["D"], self._change_schema("D"))
+        return merge(self.definition, base, inserts, deletes)
+
+    def _change_schema(self, file_type: str) -> pa.Schema:
+        fields = (
+            list(self.schema)
+            if file_type == "I"
+            else [self.schema.field(c) for c in self.definition.primary_key]
+        )
+        return pa.schema(
+            [*fields, pa.field(ORD, pa.int64(), False), pa.field(SEQ, pa.int64(), False)]
+        )
+
+    def _load(self, entry: FileEntry, merged: dict[str, int]) -> pa.Table:
+        if entry.file_type == "B":
+            return self.storage.read_parquet(entry.path).select(self.schema.names).cast(self.schema)
+        schema = self._change_schema(entry.file_type)
+        rows = with_seq(self.storage.read_parquet(entry.path), entry.seq)
+        rows = rows.select(schema.names).cast(schema)
+        return unmerged(rows, merged.get(entry.partition_key, 0))
+
+    def files(self, snapshot: int | None = None) -> pa.Table:
+        """The live files: store, type, partition, node, seq, size, records, ..."""
+        conn = self.catalog.conn
+        snapshot = current_snapshot(conn, self.table_id) if snapshot is None else snapshot
+        entries = files_at(conn, self.table_id, snapshot)
+        return pa.table(
+            {
+                "file_id": pa.array([e.file_id for e in entries], pa.int64()),
+                "store": pa.array([e.store for e in entries], pa.string()),
+                "type": pa.array([e.file_type for e in entries], pa.string()),
+                "partition": pa.array([e.partition_key for e in entries], pa.string()),
+                "node": pa.array([str(e.node) for e in entries], pa.string()),
+                "node_m": pa.array([e.node.m for e in entries], pa.int32()),
+                "node_i": pa.array([e.node.i for e in entries], pa.int32()),
+                "seq": pa.array([e.seq for e in entries], pa.int64()),
+                "size": pa.array([e.size_bytes for e in entries], pa.int64()),
+                "records": pa.array([e.record_count for e in entries], pa.int64()),
+                "path": pa.array([e.path for e in entries], pa.string()),
+                "added_snapshot": pa.array([e.added_snapshot for e in entries], pa.int64()),
+            }
+        )
+
+    def status(self) -> dict[str, Any]:
+        """Per partition: merge state and what is waiting to be compacted."""
+        conn = self.catalog.conn
+        rows = conn.execute(
+            "SELECT p.partition_key, p.max_merged_seq, p.max_seq, "
+            "count(f.*) FILTER (WHERE f.store = 'change' AND f.seq > p.max_merged_seq), "
+            "coalesce(sum(f.size_bytes) FILTER (WHERE f.file_type = 'I' "
+            "  AND f.seq > p.max_merged_seq), 0), "
+            "coalesce(sum(f.size_bytes) FILTER (WHERE f.file_type = 'D' "
+            "  AND f.seq > p.max_merged_seq), 0), "
+            "count(f.*) FILTER (WHERE f.store = 'base'), "
+            "coalesce(sum(f.size_bytes) FILTER (WHERE f.store = 'base'), 0) "
+            "FROM catalog_partition p LEFT JOIN data_file f ON f.table_id = p.table_id "
+            "AND f.partition_key = p.partition_key AND f.removed_snapshot IS NULL "
+            "WHERE p.table_id = %s GROUP BY p.partition_key, p.max_merged_seq, p.max_seq "
+            "ORDER BY p.partition_key",
+            (self.table_id,),
+        ).fetchall()
+        head = conn.execute(
+            "SELECT last_seq, last_snapshot FROM catalog_table WHERE table_id = %s",
+            (self.table_id,),
+        ).fetchone()
+        if head is None:
+            raise ConfigError(f"table {self.name!r} no longer exists")
+        return {
+            "table": self.name,
+            "seq": head[0],
+            "snapshot": head[1],
+            "partitions": [
+                {
+                    "partition": part,
+                    "max_merged_seq": mms,
+                    "max_seq": max_seq,
+                    "unmerged_files": files,
+                    "unmerged_bytes": int(ins) + int(dels),
+                    "unmerged_insert_bytes": int(ins),
+                    "unmerged_delete_bytes": int(dels),
+                    "base_files": base_files,
+                    "base_bytes": int(base_bytes),
+                }
+                for part, mms, max_seq, files, ins, dels, base_files, base_bytes in rows
+            ],
+        }
+
+
+def _with_op(rows: pa.Table, op: str) -> pa.Table:
+    if isinstance(rows, pa.RecordBatch):
+        rows = pa.Table.from_batches([rows])
+    if not isinstance(rows, pa.Table):
+        raise ConfigError(f"rows must be a pyarrow.Table, got {type(rows).__name__}")
+    if OP in rows.column_names:
+        raise ConfigError(f"rows already have an {OP!r} column; use Table.commit")
+    return rows.append_column(OP, pa.array([op] * rows.num_rows, pa.string()))
+
+
+def _partition_changes(staged: list[StagedFile]) -> list[PartitionChange]:
+    by_partition: dict[str, list[StagedFile]] = {}
+    for f in staged:
+        by_partition.setdefault(f.partition_key, []).append(f)
+    return [
+        PartitionChange(
+            partition_key=key,
+            partition_values=files[0].partition_values,
+            insert_files=sum(f.file_type == "I" for f in files),
+            delete_files=sum(f.file_type == "D" for f in files),
+            insert_rows=sum(f.record_count for f in files if f.file_type == "I"),
+            delete_rows=sum(f.record_count for f in files if f.file_type == "D"),
+            insert_bytes=sum(f.size_bytes for f in files if f.file_type == "I"),
+            delete_bytes=sum(f.size_bytes for f in files if f.file_type == "D"),
+        )
+        for key, files in sorted(by_partition.items())
+    ]
