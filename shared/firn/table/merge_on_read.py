@@ -82,12 +82,13 @@ def merge(
     winners = latest_per_key(table, inserts, deletes)
     upserted = inserts.select(names).take(pc.filter(winners.column(_ROW), winners.column(_UPSERT)))
     if base is None or base.num_rows == 0:
-        return upserted
+        return upserted.cast(table.schema)
     key = list(table.primary_key)
     kept = base.select(names).join(
         winners.select(key), keys=key, join_type="left anti", use_threads=True
     )
-    return pa.concat_tables([kept.select(names), upserted])
+    # The join drops the key columns' non-null flags; restore the table's schema.
+    return pa.concat_tables([kept.select(names).cast(table.schema), upserted.cast(table.schema)])
 
 
 def with_seq(rows: pa.Table, seq: int) -> pa.Table:

@@ -1,0 +1,56 @@
+"""Splitting a change set into change files: by partition, node and operation."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from firn.table.changes import validate_changes
+from firn.table.keyhash import hash_keys
+from firn.table.schema import TableSchema
+from firn.table.staging import split_changes
+from firn.table.tree import ROOT
+from tests.changesets import KEY_KINDS, KeyKind, as_change_set, operations, table_schema
+
+
+@given(
+    kind=st.sampled_from(KEY_KINDS),
+    buckets=st.sampled_from([1, 2, 4, 16]),
+    data=st.data(),
+)
+def test_every_row_lands_in_exactly_one_sorted_file_of_its_node(
+    kind: KeyKind, buckets: int, data: st.DataObject
+) -> None:
+    table = TableSchema.build("t", table_schema(kind), ["part", "k"], ["part"])
+    ops = data.draw(operations(kind, max_size=40))
+    changes = validate_changes(table, as_change_set(ops, table.schema))
+    groups = split_changes(table, buckets, changes)
+    seen = sorted(o for g in groups for o in g.rows.column("_ord").to_pylist())
+    assert seen == list(range(len(ops)))
+    for group in groups:
+        rows = group.rows
+        assert group.node.m == buckets
+        keys = [rows.column("part"), rows.column("k")]
+        assert group.node.contains(hash_keys(keys)).all()
+        assert set(rows.column("part").to_pylist()) == {group.partition_values["part"]}
+        assert group.partition_key == f"part={group.partition_values['part']}"
+        expected_columns = (
+            [*table.schema.names, "_ord"] if group.file_type == "I" else ["part", "k", "_ord"]
+        )
+        assert rows.column_names == expected_columns
+        wanted_op = "U" if group.file_type == "I" else "D"
+        assert all(ops[o]["_op"] == wanted_op for o in rows.column("_ord").to_pylist())
+        k, o = rows.column("k").to_pylist(), rows.column("_ord").to_pylist()
+        order = list(zip(k, o, strict=True))
+        assert order == sorted(order)
+
+
+def test_unkeyed_tables_write_at_the_root() -> None:
+    schema = pa.schema([pa.field("v", pa.int64())])
+    table = TableSchema.build("log", schema, [])
+    changes = validate_changes(table, pa.table({"v": [3, 1, 2], "_op": ["U", "U", "U"]}))
+    (group,) = split_changes(table, 4, changes)
+    assert group.node == ROOT
+    assert group.partition_key == ""
+    assert group.rows.column("_ord").to_pylist() == [0, 1, 2]

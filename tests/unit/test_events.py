@@ -1,0 +1,65 @@
+"""Event models, their generated JSON Schemas, and the golden wire format."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firn.errors import ConfigError
+from firn.events.commits import CommitEvent
+from firn.events.schemas import EVENT_MODELS, generated_schema, schema_file, validate
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def golden(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((GOLDEN / name).read_text())
+    return loaded
+
+
+@pytest.mark.parametrize("event_type", sorted(EVENT_MODELS))
+def test_schema_files_are_generated_from_the_models(event_type: str) -> None:
+    on_disk = json.loads(schema_file(event_type).read_text())
+    assert on_disk == generated_schema(EVENT_MODELS[event_type]), (
+        "event model changed: run `python -m firn.events.schemas` and commit the schema"
+    )
+
+
+def test_golden_commit_event_matches_schema_and_model() -> None:
+    event = golden("commit.v1.json")
+    validate(event)
+    model = CommitEvent.model_validate(event)
+    assert model.seq == 42
+    assert json.loads(model.to_json()) == json.loads(
+        CommitEvent.model_validate_json(model.to_json()).to_json()
+    )
+    validate(json.loads(model.to_json()))
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (lambda e: e.pop("seq"), "(root)"),
+        (lambda e: e.update(schema_version=2), "schema_version"),
+        (lambda e: e.update(seq=0), "seq"),
+        (lambda e: e.update(event_id="not-a-uuid"), "event_id"),
+        (lambda e: e.update(surprise=1), "(root)"),
+        (lambda e: e["partitions"][0].update(insert_rows=-1), "partitions/0/insert_rows"),
+        (lambda e: e.update(partitions=[]), "partitions"),
+    ],
+)
+def test_invalid_commit_events_are_refused(change: Any, where: str) -> None:
+    event = copy.deepcopy(golden("commit.v1.json"))
+    change(event)
+    with pytest.raises(ConfigError, match=re.escape(f"invalid at {where}:")):
+        validate(event)
+
+
+def test_unknown_event_types_are_refused() -> None:
+    with pytest.raises(ConfigError, match="unknown event_type"):
+        validate({"event_type": "nope"})
