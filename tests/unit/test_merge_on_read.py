@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firn.table.changes import validate_changes
-from firn.table.merge_on_read import merge, run_starts, unmerged, with_seq
+from firn.table.merge_on_read import SEQ, merge, run_starts
 from firn.table.schema import TableSchema
 from tests.changesets import (
     KEY_KINDS,
@@ -25,6 +25,14 @@ def definition(kind: KeyKind) -> TableSchema:
 
 
 Commits = list[list[dict[str, object]]]
+
+
+def with_seq(rows: pa.Table, seq: int) -> pa.Table:
+    return rows.append_column(SEQ, pa.array([seq] * rows.num_rows, pa.int64()))
+
+
+def unmerged(rows: pa.Table, max_merged_seq: int) -> pa.Table:
+    return rows.filter(pa.compute.greater(rows.column(SEQ), max_merged_seq))
 
 
 def change_rows(table: TableSchema, commits: Commits) -> tuple[pa.Table, pa.Table]:

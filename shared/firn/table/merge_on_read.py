@@ -6,11 +6,12 @@ absence. Keys with no such change row keep their base row.
 
 How, without a per-row Python loop:
 
-1. every change row becomes an *event* (key columns, ``_seq``, ``_ord``, whether it is
-   an upsert, and its position among the upserts);
-2. the events are sorted by key, then LSN descending, and the first event of each run
-   of equal keys is the winner (run starts found by comparing each key column with
-   its shifted self);
+1. the inserts' and deletes' key columns are stacked, with the LSN beside them (one
+   combined int64 ``seq * (max_ord + 1) + _ord`` when it fits, which sorts like the
+   pair and is much cheaper to sort on);
+2. they are sorted by key, then LSN descending, and the first row of each run of
+   equal keys is the winner (run starts found by comparing each key column with its
+   shifted self); only the key columns are ever permuted;
 3. base rows whose key has a winner are dropped (one hash anti-join), and the winning
    upserts are appended.
 
@@ -20,9 +21,10 @@ also the reference it is tested against.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -30,8 +32,7 @@ from firn.table.changes import ORD
 from firn.table.schema import TableSchema
 
 SEQ = "_seq"
-_UPSERT = "_firn_upsert"
-_ROW = "_firn_row"
+_LSN = "_firn_lsn"
 
 
 def run_starts(sorted_keys: pa.Table) -> pa.Array:
@@ -48,26 +49,60 @@ def run_starts(sorted_keys: pa.Table) -> pa.Array:
     return pa.array(np.flatnonzero(starts), pa.int64())
 
 
-def latest_per_key(table: TableSchema, inserts: pa.Table, deletes: pa.Table) -> pa.Table:
-    """The winning event of every changed key: key columns, ``_seq``, ``_ord``, whether
-    it is an upsert, and (for upserts) its row in ``inserts``."""
+@dataclass(frozen=True)
+class Winners:
+    """The winning change row of every changed key, in key order."""
+
+    keys: pa.Table
+    """The key columns of the winners."""
+    upsert: npt.NDArray[np.bool_]
+    """Whether each winner is an upsert (else a delete)."""
+    row: npt.NDArray[np.int64]
+    """Each winner's row in the inserts (for upserts) or the deletes (for deletes)."""
+
+
+def lsn_sort_keys(seq: npt.NDArray[np.int64], ord_: npt.NDArray[np.int64]) -> pa.Table:
+    """Columns that sort like the LSN ``(seq, _ord)``: one combined int64 when it fits
+    (sorting one column is much cheaper than two), else the two columns."""
+    if len(seq) == 0:
+        return pa.table({_LSN: pa.array([], pa.int64())})
+    width = int(ord_.max()) + 1
+    if int(seq.max()) < (2**62) // width:
+        return pa.table({_LSN: pa.array(seq * width + ord_)})
+    return pa.table({_LSN: pa.array(seq), f"{_LSN}_ord": pa.array(ord_)})
+
+
+def latest_per_key(table: TableSchema, inserts: pa.Table, deletes: pa.Table) -> Winners:
+    """The greatest-LSN change row of every key among ``inserts`` and ``deletes``."""
     key = list(table.primary_key)
-    events = pa.concat_tables(
-        [
-            inserts.select([*key, SEQ, ORD])
-            .append_column(_UPSERT, pa.array(np.ones(inserts.num_rows, dtype=bool)))
-            .append_column(_ROW, pa.array(np.arange(inserts.num_rows, dtype=np.int64))),
-            deletes.select([*key, SEQ, ORD])
-            .append_column(_UPSERT, pa.array(np.zeros(deletes.num_rows, dtype=bool)))
-            .append_column(_ROW, pa.array(np.full(deletes.num_rows, -1, dtype=np.int64))),
-        ]
-    )
+    n_inserts = inserts.num_rows
+    # One chunk per column: sorting and taking across hundreds of file-sized chunks
+    # costs several times more than on one contiguous array.
+    keys = pa.concat_tables(
+        [inserts.select(key), deletes.select(key).cast(inserts.select(key).schema)]
+    ).combine_chunks()
+    seq = np.concatenate([_numpy(inserts, SEQ), _numpy(deletes, SEQ)])
+    ord_ = np.concatenate([_numpy(inserts, ORD), _numpy(deletes, ORD)])
+    lsn = lsn_sort_keys(seq, ord_)
+    sortable = keys
+    for name in lsn.column_names:
+        sortable = sortable.append_column(name, lsn.column(name))
     order = pc.sort_indices(
-        events,
-        sort_keys=[*((c, "ascending") for c in key), (SEQ, "descending"), (ORD, "descending")],
+        sortable,
+        sort_keys=[
+            *((c, "ascending") for c in key),
+            *((c, "descending") for c in lsn.column_names),
+        ],
     )
-    ordered = events.take(order)
-    return ordered.take(run_starts(ordered.select(key)))
+    sorted_keys = keys.take(order)
+    starts = run_starts(sorted_keys)
+    event = order.take(starts).to_numpy()
+    upsert = event < n_inserts
+    return Winners(sorted_keys.take(starts), upsert, np.where(upsert, event, event - n_inserts))
+
+
+def _numpy(rows: pa.Table, column: str) -> npt.NDArray[np.int64]:
+    return np.asarray(rows.column(column).to_numpy(), dtype=np.int64)
 
 
 def merge(
@@ -78,31 +113,12 @@ def merge(
     names = table.schema.names
     if not table.keyed:
         parts = [t.select(names) for t in (base, inserts) if t is not None]
-        return pa.concat_tables(parts) if parts else table.schema.empty_table()
+        return pa.concat_tables(parts).cast(table.schema) if parts else table.schema.empty_table()
     winners = latest_per_key(table, inserts, deletes)
-    upserted = inserts.select(names).take(pc.filter(winners.column(_ROW), winners.column(_UPSERT)))
+    upserted = inserts.select(names).take(pa.array(winners.row[winners.upsert]))
     if base is None or base.num_rows == 0:
         return upserted.cast(table.schema)
     key = list(table.primary_key)
-    kept = base.select(names).join(
-        winners.select(key), keys=key, join_type="left anti", use_threads=True
-    )
+    kept = base.select(names).join(winners.keys, keys=key, join_type="left anti", use_threads=True)
     # The join drops the key columns' non-null flags; restore the table's schema.
     return pa.concat_tables([kept.select(names).cast(table.schema), upserted.cast(table.schema)])
-
-
-def with_seq(rows: pa.Table, seq: int) -> pa.Table:
-    """Change rows with their row-level seq: the file's ``_seq`` column when it has one
-    (minor compaction output), else the file's seq for every row."""
-    if SEQ in rows.column_names:
-        return rows
-    return rows.append_column(SEQ, pa.array(np.full(rows.num_rows, seq, dtype=np.int64)))
-
-
-def unmerged(rows: pa.Table, max_merged_seq: int) -> pa.Table:
-    """The change rows not yet folded into the base store."""
-    return rows.filter(pc.greater(rows.column(SEQ), max_merged_seq))
-
-
-def concat_or_empty(tables: Sequence[pa.Table], schema: pa.Schema) -> pa.Table:
-    return pa.concat_tables(tables) if tables else schema.empty_table()

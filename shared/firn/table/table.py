@@ -16,7 +16,6 @@ removed later by orphan cleanup after ``orphan.retention``).
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -25,7 +24,6 @@ import pyarrow.compute as pc
 
 from firn.catalog.commits import CommitResult, register_commit
 from firn.catalog.files import (
-    FileEntry,
     check_snapshot,
     current_snapshot,
     files_at,
@@ -34,9 +32,10 @@ from firn.catalog.files import (
 from firn.errors import CommitError, CommitStateUnknownError, ConfigError, StorageError
 from firn.events.commits import CommitEvent, PartitionChange
 from firn.io.storage import Storage
-from firn.table.changes import DELETE, OP, ORD, UPSERT, validate_changes
-from firn.table.merge_on_read import SEQ, concat_or_empty, merge, unmerged, with_seq
+from firn.table.changes import DELETE, OP, UPSERT, validate_changes
+from firn.table.merge_on_read import merge
 from firn.table.properties import TableProperties
+from firn.table.scan import read_inputs
 from firn.table.schema import TableSchema
 from firn.table.staging import StagedFile, split_changes, write_group
 
@@ -44,8 +43,6 @@ if TYPE_CHECKING:
     from firn.catalog.catalog import Catalog
 
 log = logging.getLogger(__name__)
-
-_READ_THREADS = 8
 
 
 class Table:
@@ -181,34 +178,8 @@ class Table:
             check_snapshot(conn, self.table_id, snapshot)
         entries = files_at(conn, self.table_id, snapshot)
         merged = merged_seqs_at(conn, self.table_id, snapshot)
-        wanted = [e for e in entries if e.store == "base" or e.seq > merged.get(e.partition_key, 0)]
-        with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(wanted) or 1)) as pool:
-            loaded = list(pool.map(lambda e: self._load(e, merged), wanted))
-        by_type: dict[str, list[pa.Table]] = {"B": [], "I": [], "D": []}
-        for entry, rows in zip(wanted, loaded, strict=True):
-            by_type[entry.file_type].append(rows)
-        base = pa.concat_tables(by_type["B"]) if by_type["B"] else None
-        inserts = concat_or_empty(by_type["I"], self._change_schema("I"))
-        deletes = concat_or_empty(by_type["D"], self._change_schema("D"))
-        return merge(self.definition, base, inserts, deletes)
-
-    def _change_schema(self, file_type: str) -> pa.Schema:
-        fields = (
-            list(self.schema)
-            if file_type == "I"
-            else [self.schema.field(c) for c in self.definition.primary_key]
-        )
-        return pa.schema(
-            [*fields, pa.field(ORD, pa.int64(), False), pa.field(SEQ, pa.int64(), False)]
-        )
-
-    def _load(self, entry: FileEntry, merged: dict[str, int]) -> pa.Table:
-        if entry.file_type == "B":
-            return self.storage.read_parquet(entry.path).select(self.schema.names).cast(self.schema)
-        schema = self._change_schema(entry.file_type)
-        rows = with_seq(self.storage.read_parquet(entry.path), entry.seq)
-        rows = rows.select(schema.names).cast(schema)
-        return unmerged(rows, merged.get(entry.partition_key, 0))
+        inputs = read_inputs(self.storage, self.definition, entries, merged)
+        return merge(self.definition, inputs.base, inputs.inserts, inputs.deletes)
 
     def files(self, snapshot: int | None = None) -> pa.Table:
         """The live files: store, type, partition, node, seq, size, records, ..."""

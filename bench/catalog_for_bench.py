@@ -1,0 +1,43 @@
+"""A catalog for benchmarks: ``FIRN_DATABASE_URL`` when set, else a throwaway local
+Postgres under ``.firn/bench-*`` (started and removed by the benchmark)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import SecretStr
+
+import firn
+from firn.settings import FirnSettings
+from firn_localstack import PostgresServer
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def bench_catalog() -> Iterator[firn.Catalog]:
+    home = REPO / ".firn" / f"bench-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    home.mkdir(parents=True)
+    server = None
+    try:
+        settings = FirnSettings(home=home, warehouse=str(home / "warehouse"))
+        if settings.database_url is None:
+            server = PostgresServer(home / "postgres" / "data")
+            server.start()
+            settings = settings.model_copy(update={"database_url": SecretStr(server.url)})
+        schema = f"bench_{uuid.uuid4().hex[:8]}"
+        settings = settings.model_copy(update={"database_schema": schema, "kafka_bootstrap": None})
+        with firn.connect(settings=settings) as catalog:
+            try:
+                yield catalog
+            finally:
+                catalog.conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(home, ignore_errors=True)

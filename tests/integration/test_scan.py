@@ -1,0 +1,47 @@
+"""Reading a snapshot's change files from real storage, with and without ``_seq``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from firn.catalog.files import FileEntry
+from firn.io.storage import Storage
+from firn.table.scan import read_inputs
+from firn.table.schema import TableSchema
+from firn.table.tree import Node
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+TABLE = TableSchema.build("t", SCHEMA, ["id"])
+
+
+def entry(file_id: int, path: str, seq: int, file_type: str = "I") -> FileEntry:
+    return FileEntry(file_id, "", "change", file_type, Node(1, 0), seq, path, 0, 0, None, None, 1)
+
+
+def test_row_level_seqs_override_the_file_seq_and_merged_rows_are_dropped(
+    tmp_path: Path,
+) -> None:
+    storage = Storage(str(tmp_path))
+    # A minor-compaction output: rows of seqs 3, 5 and 7 in one file (file seq = 7).
+    storage.write_parquet(
+        "minor.parquet",
+        pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"], "_ord": [0, 0, 0], "_seq": [3, 5, 7]}),
+    )
+    # Producer files of seqs 4 (merged already) and 8.
+    storage.write_parquet("p4.parquet", pa.table({"id": [4], "v": ["d"], "_ord": [0]}))
+    storage.write_parquet("p8.parquet", pa.table({"id": [5, 6], "v": ["e", "f"], "_ord": [0, 1]}))
+    storage.write_parquet("d8.parquet", pa.table({"id": [1], "_ord": [2]}))
+    entries = [
+        entry(1, "minor.parquet", 7),
+        entry(2, "p4.parquet", 4),
+        entry(3, "p8.parquet", 8),
+        entry(4, "d8.parquet", 8, "D"),
+    ]
+    inputs = read_inputs(storage, TABLE, entries, {"": 4})
+    assert inputs.base is None
+    got = sorted(zip(*(inputs.inserts.column(c).to_pylist() for c in ("id", "_seq")), strict=True))
+    assert got == [(2, 5), (3, 7), (5, 8), (6, 8)]
+    assert inputs.inserts.schema.field("_seq").nullable is False
+    assert inputs.deletes.to_pylist() == [{"id": 1, "_ord": 2, "_seq": 8}]
