@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import posixpath
 from typing import Any
 
 import psycopg
@@ -20,7 +19,7 @@ from pydantic import SecretStr
 
 from firn.errors import ConfigError
 from firn.events.publisher import EventPublisher
-from firn.io.storage import resolve_root
+from firn.io.storage import join_location, resolve_root
 from firn.kafka.topics import Topics
 from firn.postgres import apply_migrations
 from firn.postgres import connect as pg_connect
@@ -87,7 +86,7 @@ class Catalog:
                     ),
                 ).fetchone()
                 assert row is not None
-                location = posixpath.join(warehouse, f"{name}-{row[0]}")
+                location = join_location(warehouse, f"{name}-{row[0]}")
                 self.conn.execute(
                     "UPDATE catalog_table SET location = %s WHERE table_id = %s",
                     (location, row[0]),

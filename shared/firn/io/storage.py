@@ -34,6 +34,13 @@ def resolve_root(uri: str) -> str:
     return str(Path(uri).expanduser().resolve())
 
 
+def join_location(root: str, child: str) -> str:
+    """``root`` with one more path segment, keeping a URI's query (``?region=...``)
+    at the end where ``pyarrow.fs`` expects it."""
+    base, sep, query = root.partition("?")
+    return f"{base.rstrip('/')}/{child}{sep}{query}"
+
+
 class Storage:
     """Files under one root location, addressed by paths relative to it."""
 

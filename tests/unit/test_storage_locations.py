@@ -1,0 +1,34 @@
+"""Warehouse locations: local paths made absolute, URIs (s3://) taken as given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from firn.errors import ConfigError
+from firn.io.storage import Storage, join_location, resolve_root
+
+
+def test_local_paths_become_absolute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert resolve_root("wh") == str(tmp_path / "wh")
+    assert join_location(resolve_root("wh"), "orders-1") == f"{tmp_path}/wh/orders-1"
+
+
+def test_s3_warehouses_are_accepted_with_their_options() -> None:
+    root = "s3://lake/firn?region=eu-west-1&endpoint_override=127.0.0.1:9000&scheme=http"
+    location = join_location(resolve_root(root), "orders-7")
+    assert location == (
+        "s3://lake/firn/orders-7?region=eu-west-1&endpoint_override=127.0.0.1:9000&scheme=http"
+    )
+    storage = Storage(location)  # builds the S3 file system; no request is made yet
+    assert storage.fs.type_name == "s3"
+    assert storage.full_path("change/I-1.parquet") == "lake/firn/orders-7/change/I-1.parquet"
+
+
+def test_unusable_locations_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="empty"):
+        resolve_root("")
+    with pytest.raises(ConfigError, match="cannot use"):
+        Storage("nosuchscheme://x/y")
