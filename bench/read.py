@@ -6,7 +6,7 @@ The table has an int64 key and three value columns; 100 commits of 10k upserts e
 ``change.buckets = 1``, so every commit writes exactly one change file. The commit
 rate of the same 100 commits is printed too.
 
-    .venv/bin/python bench/read.py            # FIRN_DATABASE_URL, or a local Postgres
+    .venv/bin/python bench/read.py     # FIRN_DATABASE_URL, or a throwaway local Postgres
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
-
-from bench.catalog_for_bench import bench_catalog
+from catalog_for_bench import bench_catalog  # bench/ is on sys.path when run as a script
 
 FILES = 100
 ROWS = 10_000
