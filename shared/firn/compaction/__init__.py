@@ -1,0 +1,1 @@
+"""Compaction: triggers, plans, task state machines (the pure core; adapters elsewhere)."""
