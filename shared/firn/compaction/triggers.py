@@ -1,0 +1,105 @@
+"""When a partition needs compaction (SPEC 4): pure functions over its metrics.
+
+Thresholds are per node and multiplied by ``n``, the number of nodes at the base
+write level, so a table with 16 buckets does not trigger 4x as often as one with 4.
+Every rule that fires is reported with its numbers, so ``firn status`` and the logs
+can say *why* a partition was planned, not only that it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from firn.table.properties import TableProperties
+
+
+class Kind(StrEnum):
+    MAJOR = "major"
+    MINOR = "minor"
+    FULL = "full"
+
+
+@dataclass(frozen=True)
+class PartitionMetrics:
+    """What the triggers look at for one partition (unmerged = seq > max_merged_seq)."""
+
+    unmerged_insert_bytes: int
+    unmerged_delete_bytes: int
+    unmerged_files: int
+    base_bytes: int
+    base_files: int
+    small_files: int
+    """Unmerged change files plus base files below ``small-file-bytes``."""
+    max_unmerged_files_per_node: int
+    """The most unmerged change files any one change node has."""
+    seconds_since_major: float | None
+    """Since the last major compaction; None if there never was one."""
+
+    @property
+    def unmerged_bytes(self) -> int:
+        return self.unmerged_insert_bytes + self.unmerged_delete_bytes
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The compaction a partition needs (None: none) and the rules that fired."""
+
+    kind: Kind | None
+    reasons: tuple[str, ...]
+
+
+def major_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
+    """Every SPEC 4 major rule that fires, with its numbers."""
+    n = p.base_buckets
+    reasons = []
+    if m.unmerged_delete_bytes >= p.major_delete_bytes * n:
+        reasons.append(f"delete bytes {m.unmerged_delete_bytes} >= {p.major_delete_bytes * n}")
+    live = m.base_bytes + m.unmerged_insert_bytes
+    if (
+        live > 0
+        and m.unmerged_delete_bytes / live >= p.major_delete_ratio
+        and m.unmerged_delete_bytes >= p.major_delete_bytes_lowest * n
+    ):
+        reasons.append(
+            f"delete ratio {m.unmerged_delete_bytes / live:.3f} >= {p.major_delete_ratio}"
+        )
+    if m.base_bytes > 0 and m.unmerged_bytes / m.base_bytes >= p.major_change_ratio:
+        reasons.append(
+            f"change ratio {m.unmerged_bytes / m.base_bytes:.3f} >= {p.major_change_ratio}"
+        )
+    if m.small_files >= p.major_file_count * n:
+        reasons.append(f"small files {m.small_files} >= {p.major_file_count * n}")
+    if m.unmerged_files > 0 and (
+        m.seconds_since_major is None or m.seconds_since_major >= p.major_interval_max
+    ):
+        age = "never" if m.seconds_since_major is None else f"{m.seconds_since_major:.0f}s ago"
+        reasons.append(f"unmerged changes and last major {age} (max {p.major_interval_max:.0f}s)")
+    return reasons
+
+
+def minor_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
+    if m.max_unmerged_files_per_node > p.minor_file_count:
+        return [f"a node has {m.max_unmerged_files_per_node} change files > {p.minor_file_count}"]
+    return []
+
+
+def decide(m: PartitionMetrics, p: TableProperties) -> Decision:
+    """Major when any major rule fires, else minor when a node has too many change
+    files, else nothing."""
+    if reasons := major_reasons(m, p):
+        return Decision(Kind.MAJOR, tuple(reasons))
+    if reasons := minor_reasons(m, p):
+        return Decision(Kind.MINOR, tuple(reasons))
+    return Decision(None, ())
+
+
+def score(m: PartitionMetrics, p: TableProperties) -> float:
+    """Read amplification the partition causes: unmerged change files per base node,
+    weighted by how large the unmerged bytes are next to the base. Higher is served
+    first; 0 when there is nothing to merge."""
+    if m.unmerged_files == 0:
+        return 0.0
+    per_node = m.unmerged_files / p.base_buckets
+    weight = 1.0 + m.unmerged_bytes / max(m.base_bytes, p.small_file_threshold)
+    return round(per_node * weight, 6)

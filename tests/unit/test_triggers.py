@@ -1,0 +1,79 @@
+"""One test per SPEC 4 trigger, plus node scaling and the score."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from firn.compaction.triggers import Kind, PartitionMetrics, decide, score
+from firn.table.properties import MiB, TableProperties
+
+PROPS = TableProperties.parse({"base.buckets": 4})  # n = 4
+QUIET = PartitionMetrics(
+    unmerged_insert_bytes=1 * MiB,
+    unmerged_delete_bytes=0,
+    unmerged_files=2,
+    base_bytes=100 * MiB,
+    base_files=4,
+    small_files=2,
+    max_unmerged_files_per_node=1,
+    seconds_since_major=60.0,
+)
+
+
+def test_a_quiet_partition_needs_nothing() -> None:
+    assert decide(QUIET, PROPS).kind is None
+
+
+def test_delete_bytes_scaled_by_nodes() -> None:
+    below = replace(QUIET, unmerged_delete_bytes=64 * MiB * 4 - 1, base_bytes=10_000 * MiB)
+    assert decide(below, PROPS).kind is None
+    at = replace(below, unmerged_delete_bytes=64 * MiB * 4)
+    decision = decide(at, PROPS)
+    assert decision.kind is Kind.MAJOR
+    assert decision.reasons[0].startswith("delete bytes")
+
+
+def test_delete_ratio_needs_the_lowest_delete_bytes_too() -> None:
+    tiny_base = replace(QUIET, base_bytes=1000, unmerged_insert_bytes=0, unmerged_delete_bytes=500)
+    # ratio 0.5, but only 500 delete bytes (the change ratio fires here, not this rule)
+    assert not any(r.startswith("delete ratio") for r in decide(tiny_base, PROPS).reasons)
+    enough = replace(
+        QUIET, base_bytes=30 * MiB, unmerged_insert_bytes=0, unmerged_delete_bytes=4 * MiB
+    )
+    decision = decide(enough, PROPS)
+    assert decision.kind is Kind.MAJOR
+    assert decision.reasons == ("delete ratio 0.133 >= 0.1",)
+
+
+def test_change_ratio() -> None:
+    at = replace(QUIET, unmerged_insert_bytes=30 * MiB)
+    assert any(r.startswith("change ratio") for r in decide(at, PROPS).reasons)
+    assert decide(replace(QUIET, unmerged_insert_bytes=29 * MiB), PROPS).kind is None
+
+
+def test_small_file_count_scaled_by_nodes() -> None:
+    assert decide(replace(QUIET, small_files=12 * 4 - 1), PROPS).kind is None
+    decision = decide(replace(QUIET, small_files=12 * 4), PROPS)
+    assert decision.kind is Kind.MAJOR
+    assert decision.reasons == ("small files 48 >= 48",)
+
+
+def test_interval_only_with_unmerged_changes() -> None:
+    old = replace(QUIET, seconds_since_major=3600.0)
+    assert decide(old, PROPS).kind is Kind.MAJOR
+    assert decide(replace(old, unmerged_files=0, unmerged_insert_bytes=0), PROPS).kind is None
+    assert decide(replace(QUIET, seconds_since_major=None), PROPS).kind is Kind.MAJOR
+
+
+def test_minor_when_a_node_has_too_many_change_files() -> None:
+    assert decide(replace(QUIET, max_unmerged_files_per_node=5), PROPS).kind is None
+    decision = decide(replace(QUIET, max_unmerged_files_per_node=6), PROPS)
+    assert decision.kind is Kind.MINOR
+
+
+def test_score_grows_with_files_and_bytes_and_is_zero_when_merged() -> None:
+    assert score(replace(QUIET, unmerged_files=0, unmerged_insert_bytes=0), PROPS) == 0.0
+    more_files = replace(QUIET, unmerged_files=8)
+    more_bytes = replace(QUIET, unmerged_insert_bytes=50 * MiB)
+    assert score(more_files, PROPS) > score(QUIET, PROPS)
+    assert score(more_bytes, PROPS) > score(QUIET, PROPS)
