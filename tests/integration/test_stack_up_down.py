@@ -60,9 +60,11 @@ def _start_up(home: Path, env: dict[str, str], *extra: str) -> tuple[subprocess.
         )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    assert line, (home / "up.err").read_text()
-    report = json.loads(line)
-    assert report["status"] == "up", report
+    report = json.loads(line) if line else {}
+    if report.get("status") != "up":
+        # Reap it here so a failed start cannot leak into the next test's warnings.
+        _reap(proc)
+        pytest.fail(f"firn up failed: {report or line!r}\n{(home / 'up.err').read_text()}")
     return proc, report
 
 
