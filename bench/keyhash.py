@@ -11,23 +11,14 @@ Goals from the issue: at least 5M int64 keys/s and 2M short strings/s.
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from harness import best_of  # bench/ is on sys.path when run as a script
 
 from firn.table.keyhash import hash_keys
-
-
-def best_of(runs: int, fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return min(times)
 
 
 def _stable(value: int | str) -> int:

@@ -12,12 +12,11 @@ rate of the same 100 commits is printed too.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
-from catalog_for_bench import bench_catalog  # bench/ is on sys.path when run as a script
+from harness import bench_catalog, best_of  # bench/ is on sys.path when run as a script
 
 FILES = 100
 ROWS = 10_000
@@ -31,15 +30,6 @@ SCHEMA = pa.schema(
         pa.field("price", pa.float64()),
     ]
 )
-
-
-def best_of(runs: int, fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return min(times)
 
 
 def change_set(rng: np.random.Generator) -> pa.Table:

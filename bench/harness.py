@@ -1,13 +1,15 @@
-"""A catalog for benchmarks: ``FIRN_DATABASE_URL`` when set, else a throwaway local
-Postgres under ``.firn/bench-*`` (started and removed by the benchmark)."""
+"""What the benchmarks share: best-of-N timing, and a catalog (``FIRN_DATABASE_URL``
+when set, else a throwaway local Postgres under ``.firn/bench-*``, started and
+removed by the benchmark)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pydantic import SecretStr
@@ -17,6 +19,16 @@ from firn.settings import FirnSettings
 from firn_localstack import PostgresServer
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def best_of(runs: int, fn: Callable[[], object]) -> float:
+    """The fastest of ``runs`` timings of ``fn``, in seconds (the least disturbed)."""
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - began)
+    return min(times)
 
 
 @contextlib.contextmanager
