@@ -1,6 +1,7 @@
 """Firn: asynchronous compaction for primary-keyed lakehouse tables."""
 
 from firn.catalog import Catalog, connect
+from firn.compaction.compact import compact
 from firn.errors import CommitError, CommitStateUnknownError, ConfigError, FirnError
 from firn.settings import FirnSettings
 from firn.table.table import Table
@@ -16,5 +17,6 @@ __all__ = [
     "FirnSettings",
     "Table",
     "__version__",
+    "compact",
     "connect",
 ]

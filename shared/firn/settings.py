@@ -14,6 +14,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from firn.errors import ConfigError
+from firn.table.properties import Bytes
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -77,6 +78,15 @@ class FirnSettings(BaseSettings):
         gt=0,
         description="How long a producer commit waits for Kafka to acknowledge its event; "
         "the commit is durable either way.",
+    )
+    executor_memory_budget: Bytes = Field(
+        default=1 << 30,
+        description="Memory one compaction task may hold for change rows before it "
+        "spills sorted runs to disk; bytes or e.g. '512MiB'.",
+    )
+    executor_spill_dir: Path | None = Field(
+        default=None,
+        description="Local directory for spilled runs; unset means the system temp dir.",
     )
     log_level: str = Field(default="INFO", description="Python logging level.")
 

@@ -10,7 +10,8 @@ whichever process reads them.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -71,6 +72,30 @@ class Storage:
         except OSError as exc:
             raise StorageError(f"cannot write {path}: {exc}") from exc
         return int(data.size)
+
+    def open_output(self, relative: str) -> pa.NativeFile:
+        """A new file to stream into (its directory is created)."""
+        path = self.full_path(relative)
+        try:
+            self.fs.create_dir(posixpath.dirname(path), recursive=True)
+            return self.fs.open_output_stream(path)
+        except OSError as exc:
+            raise StorageError(f"cannot write {path}: {exc}") from exc
+
+    @contextmanager
+    def parquet_file(self, relative: str) -> Iterator[pq.ParquetFile]:
+        """One Parquet file opened for reading batch by batch, closed on exit."""
+        path = self.full_path(relative)
+        try:
+            source = self.fs.open_input_file(path)
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc}") from exc
+        with source:
+            try:
+                parquet = pq.ParquetFile(source)
+            except OSError as exc:
+                raise StorageError(f"cannot read {path}: {exc}") from exc
+            yield parquet
 
     def read_parquet(self, relative: str, columns: Sequence[str] | None = None) -> pa.Table:
         path = self.full_path(relative)

@@ -1,0 +1,188 @@
+"""Committing a compaction plan: ONE transaction, or nothing (SPEC 7).
+
+The transaction takes the table row's lock first (to allocate the snapshot id), as
+producer commits do, so the two never deadlock; then the partition row. It checks
+that the plan is still the partition's current plan, that ``max_merged_seq`` is still
+the one the plan started from, and that every input file is still live; then it
+removes the inputs (the base files rewritten and the change files folded in), adds
+the outputs, sets ``max_merged_seq = S`` with its history row, creates the snapshot,
+and moves tasks and plan to Committed.
+
+A producer committing meanwhile only adds change files with seq > S, which this
+commit neither reads nor hides, so the two never conflict. Committing a plan that is
+already committed changes nothing and reports the snapshot it made. A failed check
+fails the plan (its outputs become orphans) so the partition can be planned again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from firn.catalog.plans import fail_plan, move_plan, move_task
+from firn.compaction.states import PlanState, TaskState
+from firn.compaction.tasks import OutputFile, TaskSpec
+from firn.postgres.connection import Connection
+
+
+@dataclass(frozen=True)
+class PlanCommit:
+    """What committing a plan did."""
+
+    plan_id: int
+    outcome: str
+    """``committed``, ``already`` (committed before), ``waiting`` (tasks not all
+    Prepared), ``stale`` (replaced or failed earlier) or ``failed`` (a check failed)."""
+    snapshot_id: int | None = None
+    reason: str = ""
+    removed_files: int = 0
+    added_files: int = 0
+    added_bytes: int = 0
+    added_rows: int = 0
+
+
+class _CheckFailedError(Exception):
+    pass
+
+
+def commit_plan(conn: Connection, plan_id: int) -> PlanCommit:
+    """Commit ``plan_id`` if every task is Prepared; idempotent."""
+    try:
+        with conn.transaction():
+            return _commit(conn, plan_id)
+    except _CheckFailedError as exc:
+        fail_plan(conn, plan_id, str(exc))
+        return PlanCommit(plan_id, "failed", reason=str(exc))
+
+
+def _commit(conn: Connection, plan_id: int) -> PlanCommit:
+    plan = conn.execute(
+        "SELECT table_id, partition_key, kind, state, from_merged_seq, to_seq, "
+        "committed_snapshot FROM compaction_plan WHERE plan_id = %s FOR UPDATE",
+        (plan_id,),
+    ).fetchone()
+    if plan is None:
+        return PlanCommit(plan_id, "stale", reason="no such plan")
+    table_id, partition, kind, state, from_seq, to_seq, committed = plan
+    if state == PlanState.COMMITTED:
+        return PlanCommit(plan_id, "already", snapshot_id=committed)
+    if state in (PlanState.FAILED, PlanState.REPLACED):
+        return PlanCommit(plan_id, "stale", reason=f"plan is {state}")
+    tasks = conn.execute(
+        "SELECT task_id, state, attempt, spec, outputs FROM compaction_task "
+        "WHERE plan_id = %s ORDER BY ordinal",
+        (plan_id,),
+    ).fetchall()
+    if any(TaskState(t[1]) != TaskState.PREPARED for t in tasks):
+        return PlanCommit(plan_id, "waiting", reason="not every task is Prepared")
+    specs = [TaskSpec.model_validate(t[3]) for t in tasks]
+    outputs = [OutputFile.model_validate(o) for t in tasks for o in (t[4] or [])]
+
+    snapshot_id, now = conn.execute(
+        "UPDATE catalog_table SET last_snapshot = last_snapshot + 1 WHERE table_id = %s "
+        "RETURNING last_snapshot, now()",
+        (table_id,),
+    ).fetchone()  # type: ignore[misc]
+    merged = conn.execute(
+        "SELECT max_merged_seq FROM catalog_partition WHERE table_id = %s "
+        "AND partition_key = %s FOR UPDATE",
+        (table_id, partition),
+    ).fetchone()
+    if merged is None or int(merged[0]) != from_seq:
+        raise _CheckFailedError(
+            f"max_merged_seq moved from {from_seq} to {None if merged is None else merged[0]}"
+        )
+    base_inputs = sorted({f.file_id for s in specs for f in s.base_files})
+    change_inputs = sorted({f.file_id for s in specs for f in s.change_files})
+    live = conn.execute(
+        "SELECT count(*) FROM data_file WHERE file_id = ANY(%s) AND removed_snapshot IS NULL",
+        (base_inputs + change_inputs,),
+    ).fetchone()
+    if live is None or int(live[0]) != len(base_inputs) + len(change_inputs):
+        raise _CheckFailedError("an input file was removed by another commit")
+
+    removed = conn.execute(
+        "UPDATE data_file SET removed_snapshot = %s WHERE file_id = ANY(%s)",
+        (snapshot_id, base_inputs),
+    ).rowcount
+    # Every change file of the partition up to S is folded in: max_merged_seq = S
+    # hides them from readers of this snapshot on, so they leave the live set.
+    removed += conn.execute(
+        "UPDATE data_file SET removed_snapshot = %s WHERE table_id = %s AND partition_key = %s "
+        "AND store = 'change' AND removed_snapshot IS NULL AND seq > %s AND seq <= %s",
+        (snapshot_id, table_id, partition, from_seq, to_seq),
+    ).rowcount
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
+            "seq, path, size_bytes, record_count, min_key, max_key, added_snapshot) "
+            "VALUES (%s, %s, 'base', 'B', %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [_output_row(table_id, partition, o, snapshot_id) for o in outputs],
+        )
+    conn.execute(
+        "UPDATE catalog_partition SET max_merged_seq = %s, last_major_at = %s "
+        "WHERE table_id = %s AND partition_key = %s",
+        (to_seq, now, table_id, partition),
+    )
+    conn.execute(
+        "INSERT INTO partition_merge_history (table_id, partition_key, snapshot_id, "
+        "max_merged_seq) VALUES (%s, %s, %s, %s)",
+        (table_id, partition, snapshot_id, to_seq),
+    )
+    result = PlanCommit(
+        plan_id,
+        "committed",
+        snapshot_id=snapshot_id,
+        removed_files=removed,
+        added_files=len(outputs),
+        added_bytes=sum(o.size_bytes for o in outputs),
+        added_rows=sum(o.record_count for o in outputs),
+    )
+    summary = {
+        "plan_id": plan_id,
+        "kind": kind,
+        "partition": partition,
+        "max_merged_seq": to_seq,
+        "removed_files": removed,
+        "added_files": result.added_files,
+        "added_bytes": result.added_bytes,
+        "added_rows": result.added_rows,
+    }
+    conn.execute(
+        "INSERT INTO snapshot (table_id, snapshot_id, kind, created_at, summary) "
+        "VALUES (%s, %s, 'compaction', %s, %s)",
+        (table_id, snapshot_id, now, json.dumps(summary)),
+    )
+    for task_id, _, attempt, _, _ in tasks:
+        move_task(
+            conn,
+            task_id,
+            TaskState.PREPARED,
+            TaskState.COMMITTED,
+            attempt=attempt,
+            reason=f"snapshot {snapshot_id}",
+        )
+    move_plan(conn, plan_id, PlanState(state), PlanState.COMMITTING, reason="all tasks prepared")
+    move_plan(conn, plan_id, PlanState.COMMITTING, PlanState.COMMITTED, reason="committed")
+    conn.execute(
+        "UPDATE compaction_plan SET committed_snapshot = %s WHERE plan_id = %s",
+        (snapshot_id, plan_id),
+    )
+    return result
+
+
+def _output_row(table_id: int, partition: str, o: OutputFile, snapshot_id: int) -> tuple[Any, ...]:
+    return (
+        table_id,
+        partition,
+        o.node_m,
+        o.node_i,
+        o.seq,
+        o.path,
+        o.size_bytes,
+        o.record_count,
+        None if o.min_key is None else json.dumps(o.min_key),
+        None if o.max_key is None else json.dumps(o.max_key),
+        snapshot_id,
+    )

@@ -1,0 +1,359 @@
+"""Plans and tasks in Postgres: creating them, and every state change as a
+compare-and-set on the old state with its history row (SPEC 5 step 6, SPEC 9).
+
+A move is ``UPDATE ... SET state = new WHERE id = ? AND state = old [AND attempt = ?]``:
+when a redelivered or stale event asks for a move that already happened (or that a
+newer attempt overtook), no row matches and the caller learns it was a no-op. The
+machine's transition table (``firn.compaction.states``) is consulted first, so a
+move the SPEC does not allow is a bug that raises instead of a silent write.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from firn.compaction.planner import PlanDraft
+from firn.compaction.states import PLAN, TASK, PlanState, TaskState
+from firn.compaction.tasks import InputFile, OutputFile, TaskResult, TaskSpec
+from firn.postgres.connection import Connection
+
+OPEN_PLAN_STATES = (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)
+BUSY_TASK_STATES = (TaskState.EXECUTING, TaskState.PREPARED)
+_TASK_COLUMNS = frozenset({"lease_owner", "lease_expires", "outputs", "error"})
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """A persisted plan and its tasks."""
+
+    plan_id: int
+    tasks: tuple[TaskSpec, ...]
+
+
+@dataclass(frozen=True)
+class PlanSkipped:
+    """Why no plan was made (the state check of SPEC 5 step 1)."""
+
+    partition_key: str
+    reason: str
+
+
+def move_task(
+    conn: Connection,
+    task_id: int,
+    old: TaskState,
+    new: TaskState,
+    *,
+    reason: str = "",
+    attempt: int | None = None,
+    new_attempt: bool = False,
+    updates: Mapping[str, Any] | None = None,
+) -> int | None:
+    """Move a task if it is in ``old`` (and at ``attempt``, when given); returns the
+    attempt it is at afterwards, or ``None`` when it was not in that state."""
+    TASK.accept(old, new)
+    updates = dict(updates or {})
+    unknown = set(updates) - _TASK_COLUMNS
+    if unknown:
+        raise ValueError(f"not a task column: {sorted(unknown)}")
+    sets = ["state = %s", "updated_at = now()"]
+    params: list[Any] = [new.value]
+    if new_attempt:
+        sets.append("attempt = attempt + 1")
+    for column, value in updates.items():
+        sets.append(f"{column} = %s")
+        params.append(value)
+    where = "task_id = %s AND state = %s"
+    params += [task_id, old.value]
+    if attempt is not None:
+        where += " AND attempt = %s"
+        params.append(attempt)
+    with conn.transaction():
+        row = conn.execute(
+            f"UPDATE compaction_task SET {', '.join(sets)} WHERE {where} RETURNING attempt",
+            params,
+        ).fetchone()
+        if row is None:
+            return None
+        _record(conn, "task", task_id, old, new, int(row[0]), reason)
+    return int(row[0])
+
+
+def move_plan(
+    conn: Connection,
+    plan_id: int,
+    old: PlanState,
+    new: PlanState,
+    *,
+    reason: str = "",
+    error: str | None = None,
+) -> bool:
+    """Move a plan if it is in ``old``; returns whether it moved."""
+    PLAN.accept(old, new)
+    with conn.transaction():
+        row = conn.execute(
+            "UPDATE compaction_plan SET state = %s, updated_at = now(), "
+            "error = coalesce(%s, error) WHERE plan_id = %s AND state = %s RETURNING plan_id",
+            (new.value, error, plan_id, old.value),
+        ).fetchone()
+        if row is None:
+            return False
+        _record(conn, "plan", plan_id, old, new, 0, reason)
+    return True
+
+
+def _record(
+    conn: Connection,
+    machine: str,
+    entity_id: int,
+    old: TaskState | PlanState | str,
+    new: TaskState | PlanState,
+    attempt: int,
+    reason: str,
+) -> None:
+    conn.execute(
+        "INSERT INTO state_transition (machine, entity_id, from_state, to_state, attempt, reason) "
+        "VALUES (%s, %s, %s, %s, %s, %s)",
+        (machine, entity_id, str(old), new.value, attempt, reason),
+    )
+
+
+def create_plan(
+    conn: Connection,
+    table_id: int,
+    location: str,
+    draft: PlanDraft,
+    *,
+    planned_snapshot: int,
+    target_file_size: int,
+    reason: Mapping[str, Any] | None = None,
+    score: float = 0.0,
+) -> PlanRecord | PlanSkipped:
+    """Persist a plan and its tasks (Init) in one transaction, after the state check:
+    skip a partition that is busy or whose open plan already covers the draft's S,
+    replace any other open plan."""
+    with conn.transaction():
+        part = conn.execute(
+            "SELECT max_merged_seq FROM catalog_partition WHERE table_id = %s "
+            "AND partition_key = %s FOR UPDATE",
+            (table_id, draft.partition_key),
+        ).fetchone()
+        if part is None or int(part[0]) != draft.from_merged_seq:
+            return PlanSkipped(draft.partition_key, "stale: the partition was compacted since")
+        skipped = _replace_open_plan(conn, table_id, draft)
+        if skipped is not None:
+            return skipped
+        plan_id = conn.execute(
+            "INSERT INTO compaction_plan (table_id, partition_key, kind, state, from_merged_seq, "
+            "to_seq, planned_snapshot, reason, score) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "RETURNING plan_id",
+            (
+                table_id,
+                draft.partition_key,
+                draft.kind,
+                PLAN.initial.value,
+                draft.from_merged_seq,
+                draft.to_seq,
+                planned_snapshot,
+                json.dumps(dict(reason or {})),
+                score,
+            ),
+        ).fetchone()[0]  # type: ignore[index]
+        _record(conn, "plan", plan_id, "", PLAN.initial, 0, "planned")
+        specs = []
+        store = "change" if draft.kind == "minor" else "base"
+        prefix = f"{store}/{draft.partition_key}/" if draft.partition_key else f"{store}/"
+        for ordinal, task in enumerate(draft.tasks):
+            task_id = conn.execute(
+                "INSERT INTO compaction_task (plan_id, ordinal, state, spec, input_bytes) "
+                "VALUES (%s, %s, %s, '{}', %s) RETURNING task_id",
+                (plan_id, ordinal, TASK.initial.value, task.input_bytes),
+            ).fetchone()[0]  # type: ignore[index]
+            spec = TaskSpec(
+                plan_id=plan_id,
+                task_id=task_id,
+                table_id=table_id,
+                location=location,
+                partition_key=draft.partition_key,
+                kind=draft.kind,
+                node_m=task.node.m,
+                node_i=task.node.i,
+                lower=task.lower,
+                upper=task.upper,
+                base_files=tuple(InputFile.of(f) for f in task.base_files),
+                change_files=tuple(InputFile.of(f) for f in task.change_files),
+                from_merged_seq=draft.from_merged_seq,
+                to_seq=draft.to_seq,
+                target_file_size=target_file_size,
+                output_prefix=f"{prefix}p{plan_id}-t{task_id}",
+            )
+            conn.execute(
+                "UPDATE compaction_task SET spec = %s WHERE task_id = %s",
+                (spec.model_dump_json(), task_id),
+            )
+            _record(conn, "task", task_id, "", TASK.initial, 0, "planned")
+            specs.append(spec)
+    return PlanRecord(plan_id, tuple(specs))
+
+
+def _replace_open_plan(conn: Connection, table_id: int, draft: PlanDraft) -> PlanSkipped | None:
+    row = conn.execute(
+        "SELECT plan_id, state, to_seq, kind FROM compaction_plan WHERE table_id = %s "
+        "AND partition_key = %s AND state = ANY(%s) FOR UPDATE",
+        (table_id, draft.partition_key, [s.value for s in OPEN_PLAN_STATES]),
+    ).fetchone()
+    if row is None:
+        return None
+    plan_id, state, to_seq, kind = row
+    states = [
+        TaskState(s)
+        for (s,) in conn.execute(
+            "SELECT state FROM compaction_task WHERE plan_id = %s", (plan_id,)
+        ).fetchall()
+    ]
+    if state == PlanState.COMMITTING or any(s in BUSY_TASK_STATES for s in states):
+        return PlanSkipped(draft.partition_key, f"busy: plan {plan_id} is running")
+    if to_seq >= draft.to_seq and kind == draft.kind:
+        return PlanSkipped(draft.partition_key, f"covered: plan {plan_id} already reaches S")
+    for task_id, task_state in conn.execute(
+        "SELECT task_id, state FROM compaction_task WHERE plan_id = %s ORDER BY ordinal",
+        (plan_id,),
+    ).fetchall():
+        move_task(conn, task_id, TaskState(task_state), TaskState.REPLACED, reason="replanned")
+    move_plan(conn, plan_id, PlanState(state), PlanState.REPLACED, reason="replanned")
+    return None
+
+
+def release_tasks(conn: Connection, plan: PlanRecord) -> None:
+    """Init -> Pending for every task of a new plan (after their events are out)."""
+    for spec in plan.tasks:
+        move_task(conn, spec.task_id, TaskState.INIT, TaskState.PENDING, reason="published")
+
+
+def claim_task(
+    conn: Connection, task_id: int, owner: str, lease_seconds: float
+) -> tuple[TaskSpec, int] | None:
+    """Pending -> Executing with a new attempt and a lease; ``None`` if another
+    executor got it first (or it is no longer pending)."""
+    with conn.transaction():
+        attempt = move_task(
+            conn,
+            task_id,
+            TaskState.PENDING,
+            TaskState.EXECUTING,
+            reason=f"claimed by {owner}",
+            new_attempt=True,
+            updates={"lease_owner": owner},
+        )
+        if attempt is None:
+            return None
+        row = conn.execute(
+            "UPDATE compaction_task SET lease_expires = now() + make_interval(secs => %s) "
+            "WHERE task_id = %s RETURNING spec, plan_id",
+            (lease_seconds, task_id),
+        ).fetchone()
+        assert row is not None
+        spec = TaskSpec.model_validate(row[0])
+        move_plan(conn, int(row[1]), PlanState.PLANNED, PlanState.EXECUTING, reason="first claim")
+    return spec, attempt
+
+
+def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> str:
+    """Record one attempt's outcome; returns ``prepared``, ``retry``, ``failed`` (the
+    plan failed: no attempts left) or ``stale`` (this attempt no longer owns the task;
+    its outputs are recorded as orphans)."""
+    with conn.transaction():
+        if result.ok:
+            outputs = json.dumps([o.model_dump() for o in result.outputs])
+            moved = move_task(
+                conn,
+                result.task_id,
+                TaskState.EXECUTING,
+                TaskState.PREPARED,
+                attempt=result.attempt,
+                reason=f"{len(result.outputs)} files, {result.rows_written} rows",
+                updates={"outputs": outputs, "lease_owner": None, "lease_expires": None},
+            )
+            if moved is not None:
+                return "prepared"
+            _orphans_of(conn, result.task_id, result.outputs, "stale attempt")
+            return "stale"
+        moved = move_task(
+            conn,
+            result.task_id,
+            TaskState.EXECUTING,
+            TaskState.FAILED,
+            attempt=result.attempt,
+            reason=(result.error or "")[:500],
+            updates={"error": result.error, "lease_owner": None, "lease_expires": None},
+        )
+        if moved is None:
+            return "stale"
+        if result.attempt < max_attempts:
+            move_task(conn, result.task_id, TaskState.FAILED, TaskState.PENDING, reason="retry")
+            return "retry"
+        fail_plan(
+            conn,
+            _plan_of(conn, result.task_id),
+            f"task {result.task_id} failed {result.attempt} times: {result.error}",
+        )
+        return "failed"
+
+
+def _plan_of(conn: Connection, task_id: int) -> int:
+    row = conn.execute(
+        "SELECT plan_id FROM compaction_task WHERE task_id = %s", (task_id,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _orphans_of(conn: Connection, task_id: int, outputs: Sequence[OutputFile], reason: str) -> None:
+    row = conn.execute(
+        "SELECT p.table_id FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+        "WHERE t.task_id = %s",
+        (task_id,),
+    ).fetchone()
+    if row is None:
+        return
+    record_orphans(conn, int(row[0]), [o.path for o in outputs], reason)
+
+
+def record_orphans(conn: Connection, table_id: int, paths: Sequence[str], reason: str) -> None:
+    """Files no snapshot references; deleted after ``orphan.retention``."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO orphan_file (table_id, path, reason) VALUES (%s, %s, %s) "
+            "ON CONFLICT DO NOTHING",
+            [(table_id, p, reason) for p in paths],
+        )
+
+
+def fail_plan(conn: Connection, plan_id: int, reason: str) -> bool:
+    """Fail a plan that cannot commit: its waiting tasks are replaced, its prepared
+    outputs become orphans, and the partition is free to be planned again."""
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT table_id, state FROM compaction_plan WHERE plan_id = %s FOR UPDATE",
+            (plan_id,),
+        ).fetchone()
+        if row is None or not PLAN.try_accept(PlanState(row[1]), PlanState.FAILED):
+            return False
+        table_id, state = int(row[0]), PlanState(row[1])
+        tasks = conn.execute(
+            "SELECT task_id, state, outputs FROM compaction_task WHERE plan_id = %s",
+            (plan_id,),
+        ).fetchall()
+        for task_id, task_state, outputs in tasks:
+            old = TaskState(task_state)
+            if old == TaskState.PREPARED:
+                move_task(conn, task_id, old, TaskState.FAILED, reason=f"plan failed: {reason}")
+                paths = [o["path"] for o in outputs or []]
+                record_orphans(conn, table_id, paths, f"plan {plan_id} failed")
+            elif TASK.try_accept(old, TaskState.REPLACED):
+                move_task(conn, task_id, old, TaskState.REPLACED, reason=f"plan failed: {reason}")
+        move_plan(conn, plan_id, state, PlanState.FAILED, reason=reason, error=reason)
+    return True

@@ -1,0 +1,175 @@
+"""``firn.compact``: plan, execute and commit synchronously, in this process, through
+exactly the steps the services take (SPEC 10): the planner's draft is persisted with
+the state check, tasks are released and claimed through the task state machine,
+executed as one Spark job (or locally), recorded, retried up to
+``task.max-attempts``, and each plan is committed in its own transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any, Literal
+
+from firn.catalog.compactions import PlanCommit, commit_plan
+from firn.catalog.files import files_at, merged_seqs_at
+from firn.catalog.plans import (
+    PlanRecord,
+    PlanSkipped,
+    claim_task,
+    create_plan,
+    record_result,
+    release_tasks,
+)
+from firn.compaction.execution import Claim, run_local, run_spark
+from firn.compaction.kernel import KernelLimits
+from firn.compaction.planner import plan_partition
+from firn.compaction.tasks import Kind, TaskResult
+from firn.errors import ConfigError
+
+if TYPE_CHECKING:
+    from firn.table.table import Table
+
+Engine = Literal["spark", "local"]
+
+
+def compact(
+    table: Table,
+    partition: str | None = None,
+    kind: str = "major",
+    *,
+    engine: Engine = "spark",
+) -> dict[str, Any]:
+    """Compact ``table`` (one partition, or every one) now; returns a summary.
+
+    ``kind`` is ``major`` (fold the unmerged changes into the base) or ``full``
+    (also rewrite every base file, e.g. after changing ``base.buckets``); tables
+    without a primary key bin-pack small files either way. ``engine="local"`` runs
+    the merge kernel in this process instead of as a Spark job."""
+    if kind not in ("major", "full"):
+        raise ConfigError(f"kind must be 'major' or 'full', got {kind!r}")
+    if engine not in ("spark", "local"):
+        raise ConfigError(f"engine must be 'spark' or 'local', got {engine!r}")
+    started = time.monotonic()
+    catalog = table.catalog
+    conn = catalog.conn
+    props = table.properties
+    plan_kind: Kind = "bin-pack" if not table.definition.keyed else kind  # type: ignore[assignment]
+    snapshot = table.current_snapshot()
+    entries = files_at(conn, table.table_id, snapshot)
+    merged = merged_seqs_at(conn, table.table_id, snapshot)
+    partitions = _partitions(table, partition)
+
+    plans: list[PlanRecord] = []
+    skipped: list[PlanSkipped] = []
+    for part in partitions:
+        draft = plan_partition(
+            table.definition, props, part, merged.get(part, 0), entries, plan_kind
+        )
+        if draft is None:
+            continue
+        record = create_plan(
+            conn,
+            table.table_id,
+            table.location,
+            draft,
+            planned_snapshot=snapshot,
+            target_file_size=props.target_file_size,
+            reason={"trigger": "manual", "kind": kind},
+        )
+        if isinstance(record, PlanSkipped):
+            skipped.append(record)
+        else:
+            release_tasks(conn, record)
+            plans.append(record)
+
+    owner = f"compact-{os.getpid()}"
+    pending = [t.task_id for p in plans for t in p.tasks]
+    results: list[TaskResult] = []
+    limits = KernelLimits(
+        memory_budget=catalog.settings.executor_memory_budget,
+        spill_dir=None
+        if catalog.settings.executor_spill_dir is None
+        else str(catalog.settings.executor_spill_dir),
+    )
+    while pending:
+        claims: list[Claim] = []
+        for task_id in pending:
+            claim = claim_task(conn, task_id, owner, props.task_lease)
+            if claim is not None:
+                claims.append(claim)
+        batch = _execute(table, claims, limits, engine)
+        results.extend(batch)
+        pending = [
+            r.task_id for r in batch if record_result(conn, r, props.task_max_attempts) == "retry"
+        ]
+
+    commits = [commit_plan(conn, p.plan_id) for p in plans]
+    return _summary(table, kind, plans, skipped, commits, results, time.monotonic() - started)
+
+
+def _partitions(table: Table, partition: str | None) -> list[str]:
+    known = [
+        p
+        for (p,) in table.catalog.conn.execute(
+            "SELECT partition_key FROM catalog_partition WHERE table_id = %s "
+            "ORDER BY partition_key",
+            (table.table_id,),
+        ).fetchall()
+    ]
+    if partition is None:
+        return known
+    if partition not in known:
+        raise ConfigError(
+            f"table {table.name!r} has no partition {partition!r} (it has {known[:10]})"
+        )
+    return [partition]
+
+
+def _execute(
+    table: Table, claims: list[Claim], limits: KernelLimits, engine: Engine
+) -> list[TaskResult]:
+    if engine == "local":
+        return run_local(table.definition, claims, limits)
+    from firn.spark import spark_session
+
+    session = spark_session(table.catalog.settings)
+    return run_spark(session, table.definition, claims, limits)
+
+
+def _summary(
+    table: Table,
+    kind: str,
+    plans: list[PlanRecord],
+    skipped: list[PlanSkipped],
+    commits: list[PlanCommit],
+    results: list[TaskResult],
+    seconds: float,
+) -> dict[str, Any]:
+    by_plan = {c.plan_id: c for c in commits}
+    return {
+        "table": table.name,
+        "kind": kind,
+        "seconds": round(seconds, 3),
+        "plans": [
+            {
+                "plan_id": p.plan_id,
+                "partition": p.tasks[0].partition_key if p.tasks else None,
+                "tasks": len(p.tasks),
+                "input_files": sum(len(t.base_files) + len(t.change_files) for t in p.tasks),
+                "input_bytes": sum(t.input_bytes for t in p.tasks),
+                "outcome": by_plan[p.plan_id].outcome,
+                "snapshot": by_plan[p.plan_id].snapshot_id,
+                "removed_files": by_plan[p.plan_id].removed_files,
+                "added_files": by_plan[p.plan_id].added_files,
+                "added_bytes": by_plan[p.plan_id].added_bytes,
+                "added_rows": by_plan[p.plan_id].added_rows,
+                "reason": by_plan[p.plan_id].reason,
+            }
+            for p in plans
+        ],
+        "skipped": [{"partition": s.partition_key, "reason": s.reason} for s in skipped],
+        "attempts": len(results),
+        "failed_attempts": sum(not r.ok for r in results),
+        "errors": [r.error.splitlines()[0] for r in results if r.error][:5],
+    }

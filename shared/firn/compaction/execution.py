@@ -1,0 +1,68 @@
+"""Running claimed tasks: a batch of tasks is one Spark job, one Spark task per plan
+task (SPEC 6), or, for tests and tools, the same kernel in this process.
+
+Spark ships each task's spec (JSON) and the table definition to a Python worker,
+which runs the merge kernel and sends back a ``TaskResult`` as JSON: the output
+files' stats, or the error. A failing task is reported, not raised, so one bad task
+does not fail its batch; retrying is the state machine's business, not Spark's.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import traceback
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from firn.compaction.kernel import KernelLimits, run_task
+from firn.compaction.tasks import TaskResult, TaskSpec
+from firn.table.schema import TableSchema
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+Claim = tuple[TaskSpec, int]
+"""A task spec and the attempt this executor owns."""
+
+
+def run_reporting(
+    table: TableSchema, limits: KernelLimits, spec: TaskSpec, attempt: int
+) -> TaskResult:
+    """Run one attempt; an error becomes a failed result (with its traceback tail)."""
+    try:
+        return run_task(table, spec, attempt, limits)
+    except Exception as exc:  # reported to the state machine, which decides on retries
+        detail = "".join(traceback.format_exception(exc, limit=-3))
+        log.warning("task %s attempt %s failed: %s", spec.task_id, attempt, exc)
+        return TaskResult(task_id=spec.task_id, attempt=attempt, error=f"{exc!r}\n{detail}")
+
+
+def run_local(
+    table: TableSchema, claims: Sequence[Claim], limits: KernelLimits
+) -> list[TaskResult]:
+    """The tasks one after another in this process."""
+    return [run_reporting(table, limits, spec, attempt) for spec, attempt in claims]
+
+
+def _run_serialized(table: TableSchema, limits: KernelLimits, item: tuple[str, int]) -> str:
+    spec_json, attempt = item
+    result = run_reporting(table, limits, TaskSpec.model_validate_json(spec_json), attempt)
+    return result.model_dump_json()
+
+
+def run_spark(
+    session: SparkSession, table: TableSchema, claims: Sequence[Claim], limits: KernelLimits
+) -> list[TaskResult]:
+    """The tasks as one Spark job with one Spark task each."""
+    if not claims:
+        return []
+    context = session.sparkContext
+    context.setJobDescription(f"firn: {len(claims)} compaction task(s) of {table.name}")
+    payload = [(spec.model_dump_json(), attempt) for spec, attempt in claims]
+    job = context.parallelize(payload, numSlices=len(payload)).map(
+        functools.partial(_run_serialized, table, limits)
+    )
+    return [TaskResult.model_validate_json(r) for r in job.collect()]

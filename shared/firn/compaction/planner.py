@@ -1,0 +1,260 @@
+"""Planning one partition's compaction (SPEC 5): pure, from the partition's live files.
+
+Given the live files of a partition at a snapshot, its ``max_merged_seq`` and the
+table's properties, the planner decides which files each task rewrites:
+
+1. The inputs are the unmerged change files (seq > max_merged_seq) and the base
+   files; ``S`` is the greatest unmerged change seq.
+2. Every file is projected onto the write level ``m_b = base.buckets``: a deeper node
+   maps to its ancestor, a shallower one to each of its descendants (the task keeps
+   only the rows of its node).
+3. One task per target node that has unmerged change rows. A base file shallower than
+   the write level is always rewritten whole (it is re-bucketed), so every target
+   node under it gets a task too: the completeness rule, to a fixed point.
+4. Inside a target node, base files whose key range meets no change file's key range
+   stay untouched (incremental merge). Overlapping key ranges are joined by a sweep
+   over ranges sorted by their lower key, which is union-find for intervals.
+5. A node whose input passes ``task.max-bytes`` splits into tasks over disjoint key
+   ranges, cut only between groups of overlapping base files, so a base file is
+   read by exactly one task.
+
+``full`` rewrites every base file; unkeyed tables bin-pack: all unmerged change files
+and the small base files are concatenated into files of ``target-file-size``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from firn.catalog.files import FileEntry
+from firn.compaction.tasks import Kind
+from firn.errors import ConfigError
+from firn.table.properties import TableProperties
+from firn.table.schema import TableSchema
+from firn.table.tree import ROOT, Node
+from firn.table.values import KeyTuple, key_from_json
+
+
+@dataclass(frozen=True)
+class PlannedTask:
+    """One task before it has an id."""
+
+    node: Node
+    lower: list[Any] | None
+    upper: list[Any] | None
+    base_files: tuple[FileEntry, ...]
+    change_files: tuple[FileEntry, ...]
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(f.size_bytes for f in (*self.base_files, *self.change_files))
+
+
+@dataclass(frozen=True)
+class PlanDraft:
+    """What one partition's compaction will do."""
+
+    partition_key: str
+    kind: Kind
+    from_merged_seq: int
+    to_seq: int
+    tasks: tuple[PlannedTask, ...]
+    untouched_base_files: tuple[FileEntry, ...] = field(default=())
+    """Base files of planned nodes that no change touches: left as they are."""
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(t.input_bytes for t in self.tasks)
+
+
+def plan_partition(
+    table: TableSchema,
+    properties: TableProperties,
+    partition_key: str,
+    max_merged_seq: int,
+    files: Sequence[FileEntry],
+    kind: Kind = "major",
+) -> PlanDraft | None:
+    """The plan for one partition, or ``None`` when there is nothing to do."""
+    if kind not in ("major", "full", "bin-pack"):
+        raise ConfigError(f"unknown compaction kind {kind!r} (use 'major' or 'full')")
+    mine = [f for f in files if f.partition_key == partition_key]
+    changes = [f for f in mine if f.store == "change" and f.seq > max_merged_seq]
+    base = [f for f in mine if f.store == "base"]
+    to_seq = max((f.seq for f in changes), default=max_merged_seq)
+    if not table.keyed:
+        return _bin_pack(properties, partition_key, max_merged_seq, to_seq, changes, base, kind)
+    if kind == "bin-pack":
+        raise ConfigError("bin-pack is for tables without a primary key; use 'major'")
+    if not changes and (kind == "major" or not base):
+        return None
+    level = properties.base_buckets
+    targets = _targets(level, changes, base, full=kind == "full")
+    key_schema = table.key_schema
+    tasks: list[PlannedTask] = []
+    untouched: list[FileEntry] = []
+    for node in sorted(targets):
+        node_changes = [f for f in changes if node in f.node.project(level)]
+        node_base = [f for f in base if node in f.node.project(level)]
+        kept: list[FileEntry] = []
+        if kind == "full" or not node_changes:
+            rewritten = node_base
+        else:
+            rewritten, kept = _incremental(key_schema, level, node_changes, node_base)
+        untouched.extend(kept)
+        tasks.extend(_split(key_schema, properties, node, level, node_changes, rewritten))
+    return PlanDraft(partition_key, kind, max_merged_seq, to_seq, tuple(tasks), tuple(untouched))
+
+
+def _targets(
+    level: int, changes: Sequence[FileEntry], base: Sequence[FileEntry], *, full: bool
+) -> set[Node]:
+    """Target nodes: those with changes (or any file, for full), closed under the
+    completeness rule for base files shallower than the write level."""
+    targets = {n for f in changes for n in f.node.project(level)}
+    if full:
+        targets |= {n for f in base for n in f.node.project(level)}
+    shallow = [f.node.project(level) for f in base if f.node.m < level]
+    grown = True
+    while grown:
+        grown = False
+        for projected in shallow:
+            if targets.intersection(projected) and not targets.issuperset(projected):
+                targets.update(projected)
+                grown = True
+    return targets
+
+
+def _key_range(key_schema: pa.Schema, f: FileEntry) -> tuple[KeyTuple, KeyTuple]:
+    if f.min_key is None or f.max_key is None:
+        raise ConfigError(f"file {f.path} of a keyed table has no key range in the catalog")
+    return key_from_json(f.min_key, key_schema), key_from_json(f.max_key, key_schema)
+
+
+def _incremental(
+    key_schema: pa.Schema,
+    level: int,
+    changes: Sequence[FileEntry],
+    base: Sequence[FileEntry],
+) -> tuple[list[FileEntry], list[FileEntry]]:
+    """Split a node's base files into (rewritten, untouched) by key-range overlap with
+    its change files. Shallower base files are always rewritten (see module doc)."""
+    ranged = [(*_key_range(key_schema, f), f) for f in (*changes, *base)]
+    ranged.sort(key=lambda r: r[0])
+    rewritten: list[FileEntry] = []
+    kept: list[FileEntry] = []
+    group: list[FileEntry] = []
+    group_hi: KeyTuple | None = None
+
+    def close(members: list[FileEntry]) -> None:
+        touched = any(f.store == "change" for f in members)
+        for f in members:
+            if f.store == "base":
+                (rewritten if touched or f.node.m < level else kept).append(f)
+
+    for lo, hi, f in ranged:
+        if group and group_hi is not None and lo > group_hi:
+            close(group)
+            group, group_hi = [], None
+        group.append(f)
+        group_hi = hi if group_hi is None or hi > group_hi else group_hi
+    close(group)
+    return rewritten, kept
+
+
+def _split(
+    key_schema: pa.Schema,
+    properties: TableProperties,
+    node: Node,
+    level: int,
+    changes: Sequence[FileEntry],
+    base: Sequence[FileEntry],
+) -> list[PlannedTask]:
+    """One task for the node, or several over disjoint key ranges when its input is
+    larger than ``task.max-bytes``; each range task reads every change file."""
+    change_bytes = sum(_share(f, level) for f in changes)
+    base_bytes = sum(f.size_bytes for f in base)
+    whole = PlannedTask(node, None, None, tuple(base), tuple(changes))
+    if change_bytes + base_bytes <= properties.task_max_bytes or len(base) < 2:
+        return [whole]
+    blocks = _blocks(key_schema, base)
+    if len(blocks) < 2:
+        return [whole]
+    # A range task reads its base files and, roughly, the matching share of changes.
+    scale = 1.0 + change_bytes / max(base_bytes, 1)
+    groups: list[list[FileEntry]] = [[]]
+    cost = 0.0
+    for block in blocks:
+        block_cost = scale * sum(f.size_bytes for f in block)
+        if groups[-1] and cost + block_cost > properties.task_max_bytes:
+            groups.append([])
+            cost = 0.0
+        groups[-1].extend(block)
+        cost += block_cost
+    # Blocks come in key order, so a group's first file has its smallest key.
+    lowers: list[list[Any] | None] = [None, *(g[0].min_key for g in groups[1:])]
+    uppers = [*lowers[1:], None]
+    return [
+        PlannedTask(node, lo, hi, tuple(g), tuple(changes))
+        for g, lo, hi in zip(groups, lowers, uppers, strict=True)
+    ]
+
+
+def _share(f: FileEntry, level: int) -> float:
+    """The bytes of a change file that belong to one node of ``level``."""
+    return f.size_bytes / max(1, level // f.node.m)
+
+
+def _blocks(key_schema: pa.Schema, base: Sequence[FileEntry]) -> list[list[FileEntry]]:
+    """Base files in key order, grouped where their ranges overlap."""
+    ranged = sorted(((*_key_range(key_schema, f), f) for f in base), key=lambda r: r[0])
+    blocks: list[list[FileEntry]] = []
+    hi: KeyTuple | None = None
+    for lo, f_hi, f in ranged:
+        if blocks and hi is not None and lo <= hi:
+            blocks[-1].append(f)
+            hi = max(hi, f_hi)
+        else:
+            blocks.append([f])
+            hi = f_hi
+    return blocks
+
+
+def _bin_pack(
+    properties: TableProperties,
+    partition_key: str,
+    max_merged_seq: int,
+    to_seq: int,
+    changes: Sequence[FileEntry],
+    base: Sequence[FileEntry],
+    kind: Kind,
+) -> PlanDraft | None:
+    """Unkeyed tables: every unmerged change file (max_merged_seq moves past them all)
+    and the small base files (every base file for ``full``), packed into tasks of at
+    most ``task.max-bytes``."""
+    small = [f for f in base if kind == "full" or f.size_bytes < properties.small_file_threshold]
+    if not changes and len(small) < 2:
+        return None
+    tasks: list[list[FileEntry]] = [[]]
+    size = 0
+    for f in sorted((*changes, *small), key=lambda f: (f.seq, f.file_id)):
+        if tasks[-1] and size + f.size_bytes > properties.task_max_bytes:
+            tasks.append([])
+            size = 0
+        tasks[-1].append(f)
+        size += f.size_bytes
+    planned = tuple(
+        PlannedTask(
+            ROOT,
+            None,
+            None,
+            tuple(f for f in group if f.store == "base"),
+            tuple(f for f in group if f.store == "change"),
+        )
+        for group in tasks
+    )
+    return PlanDraft(partition_key, "bin-pack", max_merged_seq, to_seq, planned)

@@ -1,0 +1,162 @@
+"""Writing a task's output: key-sorted rows cut into files of at most target-file-size.
+
+Rows are buffered into row groups and streamed into the current file. Before each
+row group the writer estimates its encoded size from what this task has written so
+far (at first from the Arrow size, which overstates Parquet's), and writes only the
+rows that fit under the target less a reserve for the footer; the rest opens the
+next file. So every file but a node's last stays under the target, without ever
+holding a whole file in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from firn.compaction.tasks import OutputFile
+from firn.errors import StorageError
+from firn.io.storage import Storage
+from firn.table.tree import Node
+from firn.table.values import key_at
+
+ROW_GROUP_ROWS = 131072
+_SAFETY = 1.15  # estimates may be off by this much between row groups
+
+
+class SizedWriter:
+    """Streams rows into numbered Parquet files under one directory."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        directory: str,
+        *,
+        schema: pa.Schema,
+        node: Node,
+        seq: int,
+        target_size: int,
+        key_columns: Sequence[str],
+        file_type: str = "B",
+    ) -> None:
+        self.storage = storage
+        self.directory = directory
+        self.schema = schema
+        self.node = node
+        self.seq = seq
+        self.file_type = file_type
+        self.key_columns = list(key_columns)
+        self._limit = target_size - min(target_size // 10, 256 * 1024)
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._sink: pa.NativeFile | None = None
+        self._writer: pq.ParquetWriter | None = None
+        self._path = ""
+        self._rows = 0
+        self._first: list[object] | None = None
+        self._last_rows: pa.Table | None = None
+        self._bytes_per_row: float | None = None
+        self.outputs: list[OutputFile] = []
+        self.rows_written = 0
+
+    def write(self, rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        self._pending.append(rows)
+        self._pending_rows += rows.num_rows
+        if self._pending_rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def close(self) -> list[OutputFile]:
+        """Write what is buffered and finish the last file; returns every file."""
+        self._flush()
+        self._finish_file()
+        return self.outputs
+
+    def abort(self) -> None:
+        """Delete every file written so far (a failed attempt leaves nothing behind)."""
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            finally:
+                self._writer = None
+        if self._sink is not None:
+            self._sink.close()
+            self._sink = None
+        for path in [*(o.path for o in self.outputs), self._path]:
+            if path:
+                # Left behind, it is an orphan that orphan cleanup removes.
+                with contextlib.suppress(StorageError):
+                    self.storage.delete(path)
+        self.outputs = []
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        rows = pa.concat_tables(self._pending).cast(self.schema)
+        self._pending, self._pending_rows = [], 0
+        while rows.num_rows:
+            if self._writer is None:
+                self._open()
+            assert self._sink is not None
+            assert self._writer is not None
+            per_row = self._bytes_per_row or rows.nbytes / rows.num_rows
+            room = self._limit - self._sink.tell()
+            fit = min(rows.num_rows, int(room / (per_row * _SAFETY)))
+            # Rather than trickle ever smaller row groups into a nearly full file,
+            # start the next one once less than a sixteenth of a file would fit.
+            worth = max(1, int(self._limit / (per_row * _SAFETY)) // 16)
+            if fit < min(rows.num_rows, worth) and self._rows:
+                self._finish_file()
+                continue
+            fit = max(fit, 1)  # a target smaller than one row: one row per file
+            chunk = rows.slice(0, fit)
+            rows = rows.slice(fit)
+            before = self._sink.tell()
+            self._writer.write_table(chunk, row_group_size=chunk.num_rows)
+            written = self._sink.tell() - before
+            self._bytes_per_row = max(written / chunk.num_rows, 1e-3)
+            if self._first is None and self.key_columns:
+                self._first = key_at(chunk, self.key_columns, 0)
+            self._last_rows = chunk
+            self._rows += chunk.num_rows
+
+    def _open(self) -> None:
+        n = len(self.outputs)
+        self._path = (
+            f"{self.directory}/{self.file_type}-{self.node.m}-{self.node.i}-{n:05d}.parquet"
+        )
+        self._sink = self.storage.open_output(self._path)
+        self._writer = pq.ParquetWriter(self._sink, self.schema, compression="zstd")
+        self._rows = 0
+        self._first = None
+
+    def _finish_file(self) -> None:
+        if self._writer is None or self._sink is None:
+            return
+        self._writer.close()
+        size = self._sink.tell()
+        self._sink.close()
+        self._writer, self._sink = None, None
+        last = self._last_rows
+        keyed = bool(self.key_columns) and last is not None
+        max_key = None
+        if keyed and last is not None:
+            max_key = key_at(last, self.key_columns, last.num_rows - 1)
+        self.outputs.append(
+            OutputFile(
+                path=self._path,
+                file_type=self.file_type,
+                node_m=self.node.m,
+                node_i=self.node.i,
+                seq=self.seq,
+                size_bytes=int(size),
+                record_count=self._rows,
+                min_key=self._first if keyed else None,
+                max_key=max_key,
+            )
+        )
+        self.rows_written += self._rows
+        self._path = ""

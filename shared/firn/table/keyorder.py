@@ -1,0 +1,62 @@
+"""Comparing key columns with one key, vectorised, in the order Arrow sorts keys.
+
+Rows sorted by ``pc.sort_indices`` on the key columns (ascending) are in
+lexicographic order of the key tuple; these masks compare every row's key with one
+bound in that same order, so a sorted table splits at a bound by counting the mask.
+Key columns are never null, so no null rule is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from firn.table.values import to_arrow
+
+
+def bound_scalars(key: Sequence[Any], key_schema: pa.Schema) -> list[pa.Scalar]:
+    """A key in its catalog JSON form as one Arrow scalar per key column."""
+    return [to_arrow([v], f.type)[0] for v, f in zip(key, key_schema, strict=True)]
+
+
+def row_scalars(rows: pa.Table, key_columns: Sequence[str], row: int) -> list[pa.Scalar]:
+    """The key of one row as one Arrow scalar per key column."""
+    return [rows.column(c)[row] for c in key_columns]
+
+
+def compare_mask(
+    rows: pa.Table, key_columns: Sequence[str], bound: Sequence[pa.Scalar], *, strict: bool
+) -> pa.ChunkedArray:
+    """Per row: key < bound (``strict``) or key <= bound, lexicographically."""
+    columns = [rows.column(c) for c in key_columns]
+    last, last_bound = columns[-1], bound[-1]
+    mask = pc.less(last, last_bound) if strict else pc.less_equal(last, last_bound)
+    for column, value in zip(reversed(columns[:-1]), reversed(bound[:-1]), strict=True):
+        mask = pc.or_(pc.less(column, value), pc.and_(pc.equal(column, value), mask))
+    return mask
+
+
+def in_range(
+    rows: pa.Table,
+    key_columns: Sequence[str],
+    lower: Sequence[pa.Scalar] | None,
+    upper: Sequence[pa.Scalar] | None,
+) -> pa.ChunkedArray | None:
+    """Rows with lower <= key < upper; ``None`` when both bounds are open."""
+    mask = None
+    if upper is not None:
+        mask = compare_mask(rows, key_columns, upper, strict=True)
+    if lower is not None:
+        at_least = pc.invert(compare_mask(rows, key_columns, lower, strict=True))
+        mask = at_least if mask is None else pc.and_(mask, at_least)
+    return mask
+
+
+def count_at_most(rows: pa.Table, key_columns: Sequence[str], bound: Sequence[pa.Scalar]) -> int:
+    """How many leading rows of key-sorted ``rows`` have key <= bound."""
+    if rows.num_rows == 0:
+        return 0
+    return int(pc.sum(compare_mask(rows, key_columns, bound, strict=False)).as_py() or 0)
