@@ -48,7 +48,10 @@ class SizedWriter:
         self.seq = seq
         self.file_type = file_type
         self.key_columns = list(key_columns)
-        self._limit = target_size - min(target_size // 10, 256 * 1024)
+        self.target_size = target_size
+        # The footer is written last, so room is kept for it: a guess per column at
+        # first, then what the previous file's footer took.
+        self._footer = 512 + 256 * len(schema)
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._sink: pa.NativeFile | None = None
@@ -103,11 +106,11 @@ class SizedWriter:
             assert self._sink is not None
             assert self._writer is not None
             per_row = self._bytes_per_row or rows.nbytes / rows.num_rows
-            room = self._limit - self._sink.tell()
+            room = self._limit() - self._sink.tell()
             fit = min(rows.num_rows, int(room / (per_row * _SAFETY)))
             # Rather than trickle ever smaller row groups into a nearly full file,
             # start the next one once less than a sixteenth of a file would fit.
-            worth = max(1, int(self._limit / (per_row * _SAFETY)) // 16)
+            worth = max(1, int(self._limit() / (per_row * _SAFETY)) // 16)
             if fit < min(rows.num_rows, worth) and self._rows:
                 self._finish_file()
                 continue
@@ -123,6 +126,11 @@ class SizedWriter:
             self._last_rows = chunk
             self._rows += chunk.num_rows
 
+    def _limit(self) -> int:
+        """Bytes of row groups a file may take, leaving room for its footer."""
+        reserve = max(min(self.target_size // 10, 256 * 1024), int(self._footer * 1.25))
+        return self.target_size - min(reserve, self.target_size // 2)
+
     def _open(self) -> None:
         n = len(self.outputs)
         self._path = (
@@ -136,8 +144,10 @@ class SizedWriter:
     def _finish_file(self) -> None:
         if self._writer is None or self._sink is None:
             return
+        before_footer = self._sink.tell()
         self._writer.close()
         size = self._sink.tell()
+        self._footer = size - before_footer
         self._sink.close()
         self._writer, self._sink = None, None
         last = self._last_rows

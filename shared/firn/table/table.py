@@ -15,6 +15,7 @@ removed later by orphan cleanup after ``orphan.retention``).
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +160,26 @@ class Table:
             partitions=_partition_changes(staged),
         )
         self.last_event_delivered = publisher.publish(self.name, event)
+
+    def set_properties(self, updates: dict[str, Any]) -> TableProperties:
+        """Change some properties (dotted names, SPEC 8); the rest keep their values.
+
+        Changing ``change.buckets`` or ``base.buckets`` affects files written from now
+        on; existing files stay where they are (the planner projects them onto the
+        new write level). Other handles on this table see the change once reopened
+        with ``Catalog.table``."""
+        if not isinstance(updates, dict):
+            raise ConfigError(f"updates must be a dict, got {type(updates).__name__}")
+        properties = self.properties.merged(updates)
+        with self.catalog.conn.transaction():
+            row = self.catalog.conn.execute(
+                "UPDATE catalog_table SET properties = %s WHERE table_id = %s RETURNING 1",
+                (json.dumps(properties.as_dict()), self.table_id),
+            ).fetchone()
+        if row is None:
+            raise ConfigError(f"table {self.name!r} no longer exists")
+        self.properties = properties
+        return properties
 
     # -- reading ---------------------------------------------------------------
 

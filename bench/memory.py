@@ -1,0 +1,203 @@
+"""Peak memory of one compaction task whose change rows are several times the
+executor memory budget: the kernel must spill sorted runs and stay near the budget.
+
+The table is keyed by an int64 ``id`` with a 240-character string ``payload`` (a
+random numeric 24-character head, then repeated text: large in Arrow memory, small on disk)
+and an int64 ``qty``. Setup (not timed): 5M change rows in 10 commits (90 % upserts,
+10 % deletes, keys drawn from 0..4M so many keys change several times), about 1.3 GiB
+in Arrow, at least 4x the default 256 MiB budget; the planner's one task covers them
+all (``base.buckets = change.buckets = 1``, no base files yet).
+
+The task then runs in a fresh Python process (``run_task`` with
+``KernelLimits(memory_budget)``), which reports its resident set after its imports
+(the baseline) and its peak (``ru_maxrss``, and ``VmHWM`` from /proc). PASS when the
+peak stays under budget + 512 MiB. The rows written are checked against the live key
+count computed from the generated change sets.
+
+    .venv/bin/python bench/memory.py                     # budget 256 MiB, 5M rows
+    .venv/bin/python bench/memory.py --rows 1000000 --budget-mib 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("qty", pa.int64()),
+        pa.field("payload", pa.string()),
+    ]
+)
+HEADROOM = 512 << 20
+MiB = 1 << 20
+FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "
+
+
+def _status_bytes(field: str) -> int:
+    """A ``kB`` field of /proc/self/status, in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def child(spec_path: str, budget: int, spill_dir: str) -> None:
+    """Run the task in this (fresh) process and print what it measured, as JSON."""
+    from firn.compaction.kernel import KernelLimits, run_task
+    from firn.compaction.tasks import TaskSpec
+    from firn.table.schema import TableSchema
+
+    spec = TaskSpec.model_validate_json(Path(spec_path).read_text())
+    table = TableSchema.build("bench_memory", SCHEMA, ["id"])
+    baseline = _status_bytes("VmRSS")
+    result = run_task(table, spec, 1, KernelLimits(memory_budget=budget, spill_dir=spill_dir))
+    report = {
+        "baseline_rss": baseline,
+        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "vm_hwm": _status_bytes("VmHWM"),
+        "spilled_runs": result.spilled_runs,
+        "rows_read": result.rows_read,
+        "rows_written": result.rows_written,
+        "outputs": len(result.outputs),
+        "seconds": result.seconds,
+    }
+    print(json.dumps(report))
+
+
+def change_set(rng: np.random.Generator, n: int, keys: int, width: int) -> pa.Table:
+    upserts = n * 9 // 10
+    ops = np.array(["U"] * upserts + ["D"] * (n - upserts))[rng.permutation(n)]
+    head = pc.utf8_lpad(pc.cast(pa.array(rng.integers(0, 10**18, n)), pa.string()), 24, "0")
+    filler = (FILLER * (width // len(FILLER) + 1))[: width - 24]
+    return pa.table(
+        {
+            "id": pa.array(rng.integers(0, keys, n)),
+            "qty": pa.array(rng.integers(0, 1000, n)),
+            "payload": pc.binary_join_element_wise(head, filler, ""),
+            "_op": pa.array(ops, pa.string()),
+        }
+    )
+
+
+def live_keys(batches_ids: list[np.ndarray], batches_ops: list[np.ndarray]) -> int:
+    """Keys whose last change (in commit, then row order) is an upsert."""
+    ids = np.concatenate(batches_ids)[::-1]
+    upsert = np.concatenate(batches_ops)[::-1]
+    _, last = np.unique(ids, return_index=True)
+    return int(upsert[last].sum())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=5_000_000, help="change rows in all")
+    parser.add_argument("--commits", type=int, default=10)
+    parser.add_argument("--width", type=int, default=240, help="payload characters")
+    parser.add_argument("--budget-mib", type=int, default=256)
+    parser.add_argument(
+        "--child", nargs=3, metavar=("SPEC", "BUDGET", "SPILL"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args()
+    if args.child:
+        spec_path, budget, spill_dir = args.child
+        child(spec_path, int(budget), spill_dir)
+        return
+
+    from harness import bench_catalog  # bench/ is on sys.path when run as a script
+
+    from firn.catalog.files import files_at, merged_seqs_at
+    from firn.compaction.planner import plan_partition
+    from firn.compaction.tasks import InputFile, TaskSpec
+
+    budget = args.budget_mib * MiB
+    rng = np.random.default_rng(5)
+    properties = {"base.buckets": 1, "change.buckets": 1, "task.max-bytes": "1TiB"}
+    with bench_catalog() as catalog, tempfile.TemporaryDirectory(prefix="firn-bench-mem-") as tmp:
+        table = catalog.create_table("bench_memory", SCHEMA, ["id"], properties=properties)
+        arrow_bytes = 0
+        ids, ops = [], []
+        began = time.perf_counter()
+        for part in np.array_split(np.arange(args.rows), args.commits):
+            batch = change_set(rng, len(part), args.rows * 4 // 5, args.width)
+            arrow_bytes += batch.nbytes
+            ids.append(batch.column("id").to_numpy())
+            ops.append(pc.equal(batch.column("_op"), "U").to_numpy())
+            table.commit(batch)
+            del batch
+        expected = live_keys(ids, ops)
+        conn = catalog.conn
+        snapshot = table.current_snapshot()
+        entries = files_at(conn, table.table_id, snapshot)
+        merged = merged_seqs_at(conn, table.table_id, snapshot).get("", 0)
+        draft = plan_partition(table.definition, table.properties, "", merged, entries)
+        if draft is None or len(draft.tasks) != 1:
+            raise SystemExit(f"expected one task, got {draft}")
+        task = draft.tasks[0]
+        spec = TaskSpec(
+            plan_id=0,
+            task_id=0,
+            table_id=table.table_id,
+            location=table.location,
+            partition_key="",
+            kind=draft.kind,
+            node_m=task.node.m,
+            node_i=task.node.i,
+            lower=task.lower,
+            upper=task.upper,
+            base_files=tuple(InputFile.of(f) for f in task.base_files),
+            change_files=tuple(InputFile.of(f) for f in task.change_files),
+            from_merged_seq=draft.from_merged_seq,
+            to_seq=draft.to_seq,
+            target_file_size=table.properties.target_file_size,
+            output_prefix="bench-memory/p0-t0",
+        )
+        print(
+            f"setup: {args.rows:,} change rows in {args.commits} commits "
+            f"({len(spec.change_files)} files, {spec.input_bytes / MiB:.0f} MiB on disk, "
+            f"{arrow_bytes / MiB:.0f} MiB in Arrow = {arrow_bytes / budget:.1f}x the budget) "
+            f"in {time.perf_counter() - began:.1f} s"
+        )
+        spec_path = Path(tmp) / "spec.json"
+        spec_path.write_text(spec.model_dump_json())
+        spill_dir = Path(tmp) / "spill"
+        spill_dir.mkdir()
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(spec_path), str(budget), str(spill_dir)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+
+    limit = budget + HEADROOM
+    peak = max(report["peak_rss"], report["vm_hwm"])
+    print(f"{'budget':<26} {budget / MiB:8.0f} MiB")
+    print(f"{'limit (budget + 512 MiB)':<26} {limit / MiB:8.0f} MiB")
+    print(f"{'child RSS after imports':<26} {report['baseline_rss'] / MiB:8.0f} MiB")
+    above = (peak - report["baseline_rss"]) / MiB
+    print(f"{'child peak RSS':<26} {peak / MiB:8.0f} MiB  (above baseline: {above:.0f} MiB)")
+    print(f"{'spilled runs':<26} {report['spilled_runs']:8d}")
+    print(
+        f"{'task':<26} {report['seconds']:8.1f} s, {report['rows_read']:,} rows read, "
+        f"{report['rows_written']:,} written in {report['outputs']} file(s)"
+    )
+    ok_rows = report["rows_written"] == expected
+    print(
+        f"check: {expected:,} live keys expected, rows written {'match' if ok_rows else 'DIFFER'}"
+    )
+    print(f"peak vs limit: {'PASS' if peak <= limit else 'FAIL'} ({peak / limit:.0%} of the limit)")
+
+
+if __name__ == "__main__":
+    main()

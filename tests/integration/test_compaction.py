@@ -1,0 +1,338 @@
+"""What a compaction leaves behind (issue 4 acceptance), on the real catalog and Spark:
+sorted, sized, non-overlapping base files; untouched files kept; splits by key range;
+re-bucketing; bin-packing; idempotent and validated plan commits; state history."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import firn
+from firn.catalog.compactions import commit_plan
+from firn.catalog.files import files_at, merged_seqs_at
+from firn.catalog.plans import PlanRecord, claim_task, create_plan, record_result, release_tasks
+from firn.compaction.execution import run_local
+from firn.compaction.kernel import KernelLimits
+from firn.compaction.planner import plan_partition
+from firn.compaction.tasks import TaskResult
+from firn.settings import FirnSettings
+from firn.table.values import key_from_json
+
+SCHEMA = pa.schema(
+    [
+        pa.field("day", pa.int32(), nullable=False),
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("amount", pa.float64()),
+    ]
+)
+_names = itertools.count()
+
+
+@pytest.fixture
+def catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
+    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
+        yield catalog
+
+
+class Model:
+    """The expected merged view: key -> row."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[int, int], tuple[Any, ...]] = {}
+
+    def upsert(self, table: firn.Table, days: Any, ids: Any, tag: str) -> None:
+        names = [f"{tag}-{i}" for i in ids]
+        amounts = [float(i) / 7 for i in ids]
+        table.upsert(
+            pa.table({"day": days, "id": ids, "name": names, "amount": amounts}, schema=SCHEMA)
+        )
+        for row in zip(days, ids, names, amounts, strict=True):
+            self.rows[(int(row[0]), int(row[1]))] = (int(row[0]), int(row[1]), row[2], row[3])
+
+    def delete(self, table: firn.Table, days: Any, ids: Any) -> None:
+        table.delete(pa.table({"day": pa.array(days, pa.int32()), "id": pa.array(ids, pa.int64())}))
+        for key in zip(days, ids, strict=True):
+            self.rows.pop((int(key[0]), int(key[1])), None)
+
+    def check(self, table: firn.Table) -> None:
+        got = table.read()
+        rows = list(zip(*(got.column(c).to_pylist() for c in SCHEMA.names), strict=True))
+        assert len(rows) == len(self.rows), "row count differs from the model"
+        assert {(r[0], r[1]): r for r in rows} == self.rows
+
+
+def live_entries(table: firn.Table) -> list[Any]:
+    return files_at(table.catalog.conn, table.table_id, table.current_snapshot())
+
+
+def test_major_compaction_leaves_sorted_sized_base_files_and_keeps_untouched_ones(
+    catalog: firn.Catalog,
+) -> None:
+    target = 48 * 1024
+    table = catalog.create_table(
+        f"sized_{next(_names)}",
+        SCHEMA,
+        ["day", "id"],
+        ["day"],
+        {"change.buckets": 4, "base.buckets": 2, "target-file-size": target},
+    )
+    model = Model()
+    ids = np.arange(30_000)
+    for day in (1, 2):
+        model.upsert(table, [day] * len(ids), ids, "v1")
+    model.delete(table, [1] * 500, ids[::60])
+    summary = firn.compact(table)
+    assert [p["outcome"] for p in summary["plans"]] == ["committed", "committed"]
+    model.check(table)
+
+    entries = live_entries(table)
+    assert all(e.store == "base" for e in entries), "unmerged change files remain"
+    key_schema = table.definition.key_schema
+
+    def in_key_order(e: Any) -> tuple[Any, ...]:
+        return (e.partition_key, e.node, key_from_json(e.min_key, key_schema))
+
+    for (part, node), files in itertools.groupby(
+        sorted(entries, key=in_key_order), key=lambda e: (e.partition_key, e.node)
+    ):
+        files = list(files)
+        assert node.m == 2
+        for e in files:
+            keys = table.storage.read_parquet(e.path).select(["day", "id"])
+            order = pc.sort_indices(keys, sort_keys=[("day", "ascending"), ("id", "ascending")])
+            assert order.to_pylist() == list(range(keys.num_rows)), f"{e.path} is not sorted"
+            assert e.record_count == keys.num_rows
+        for a, b in itertools.pairwise(files):
+            assert key_from_json(a.max_key, key_schema) < key_from_json(b.min_key, key_schema)
+        # Every file of a node but its last is at most the target size.
+        assert all(e.size_bytes <= target for e in files[:-1]), [e.size_bytes for e in files]
+        assert len(files) > 2, f"{part} {node}: expected the node's rows cut into several files"
+
+    # Change a narrow key range of day 2 only: every other base file stays as it is.
+    before = {e.path for e in live_entries(table)}
+    model.upsert(table, [2] * 50, ids[1000:1050], "v2")
+    summary = firn.compact(table)
+    assert [p["partition"] for p in summary["plans"]] == ["day=2"]
+    model.check(table)
+    after = live_entries(table)
+    assert all(e.store == "base" for e in after)
+    kept = before & {e.path for e in after}
+    rewritten = before - kept
+    assert {e.partition_key for e in after if e.path in kept} == {"day=1", "day=2"}
+    assert 1 <= len(rewritten) <= 2, "only the files holding the changed keys are rewritten"
+    assert sum(e.partition_key == "day=1" for e in after) == sum(
+        1 for p in before if "/day=1/" in f"/{p}"
+    )
+
+
+def test_a_big_node_splits_into_key_range_tasks(catalog: firn.Catalog) -> None:
+    table = catalog.create_table(
+        f"split_{next(_names)}",
+        SCHEMA,
+        ["day", "id"],
+        [],
+        {
+            "change.buckets": 2,
+            "base.buckets": 1,
+            "target-file-size": "32KiB",
+            "task.max-bytes": "96KiB",
+        },
+    )
+    model = Model()
+    ids = np.arange(20_000)
+    model.upsert(table, [1] * len(ids), ids, "v1")
+    firn.compact(table)
+    assert len(live_entries(table)) > 4
+    # Updates all over the key space, including the first and last keys and keys
+    # right at file boundaries.
+    key_schema = table.definition.key_schema
+    boundaries = [key_from_json(e.min_key, key_schema)[1] for e in live_entries(table)]
+    touched = sorted({0, 19_999, *boundaries, *(b - 1 for b in boundaries if b), *ids[::97]})
+    model.upsert(table, [1] * len(touched), touched, "v2")
+    doomed = touched[::10]
+    model.delete(table, [1] * len(doomed), doomed)
+    summary = firn.compact(table)
+    assert summary["plans"][0]["tasks"] > 1, summary
+    specs = _task_specs(catalog, summary["plans"][0]["plan_id"])
+    assert specs[0]["lower"] is None
+    assert specs[-1]["upper"] is None
+    for a, b in itertools.pairwise(specs):
+        assert a["upper"] == b["lower"] is not None
+    model.check(table)
+
+
+def _task_specs(catalog: firn.Catalog, plan_id: int) -> list[dict[str, Any]]:
+    rows = catalog.conn.execute(
+        "SELECT spec FROM compaction_task WHERE plan_id = %s ORDER BY ordinal", (plan_id,)
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_full_compaction_rebuckets_every_base_file(catalog: firn.Catalog) -> None:
+    table = catalog.create_table(
+        f"rebucket_{next(_names)}", SCHEMA, ["day", "id"], [], {"base.buckets": 2}
+    )
+    model = Model()
+    model.upsert(table, [3] * 5000, np.arange(5000), "v1")
+    firn.compact(table)
+    assert {e.node.m for e in live_entries(table)} == {2}
+    table.set_properties({"base.buckets": 8, "change.buckets": 16})
+    assert firn.compact(table)["plans"] == [], "major has nothing to do without changes"
+    model.upsert(table, [3] * 10, np.arange(10), "v2")
+    firn.compact(table, kind="full")
+    model.check(table)
+    nodes = {e.node for e in live_entries(table)}
+    assert {n.m for n in nodes} == {8}
+    assert len(nodes) == 8
+
+
+def test_unkeyed_tables_bin_pack_small_files(catalog: firn.Catalog) -> None:
+    schema = pa.schema([pa.field("line", pa.string()), pa.field("n", pa.int64())])
+    table = catalog.create_table(f"log_{next(_names)}", schema, [], [])
+    expected = []
+    for batch in range(12):
+        rows = [(f"event {batch}-{i}", batch * 100 + i) for i in range(100)]
+        table.upsert(pa.table({"line": [r[0] for r in rows], "n": [r[1] for r in rows]}))
+        expected.extend(rows)
+    assert len(live_entries(table)) == 12
+    summary = firn.compact(table)
+    assert summary["plans"][0]["outcome"] == "committed"
+    entries = live_entries(table)
+    assert [e.store for e in entries] == ["base"]
+    got = table.read()
+    rows = zip(got.column("line").to_pylist(), got.column("n").to_pylist(), strict=True)
+    assert sorted(rows) == sorted(expected)
+
+
+def _plan(table: firn.Table) -> PlanRecord:
+    conn = table.catalog.conn
+    snapshot = table.current_snapshot()
+    part = ""
+    draft = plan_partition(
+        table.definition,
+        table.properties,
+        part,
+        merged_seqs_at(conn, table.table_id, snapshot).get(part, 0),
+        files_at(conn, table.table_id, snapshot),
+    )
+    assert draft is not None
+    record = create_plan(
+        conn,
+        table.table_id,
+        table.location,
+        draft,
+        planned_snapshot=snapshot,
+        target_file_size=table.properties.target_file_size,
+    )
+    assert isinstance(record, PlanRecord)
+    release_tasks(conn, record)
+    return record
+
+
+def _run(table: firn.Table, record: PlanRecord, owner: str = "test") -> None:
+    conn = table.catalog.conn
+    claims = [c for t in record.tasks if (c := claim_task(conn, t.task_id, owner, 60)) is not None]
+    for result in run_local(table.definition, claims, KernelLimits()):
+        assert record_result(conn, result, max_attempts=3) == "prepared"
+
+
+def test_committing_a_plan_twice_changes_nothing(catalog: firn.Catalog) -> None:
+    table = catalog.create_table(f"twice_{next(_names)}", SCHEMA, ["day", "id"], [])
+    model = Model()
+    model.upsert(table, [1] * 100, np.arange(100), "v1")
+    record = _plan(table)
+    _run(table, record)
+    first = commit_plan(catalog.conn, record.plan_id)
+    assert first.outcome == "committed"
+    snapshot = table.current_snapshot()
+    again = commit_plan(catalog.conn, record.plan_id)
+    assert (again.outcome, again.snapshot_id) == ("already", first.snapshot_id)
+    assert table.current_snapshot() == snapshot
+    model.check(table)
+    transitions = catalog.conn.execute(
+        "SELECT to_state, attempt FROM state_transition WHERE machine = 'task' "
+        "AND entity_id = %s ORDER BY transition_id",
+        (record.tasks[0].task_id,),
+    ).fetchall()
+    assert transitions == [
+        ("Init", 0),
+        ("Pending", 0),
+        ("Executing", 1),
+        ("Prepared", 1),
+        ("Committed", 1),
+    ]
+
+
+def test_a_plan_overtaken_by_another_fails_and_its_outputs_become_orphans(
+    catalog: firn.Catalog,
+) -> None:
+    table = catalog.create_table(f"stale_{next(_names)}", SCHEMA, ["day", "id"], [])
+    model = Model()
+    model.upsert(table, [1] * 100, np.arange(100), "v1")
+    old = _plan(table)
+    _run(table, old)
+    # Something else folds the same changes first (e.g. a plan whose tasks were
+    # still open is replaced by the operator's manual compaction).
+    catalog.conn.execute(
+        "UPDATE compaction_plan SET state = 'Replaced' WHERE plan_id = %s", (old.plan_id,)
+    )
+    newer = _plan(table)
+    _run(table, newer)
+    assert commit_plan(catalog.conn, newer.plan_id).outcome == "committed"
+    catalog.conn.execute(
+        "UPDATE compaction_plan SET state = 'Executing' WHERE plan_id = %s", (old.plan_id,)
+    )
+    outcome = commit_plan(catalog.conn, old.plan_id)
+    assert outcome.outcome == "failed"
+    assert "max_merged_seq moved" in outcome.reason
+    model.check(table)
+    state = catalog.conn.execute(
+        "SELECT state FROM compaction_plan WHERE plan_id = %s", (old.plan_id,)
+    ).fetchone()
+    assert state == ("Failed",)
+    orphans = {p for (p,) in catalog.conn.execute("SELECT path FROM orphan_file").fetchall()}
+    outputs = {
+        o["path"]
+        for (o,) in catalog.conn.execute(
+            "SELECT jsonb_array_elements(outputs) FROM compaction_task WHERE plan_id = %s",
+            (old.plan_id,),
+        ).fetchall()
+    }
+    assert outputs
+    assert outputs <= orphans
+    # The partition is free to be planned and compacted again.
+    model.upsert(table, [1] * 5, np.arange(5), "v3")
+    assert firn.compact(table)["plans"][0]["outcome"] == "committed"
+    model.check(table)
+
+
+def test_failed_attempts_retry_then_fail_the_plan(catalog: firn.Catalog) -> None:
+    table = catalog.create_table(f"retry_{next(_names)}", SCHEMA, ["day", "id"], [])
+    Model().upsert(table, [1] * 10, np.arange(10), "v1")
+    record = _plan(table)
+    conn = catalog.conn
+    task = record.tasks[0]
+    for attempt in (1, 2):
+        claim = claim_task(conn, task.task_id, "test", 60)
+        assert claim is not None
+        assert claim[1] == attempt
+        # A claim by a second executor loses: the task is no longer Pending.
+        assert claim_task(conn, task.task_id, "other", 60) is None
+        result = TaskResult(task_id=task.task_id, attempt=attempt, error="boom")
+        expected = "retry" if attempt == 1 else "failed"
+        assert record_result(conn, result, max_attempts=2) == expected
+    plan_state = conn.execute(
+        "SELECT state FROM compaction_plan WHERE plan_id = %s", (record.plan_id,)
+    ).fetchone()
+    assert plan_state == ("Failed",)
+    # A late result of attempt 1 is stale and changes nothing.
+    late = TaskResult(task_id=task.task_id, attempt=1)
+    assert record_result(conn, late, max_attempts=2) == "stale"

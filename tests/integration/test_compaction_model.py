@@ -1,0 +1,137 @@
+"""The merged view never changes across compactions: the reference model, checked
+after every commit and every compaction, with files at several tree levels."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import firn
+from firn.settings import FirnSettings
+from firn.table.values import key_from_json
+from tests.changesets import (
+    KEY_KINDS,
+    KeyKind,
+    ReferenceModel,
+    as_change_set,
+    as_view,
+    operations,
+    table_schema,
+)
+
+_names = itertools.count()
+LEVELS = [1, 2, 4, 8]
+
+
+@pytest.fixture
+def shared_catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
+    """One catalog for all examples of a test; each example makes its own table."""
+    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
+        yield catalog
+
+
+Step = tuple[str, Any]
+
+
+@st.composite
+def steps(draw: st.DrawFn, kind: KeyKind) -> list[Step]:
+    """Commits, compactions (major or full, locally or on Spark) and bucket changes,
+    in any order; a compaction always has a commit before it."""
+    out: list[Step] = [("commit", draw(operations(kind)))]
+    for _ in range(draw(st.integers(1, 9))):
+        action = draw(st.sampled_from(["commit", "commit", "compact", "buckets"]))
+        if action == "commit":
+            out.append(("commit", draw(operations(kind))))
+        elif action == "compact":
+            kind_ = draw(st.sampled_from(["major", "major", "full"]))
+            out.append(("compact", (kind_, draw(st.sampled_from(["local", "spark"])))))
+        else:
+            levels = (draw(st.sampled_from(LEVELS)), draw(st.sampled_from(LEVELS)))
+            out.append(("buckets", levels))
+    out.append(("compact", ("major", "local")))
+    return out
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[KeyKind, dict[str, Any], bool, list[Step]]:
+    kind = draw(st.sampled_from(KEY_KINDS))
+    properties = {
+        "change.buckets": draw(st.sampled_from(LEVELS)),
+        "base.buckets": draw(st.sampled_from(LEVELS)),
+        # Small files and small tasks, so files are cut and nodes split by key range.
+        "target-file-size": draw(st.sampled_from(["2KiB", "6KiB", "64MiB"])),
+        "task.max-bytes": draw(st.sampled_from(["3KiB", "512MiB"])),
+    }
+    return kind, properties, draw(st.booleans()), draw(steps(kind))
+
+
+def check_base_files(table: firn.Table) -> None:
+    """Base files of one node never overlap in key range; change files are gone
+    from partitions that were just compacted (checked by the caller)."""
+    files = table.files()
+    rows = [r for r in files.to_pylist() if r["store"] == "base"]
+    entries = {e.file_id: e for e in _entries(table)}
+    by_node: dict[tuple[str, str], list[Any]] = {}
+    key_schema = table.definition.key_schema
+    for r in rows:
+        e = entries[r["file_id"]]
+        lo = key_from_json(e.min_key, key_schema)
+        hi = key_from_json(e.max_key, key_schema)
+        assert lo <= hi
+        by_node.setdefault((r["partition"], r["node"]), []).append((lo, hi))
+    for ranges in by_node.values():
+        ranges.sort()
+        for (_, hi), (lo, _) in itertools.pairwise(ranges):
+            assert hi < lo, "base files of one node overlap"
+
+
+def _entries(table: firn.Table) -> list[Any]:
+    from firn.catalog.files import files_at
+
+    return files_at(table.catalog.conn, table.table_id, table.current_snapshot())
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(scenario=scenarios())
+def test_read_equals_the_model_across_compactions(
+    shared_catalog: firn.Catalog, scenario: tuple[KeyKind, dict[str, Any], bool, list[Step]]
+) -> None:
+    kind, properties, partitioned, plan = scenario
+    schema = table_schema(kind)
+    table = shared_catalog.create_table(
+        f"compacted_{next(_names)}",
+        schema,
+        ["part", "k"],
+        ["part"] if partitioned else [],
+        properties,
+    )
+    model = ReferenceModel()
+    snapshots = []
+    for action, arg in plan:
+        if action == "commit":
+            table.commit(as_change_set(arg, schema))
+            model.apply(arg)
+        elif action == "buckets":
+            table.set_properties({"change.buckets": arg[0], "base.buckets": arg[1]})
+        else:
+            compaction_kind, engine = arg
+            summary = firn.compact(table, kind=compaction_kind, engine=engine)
+            assert summary["failed_attempts"] == 0, summary["errors"]
+            assert all(p["outcome"] == "committed" for p in summary["plans"]), summary
+            # Nothing commits concurrently here: no change file is left unmerged.
+            assert not [r for r in table.files().to_pylist() if r["store"] == "change"]
+            check_base_files(table)
+        snapshots.append((table.current_snapshot(), model.view()))
+        assert as_view(table.read()) == model.view(), f"after {action} {arg}"
+    for snapshot, view in snapshots:
+        assert as_view(table.read(snapshot=snapshot)) == view
