@@ -1,0 +1,156 @@
+"""The planner (SPEC 5) on synthetic file lists: projection, completeness,
+incremental merge, key-range splits, full and bin-pack plans."""
+
+from __future__ import annotations
+
+import itertools
+
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from firn.catalog.files import FileEntry
+from firn.compaction.planner import PlanDraft, plan_partition
+from firn.table.properties import TableProperties
+from firn.table.schema import TableSchema
+from firn.table.tree import Node
+
+TABLE = TableSchema.build("t", pa.schema([pa.field("id", pa.int64(), False)]), ["id"])
+UNKEYED = TableSchema.build("u", pa.schema([pa.field("line", pa.string())]), [])
+_ids = itertools.count(1)
+
+
+def change(node: Node, seq: int, lo: int = 0, hi: int = 1000, size: int = 100) -> FileEntry:
+    return FileEntry(next(_ids), "", "change", "I", node, seq, f"c{seq}", size, 10, [lo], [hi], seq)
+
+
+def base(node: Node, lo: int, hi: int, size: int = 100) -> FileEntry:
+    return FileEntry(next(_ids), "", "base", "B", node, 1, f"b{lo}", size, 10, [lo], [hi], 1)
+
+
+def props(**values: object) -> TableProperties:
+    return TableProperties.parse(dict(values))
+
+
+def plan(files: list[FileEntry], merged: int = 0, kind: str = "major", **p: object) -> PlanDraft:
+    draft = plan_partition(TABLE, props(**p), "", merged, files, kind)  # type: ignore[arg-type]
+    assert draft is not None
+    return draft
+
+
+def test_files_project_onto_the_base_write_level() -> None:
+    deep = plan([change(Node(8, 5), 2)], base_buckets=2)
+    assert [t.node for t in deep.tasks] == [Node(2, 1)]
+    shallow = plan([change(Node(1, 0), 2)], base_buckets=4)
+    assert [t.node for t in shallow.tasks] == [Node(4, i) for i in range(4)]
+    assert deep.to_seq == 2
+    assert deep.from_merged_seq == 0
+
+
+def test_a_shallower_base_file_brings_every_node_under_it() -> None:
+    wide = base(Node(1, 0), 0, 1000)
+    draft = plan([wide, change(Node(2, 0), 3)], base_buckets=2)
+    assert [t.node for t in draft.tasks] == [Node(2, 0), Node(2, 1)]
+    assert all(t.base_files == (wide,) for t in draft.tasks)
+    assert draft.tasks[1].change_files == ()
+
+
+def test_base_files_no_change_touches_stay_untouched() -> None:
+    files = [base(Node(1, 0), 0, 99), base(Node(1, 0), 100, 199), base(Node(1, 0), 200, 299)]
+    draft = plan([*files, change(Node(1, 0), 5, 120, 130)], base_buckets=1)
+    assert [t.base_files for t in draft.tasks] == [(files[1],)]
+    assert draft.untouched_base_files == (files[0], files[2])
+    # A change range spanning two files joins them (and anything chained to them).
+    draft = plan([*files, change(Node(1, 0), 5, 150, 210)], base_buckets=1)
+    assert draft.tasks[0].base_files == (files[1], files[2])
+
+
+def test_merged_change_files_are_not_inputs() -> None:
+    old, new = change(Node(1, 0), 3), change(Node(1, 0), 4)
+    draft = plan([old, new], merged=3, base_buckets=1)
+    assert draft.tasks[0].change_files == (new,)
+    assert plan_partition(TABLE, props(), "", 4, [old, new]) is None
+
+
+def test_a_big_node_splits_between_base_files_by_key_range() -> None:
+    files = [base(Node(1, 0), 100 * i, 100 * i + 99, size=200) for i in range(6)]
+    draft = plan(
+        [*files, change(Node(1, 0), 9, 0, 599, size=60)], base_buckets=1, task_max_bytes=500
+    )
+    assert len(draft.tasks) == 3
+    assert [t.lower for t in draft.tasks] == [None, [200], [400]]
+    assert [t.upper for t in draft.tasks] == [[200], [400], None]
+    assert [f for t in draft.tasks for f in t.base_files] == files
+    assert all(len(t.change_files) == 1 for t in draft.tasks)
+
+
+def test_overlapping_base_files_are_never_split_apart() -> None:
+    files = [
+        base(Node(1, 0), 0, 150, 300),
+        base(Node(2, 1), 100, 250, 300),
+        base(Node(1, 0), 300, 400, 300),
+    ]
+    draft = plan([*files, change(Node(1, 0), 9, 0, 400)], base_buckets=1, task_max_bytes=400)
+    assert [t.base_files for t in draft.tasks] == [(files[0], files[1]), (files[2],)]
+
+
+def test_full_rewrites_every_base_file_even_without_changes() -> None:
+    files = [base(Node(2, 0), 0, 10), base(Node(2, 1), 0, 10)]
+    assert plan_partition(TABLE, props(), "", 0, files) is None
+    draft = plan(files, kind="full", base_buckets=4)
+    assert [t.node for t in draft.tasks] == [Node(4, i) for i in range(4)]
+    assert sorted(f.file_id for t in draft.tasks for f in t.base_files) == sorted(
+        [files[0].file_id] * 2 + [files[1].file_id] * 2
+    )
+
+
+def test_unkeyed_tables_bin_pack_changes_and_small_base_files() -> None:
+    small, big = base(Node(1, 0), 0, 0, 10), base(Node(1, 0), 0, 0, 10**9)
+    changes = [change(Node(1, 0), s, size=300) for s in (2, 3, 4)]
+    draft = plan_partition(
+        UNKEYED, props(task_max_bytes=700), "", 1, [small, big, *changes], "major"
+    )
+    assert draft is not None
+    assert draft.kind == "bin-pack"
+    packed = [f for t in draft.tasks for f in (*t.base_files, *t.change_files)]
+    assert sorted(f.file_id for f in packed) == sorted(f.file_id for f in [small, *changes])
+    assert all(t.input_bytes <= 700 for t in draft.tasks)
+
+
+levels = st.sampled_from([1, 2, 4, 8])
+
+
+@st.composite
+def partitions(draw: st.DrawFn) -> tuple[list[FileEntry], int]:
+    files = []
+    for _ in range(draw(st.integers(0, 6))):
+        m = draw(levels)
+        lo = draw(st.integers(0, 90))
+        files.append(base(Node(m, draw(st.integers(0, m - 1))), lo, lo + draw(st.integers(0, 20))))
+    for seq in range(2, 2 + draw(st.integers(1, 6))):
+        m = draw(levels)
+        lo = draw(st.integers(0, 90))
+        node = Node(m, draw(st.integers(0, m - 1)))
+        files.append(change(node, seq, lo, lo + draw(st.integers(0, 20))))
+    return files, draw(levels)
+
+
+@given(partitions())
+def test_every_change_reaches_every_node_it_projects_to_and_base_files_go_whole(
+    case: tuple[list[FileEntry], int],
+) -> None:
+    files, level = case
+    draft = plan(files, base_buckets=level)
+    tasks_by_node = {t.node: t for t in draft.tasks}
+    for f in files:
+        projected = f.node.project(level)
+        if f.store == "change":
+            assert all(f in tasks_by_node[n].change_files for n in projected)
+            continue
+        readers = [n for n in projected if n in tasks_by_node and f in tasks_by_node[n].base_files]
+        # A base file is rewritten whole (every node it projects to reads it) or
+        # left alone (no task reads it), never half.
+        assert readers in ([], projected)
+        assert (f in draft.untouched_base_files) == (
+            not readers and any(n in tasks_by_node for n in projected)
+        )
