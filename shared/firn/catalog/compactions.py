@@ -6,7 +6,8 @@ that the plan is still the partition's current plan, that ``max_merged_seq`` is 
 the one the plan started from, and that every input file is still live; then it
 removes the inputs (the base files rewritten and the change files folded in), adds
 the outputs, sets ``max_merged_seq = S`` with its history row, creates the snapshot,
-and moves tasks and plan to Committed.
+and moves tasks and plan to Committed. A minor plan only swaps change files for
+change files: ``max_merged_seq`` stays.
 
 A producer committing meanwhile only adds change files with seq > S, which this
 commit neither reads nor hides, so the two never conflict. Committing a plan that is
@@ -102,34 +103,38 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     if live is None or int(live[0]) != len(base_inputs) + len(change_inputs):
         raise _CheckFailedError("an input file was removed by another commit")
 
+    minor = kind == "minor"
     removed = conn.execute(
         "UPDATE data_file SET removed_snapshot = %s WHERE file_id = ANY(%s)",
-        (snapshot_id, base_inputs),
+        (snapshot_id, change_inputs if minor else base_inputs),
     ).rowcount
-    # Every change file of the partition up to S is folded in: max_merged_seq = S
-    # hides them from readers of this snapshot on, so they leave the live set.
-    removed += conn.execute(
-        "UPDATE data_file SET removed_snapshot = %s WHERE table_id = %s AND partition_key = %s "
-        "AND store = 'change' AND removed_snapshot IS NULL AND seq > %s AND seq <= %s",
-        (snapshot_id, table_id, partition, from_seq, to_seq),
-    ).rowcount
+    if not minor:
+        # Every change file of the partition up to S is folded in: max_merged_seq = S
+        # hides them from readers of this snapshot on, so they leave the live set.
+        removed += conn.execute(
+            "UPDATE data_file SET removed_snapshot = %s WHERE table_id = %s "
+            "AND partition_key = %s AND store = 'change' AND removed_snapshot IS NULL "
+            "AND seq > %s AND seq <= %s",
+            (snapshot_id, table_id, partition, from_seq, to_seq),
+        ).rowcount
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
             "seq, path, size_bytes, record_count, min_key, max_key, added_snapshot) "
-            "VALUES (%s, %s, 'base', 'B', %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [_output_row(table_id, partition, o, snapshot_id) for o in outputs],
         )
-    conn.execute(
-        "UPDATE catalog_partition SET max_merged_seq = %s, last_major_at = %s "
-        "WHERE table_id = %s AND partition_key = %s",
-        (to_seq, now, table_id, partition),
-    )
-    conn.execute(
-        "INSERT INTO partition_merge_history (table_id, partition_key, snapshot_id, "
-        "max_merged_seq) VALUES (%s, %s, %s, %s)",
-        (table_id, partition, snapshot_id, to_seq),
-    )
+    if not minor:
+        conn.execute(
+            "UPDATE catalog_partition SET max_merged_seq = %s, last_major_at = %s "
+            "WHERE table_id = %s AND partition_key = %s",
+            (to_seq, now, table_id, partition),
+        )
+        conn.execute(
+            "INSERT INTO partition_merge_history (table_id, partition_key, snapshot_id, "
+            "max_merged_seq) VALUES (%s, %s, %s, %s)",
+            (table_id, partition, snapshot_id, to_seq),
+        )
     result = PlanCommit(
         plan_id,
         "committed",
@@ -143,7 +148,7 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         "plan_id": plan_id,
         "kind": kind,
         "partition": partition,
-        "max_merged_seq": to_seq,
+        "max_merged_seq": from_seq if minor else to_seq,
         "removed_files": removed,
         "added_files": result.added_files,
         "added_bytes": result.added_bytes,
@@ -176,6 +181,8 @@ def _output_row(table_id: int, partition: str, o: OutputFile, snapshot_id: int) 
     return (
         table_id,
         partition,
+        "base" if o.file_type == "B" else "change",
+        o.file_type,
         o.node_m,
         o.node_i,
         o.seq,

@@ -42,12 +42,13 @@ def compact(
 ) -> dict[str, Any]:
     """Compact ``table`` (one partition, or every one) now; returns a summary.
 
-    ``kind`` is ``major`` (fold the unmerged changes into the base) or ``full``
-    (also rewrite every base file, e.g. after changing ``base.buckets``); tables
-    without a primary key bin-pack small files either way. ``engine="local"`` runs
+    ``kind`` is ``major`` (fold the unmerged changes into the base), ``full`` (also
+    rewrite every base file, e.g. after changing ``base.buckets``) or ``minor``
+    (merge each node's change files among themselves; the base is untouched);
+    tables without a primary key bin-pack small files whatever the kind. ``engine="local"`` runs
     the merge kernel in this process instead of as a Spark job."""
-    if kind not in ("major", "full"):
-        raise ConfigError(f"kind must be 'major' or 'full', got {kind!r}")
+    if kind not in ("major", "full", "minor"):
+        raise ConfigError(f"kind must be 'major', 'minor' or 'full', got {kind!r}")
     if engine not in ("spark", "local"):
         raise ConfigError(f"engine must be 'spark' or 'local', got {engine!r}")
     started = time.monotonic()

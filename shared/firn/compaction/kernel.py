@@ -10,7 +10,8 @@ Vectorised Arrow throughout; no Python loop touches rows. For a keyed task:
 2. base files are grouped into runs of disjoint files in key order and streamed batch
    by batch, filtered the same way;
 3. the runs are merged window by window: per key the greatest LSN wins, winning
-   deletes drop the key (major) or are kept (minor);
+   deletes drop the key (major) or are kept (minor: change files only, written back
+   as one insert and one delete file that keep each row's ``_seq`` and ``_ord``);
 4. the output is written sorted and cut at ``target-file-size``
    (``firn.compaction.writer``) under a path unique to the task and attempt.
 
@@ -31,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from firn.compaction.runs import (
+    DEL,
     SortedRun,
     SpillStats,
     drop_deletes,
@@ -46,6 +48,7 @@ from firn.table.changes import ORD
 from firn.table.keyhash import hash_keys
 from firn.table.keyorder import bound_scalars, in_range
 from firn.table.merge_on_read import SEQ
+from firn.table.scan import change_schema
 from firn.table.schema import TableSchema
 from firn.table.values import KeyTuple, key_from_json
 
@@ -68,15 +71,7 @@ def run_task(
     limits = limits or KernelLimits()
     started = time.monotonic()
     storage = Storage(spec.location)
-    writer = SizedWriter(
-        storage,
-        spec.output_dir(attempt),
-        schema=table.schema,
-        node=spec.node,
-        seq=spec.to_seq,
-        target_size=spec.target_file_size,
-        key_columns=table.primary_key,
-    )
+    writers = _writers(storage, table, spec, attempt)
     reader = _Inputs(storage, table, spec)
     stats = SpillStats()
     try:
@@ -84,42 +79,72 @@ def run_task(
             with tempfile.TemporaryDirectory(
                 prefix=f"firn-task-{spec.task_id}-", dir=limits.spill_dir
             ) as spill_dir:
-                _merge(table, reader, writer, limits.memory_budget, spill_dir, stats)
+                _merge(table, reader, writers, limits.memory_budget, spill_dir, stats)
         else:
             for batch in reader.all_rows():
-                writer.write(batch)
-        outputs = writer.close()
+                writers[0].write(batch)
+        outputs = [o for w in writers for o in w.close()]
     except BaseException:
-        writer.abort()
+        for w in writers:
+            w.abort()
         raise
     return TaskResult(
         task_id=spec.task_id,
         attempt=attempt,
         outputs=tuple(outputs),
         rows_read=reader.rows_read,
-        rows_written=writer.rows_written,
+        rows_written=sum(w.rows_written for w in writers),
         seconds=time.monotonic() - started,
         spilled_runs=stats.runs_on_disk,
     )
 
 
+def _writers(
+    storage: Storage, table: TableSchema, spec: TaskSpec, attempt: int
+) -> list[SizedWriter]:
+    """One base writer; or, for minor compaction, an insert and a delete writer whose
+    files keep each row's ``_ord`` and ``_seq`` (so the merge rule still holds)."""
+
+    def writer(schema: pa.Schema, file_type: str) -> SizedWriter:
+        return SizedWriter(
+            storage,
+            spec.output_dir(attempt),
+            schema=schema,
+            node=spec.node,
+            seq=spec.to_seq,
+            target_size=spec.target_file_size,
+            key_columns=table.primary_key,
+            file_type=file_type,
+        )
+
+    if spec.kind != "minor":
+        return [writer(table.schema, "B")]
+    return [writer(change_schema(table, "I"), "I"), writer(change_schema(table, "D"), "D")]
+
+
 def _merge(
     table: TableSchema,
     reader: _Inputs,
-    writer: SizedWriter,
+    writers: list[SizedWriter],
     memory_budget: int,
     spill_dir: str,
     stats: SpillStats,
 ) -> None:
     key = list(table.primary_key)
-    names = table.schema.names
     change_runs = spill_runs(
         reader.change_rows(), table, reader.schema, memory_budget, spill_dir, stats
     )
     base_runs = [SortedRun(reader.base_rows(run), table) for run in reader.base_file_runs()]
     for parts in windows([*base_runs, *change_runs]):
-        merged = drop_deletes(resolve(parts, key))
-        writer.write(merged.select(names))
+        winners = resolve(parts, key)
+        if len(writers) == 1:
+            writers[0].write(drop_deletes(winners).select(table.schema.names))
+            continue
+        # Minor: a winning delete must stay, to hide the key's base row later.
+        deleted = winners.column(DEL)
+        upserts, deletes = writers
+        upserts.write(winners.filter(pc.invert(deleted)).select(upserts.schema.names))
+        deletes.write(winners.filter(deleted).select(deletes.schema.names))
 
 
 class _Inputs:

@@ -18,7 +18,8 @@ table's properties, the planner decides which files each task rewrites:
    ranges, cut only between groups of overlapping base files, so a base file is
    read by exactly one task.
 
-``full`` rewrites every base file; unkeyed tables bin-pack: all unmerged change files
+``full`` rewrites every base file; ``minor`` merges each node's change files among
+themselves (deletes kept, base untouched); unkeyed tables bin-pack: all unmerged change files
 and the small base files are concatenated into files of ``target-file-size``.
 """
 
@@ -80,8 +81,8 @@ def plan_partition(
     kind: Kind = "major",
 ) -> PlanDraft | None:
     """The plan for one partition, or ``None`` when there is nothing to do."""
-    if kind not in ("major", "full", "bin-pack"):
-        raise ConfigError(f"unknown compaction kind {kind!r} (use 'major' or 'full')")
+    if kind not in ("major", "full", "minor", "bin-pack"):
+        raise ConfigError(f"unknown compaction kind {kind!r} (use 'major', 'minor' or 'full')")
     mine = [f for f in files if f.partition_key == partition_key]
     changes = [f for f in mine if f.store == "change" and f.seq > max_merged_seq]
     base = [f for f in mine if f.store == "base"]
@@ -90,6 +91,8 @@ def plan_partition(
         return _bin_pack(properties, partition_key, max_merged_seq, to_seq, changes, base, kind)
     if kind == "bin-pack":
         raise ConfigError("bin-pack is for tables without a primary key; use 'major'")
+    if kind == "minor":
+        return _minor(partition_key, max_merged_seq, changes)
     if not changes and (kind == "major" or not base):
         return None
     level = properties.base_buckets
@@ -222,6 +225,26 @@ def _blocks(key_schema: pa.Schema, base: Sequence[FileEntry]) -> list[list[FileE
             blocks.append([f])
             hi = f_hi
     return blocks
+
+
+def _minor(
+    partition_key: str, max_merged_seq: int, changes: Sequence[FileEntry]
+) -> PlanDraft | None:
+    """Minor compaction: the unmerged change files of each node that has several are
+    merged into one insert and one delete file at that node; the base is untouched.
+    (When it is due is the triggers' business: ``minor.file-count``.)"""
+    by_node: dict[Node, list[FileEntry]] = {}
+    for f in changes:
+        by_node.setdefault(f.node, []).append(f)
+    tasks = tuple(
+        PlannedTask(node, None, None, (), tuple(files))
+        for node, files in sorted(by_node.items())
+        if len(files) > 1
+    )
+    if not tasks:
+        return None
+    to_seq = max(f.seq for t in tasks for f in t.change_files)
+    return PlanDraft(partition_key, "minor", max_merged_seq, to_seq, tasks)
 
 
 def _bin_pack(
