@@ -336,3 +336,29 @@ def test_failed_attempts_retry_then_fail_the_plan(catalog: firn.Catalog) -> None
     # A late result of attempt 1 is stale and changes nothing.
     late = TaskResult(task_id=task.task_id, attempt=1)
     assert record_result(conn, late, max_attempts=2) == "stale"
+
+
+def test_status_shows_score_due_open_plan_and_last_compaction(catalog: firn.Catalog) -> None:
+    table = catalog.create_table(
+        f"status_{next(_names)}", SCHEMA, ["day", "id"], [], {"base.buckets": 2}
+    )
+    Model().upsert(table, [1] * 100, np.arange(100), "v1")
+    (part,) = table.status()["partitions"]
+    assert part["due"] == "major"
+    assert any("last major never" in r for r in part["reasons"])
+    assert part["score"] > 0
+    assert part["open_plan"] is None
+    assert part["last_compaction"] is None
+
+    record = _plan(table)
+    (part,) = table.status()["partitions"]
+    assert part["open_plan"]["plan_id"] == record.plan_id
+    assert part["open_plan"]["tasks"] == {"Pending": len(record.tasks)}
+
+    _run(table, record)
+    assert commit_plan(catalog.conn, record.plan_id).outcome == "committed"
+    (part,) = table.status()["partitions"]
+    assert part["open_plan"] is None
+    assert part["last_compaction"]["plan_id"] == record.plan_id
+    assert (part["unmerged_files"], part["score"], part["due"]) == (0, 0.0, None)
+    assert part["base_files"] == len(live_entries(table))

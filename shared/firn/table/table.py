@@ -30,6 +30,7 @@ from firn.catalog.files import (
     files_at,
     merged_seqs_at,
 )
+from firn.catalog.status import table_status
 from firn.errors import CommitError, CommitStateUnknownError, ConfigError, StorageError
 from firn.events.commits import CommitEvent, PartitionChange
 from firn.io.storage import Storage
@@ -225,48 +226,9 @@ class Table:
         )
 
     def status(self) -> dict[str, Any]:
-        """Per partition: merge state and what is waiting to be compacted."""
-        conn = self.catalog.conn
-        rows = conn.execute(
-            "SELECT p.partition_key, p.max_merged_seq, p.max_seq, "
-            "count(f.*) FILTER (WHERE f.store = 'change' AND f.seq > p.max_merged_seq), "
-            "coalesce(sum(f.size_bytes) FILTER (WHERE f.file_type = 'I' "
-            "  AND f.seq > p.max_merged_seq), 0), "
-            "coalesce(sum(f.size_bytes) FILTER (WHERE f.file_type = 'D' "
-            "  AND f.seq > p.max_merged_seq), 0), "
-            "count(f.*) FILTER (WHERE f.store = 'base'), "
-            "coalesce(sum(f.size_bytes) FILTER (WHERE f.store = 'base'), 0) "
-            "FROM catalog_partition p LEFT JOIN data_file f ON f.table_id = p.table_id "
-            "AND f.partition_key = p.partition_key AND f.removed_snapshot IS NULL "
-            "WHERE p.table_id = %s GROUP BY p.partition_key, p.max_merged_seq, p.max_seq "
-            "ORDER BY p.partition_key",
-            (self.table_id,),
-        ).fetchall()
-        head = conn.execute(
-            "SELECT last_seq, last_snapshot FROM catalog_table WHERE table_id = %s",
-            (self.table_id,),
-        ).fetchone()
-        if head is None:
-            raise ConfigError(f"table {self.name!r} no longer exists")
-        return {
-            "table": self.name,
-            "seq": head[0],
-            "snapshot": head[1],
-            "partitions": [
-                {
-                    "partition": part,
-                    "max_merged_seq": mms,
-                    "max_seq": max_seq,
-                    "unmerged_files": files,
-                    "unmerged_bytes": int(ins) + int(dels),
-                    "unmerged_insert_bytes": int(ins),
-                    "unmerged_delete_bytes": int(dels),
-                    "base_files": base_files,
-                    "base_bytes": int(base_bytes),
-                }
-                for part, mms, max_seq, files, ins, dels, base_files, base_bytes in rows
-            ],
-        }
+        """Per partition: merge state, what waits to be compacted, the trigger
+        decision and score, the open plan and its task states, the last compaction."""
+        return table_status(self.catalog.conn, self.table_id, self.name, self.properties)
 
 
 def _with_op(rows: pa.Table, op: str) -> pa.Table:

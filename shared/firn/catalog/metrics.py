@@ -1,0 +1,61 @@
+"""Partition metrics from the catalog (SPEC 4): what the triggers and the score read.
+
+One query per table computes, for every partition, the unmerged change bytes and
+files, the live base files, the small files and the busiest change node. The metrics
+service keeps the same numbers incrementally from events and calls this to
+reconcile; ``Table.status`` calls it to show them.
+"""
+
+from __future__ import annotations
+
+from firn.compaction.triggers import PartitionMetrics
+from firn.postgres.connection import Connection
+
+_QUERY = """
+WITH live AS (
+    SELECT f.partition_key, f.store, f.file_type, f.node_m, f.node_i, f.size_bytes,
+           f.store = 'change' AND f.seq > p.max_merged_seq AS unmerged
+    FROM data_file f JOIN catalog_partition p USING (table_id, partition_key)
+    WHERE f.table_id = %(table)s AND f.removed_snapshot IS NULL
+), per_node AS (
+    SELECT partition_key, max(n) AS busiest FROM (
+        SELECT partition_key, count(*) AS n FROM live WHERE unmerged
+        GROUP BY partition_key, node_m, node_i
+    ) counted GROUP BY partition_key
+)
+SELECT p.partition_key,
+       coalesce(sum(l.size_bytes) FILTER (WHERE l.unmerged AND l.file_type = 'I'), 0),
+       coalesce(sum(l.size_bytes) FILTER (WHERE l.unmerged AND l.file_type = 'D'), 0),
+       count(l.*) FILTER (WHERE l.unmerged),
+       coalesce(sum(l.size_bytes) FILTER (WHERE l.store = 'base'), 0),
+       count(l.*) FILTER (WHERE l.store = 'base'),
+       count(l.*) FILTER (WHERE l.unmerged OR (l.store = 'base' AND l.size_bytes < %(small)s)),
+       coalesce(max(n.busiest), 0),
+       extract(epoch FROM now() - p.last_major_at)
+FROM catalog_partition p
+LEFT JOIN live l USING (partition_key)
+LEFT JOIN per_node n USING (partition_key)
+WHERE p.table_id = %(table)s
+GROUP BY p.partition_key, p.last_major_at
+ORDER BY p.partition_key
+"""
+
+
+def partition_metrics(
+    conn: Connection, table_id: int, small_file_bytes: int
+) -> dict[str, PartitionMetrics]:
+    """Every partition's metrics as of now."""
+    rows = conn.execute(_QUERY, {"table": table_id, "small": small_file_bytes}).fetchall()
+    return {
+        part: PartitionMetrics(
+            unmerged_insert_bytes=int(ins),
+            unmerged_delete_bytes=int(dels),
+            unmerged_files=int(files),
+            base_bytes=int(base_bytes),
+            base_files=int(base_files),
+            small_files=int(small),
+            max_unmerged_files_per_node=int(busiest),
+            seconds_since_major=None if age is None else float(age),
+        )
+        for part, ins, dels, files, base_bytes, base_files, small, busiest, age in rows
+    }
