@@ -15,6 +15,11 @@ from firn.spark import spark_session
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
+    # Other tests' compactions may have started the default session; this module
+    # checks that the configured master is honoured, so it starts its own.
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
     session = spark_session(FirnSettings(spark_master="local[2]"), app_name="firn-test")
     yield session
     session.stop()

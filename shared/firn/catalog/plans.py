@@ -185,6 +185,7 @@ def create_plan(
                 upper=task.upper,
                 base_files=tuple(InputFile.of(f) for f in task.base_files),
                 change_files=tuple(InputFile.of(f) for f in task.change_files),
+                cut_before=task.cut_before,
                 from_merged_seq=draft.from_merged_seq,
                 to_seq=draft.to_seq,
                 target_file_size=target_file_size,

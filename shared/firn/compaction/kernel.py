@@ -46,7 +46,7 @@ from firn.compaction.writer import SizedWriter
 from firn.io.storage import Storage
 from firn.table.changes import ORD
 from firn.table.keyhash import hash_keys
-from firn.table.keyorder import bound_scalars, in_range
+from firn.table.keyorder import bound_scalars, count_below, in_range
 from firn.table.merge_on_read import SEQ
 from firn.table.scan import change_schema
 from firn.table.schema import TableSchema
@@ -135,10 +135,18 @@ def _merge(
         reader.change_rows(), table, reader.schema, memory_budget, spill_dir, stats
     )
     base_runs = [SortedRun(reader.base_rows(run), table) for run in reader.base_file_runs()]
+    cuts = [bound_scalars(c, table.key_schema) for c in reader.spec.cut_before]
     for parts in windows([*base_runs, *change_runs]):
         winners = resolve(parts, key)
         if len(writers) == 1:
-            writers[0].write(drop_deletes(winners).select(table.schema.names))
+            rows = drop_deletes(winners).select(table.schema.names)
+            # Cut before an untouched file of the node (windows come in key order).
+            while cuts and rows.num_rows and count_below(rows, key, cuts[0]) < rows.num_rows:
+                head = count_below(rows, key, cuts.pop(0))
+                writers[0].write(rows.slice(0, head))
+                writers[0].cut()
+                rows = rows.slice(head)
+            writers[0].write(rows)
             continue
         # Minor: a winning delete must stay, to hide the key's base row later.
         deleted = winners.column(DEL)

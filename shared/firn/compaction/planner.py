@@ -13,7 +13,8 @@ table's properties, the planner decides which files each task rewrites:
    node under it gets a task too: the completeness rule, to a fixed point.
 4. Inside a target node, base files whose key range meets no change file's key range
    stay untouched (incremental merge). Overlapping key ranges are joined by a sweep
-   over ranges sorted by their lower key, which is union-find for intervals.
+   over ranges sorted by their lower key, which is union-find for intervals. Outputs
+   are cut before each untouched file of the node, so no output spans one.
 5. A node whose input passes ``task.max-bytes`` splits into tasks over disjoint key
    ranges, cut only between groups of overlapping base files, so a base file is
    read by exactly one task.
@@ -26,7 +27,7 @@ and the small base files are concatenated into files of ``target-file-size``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -49,6 +50,9 @@ class PlannedTask:
     upper: list[Any] | None
     base_files: tuple[FileEntry, ...]
     change_files: tuple[FileEntry, ...]
+    cut_before: tuple[list[Any], ...] = ()
+    """Keys an output file must not span: the smallest keys of the node's untouched
+    base files, so outputs and untouched files stay disjoint in key range."""
 
     @property
     def input_bytes(self) -> int:
@@ -109,7 +113,13 @@ def plan_partition(
         else:
             rewritten, kept = _incremental(key_schema, level, node_changes, node_base)
         untouched.extend(kept)
-        tasks.extend(_split(key_schema, properties, node, level, node_changes, rewritten))
+        cuts = tuple(
+            f.min_key
+            for f in sorted(kept, key=lambda f: _key_range(key_schema, f)[0])
+            if f.node.m == level and f.min_key is not None
+        )
+        for task in _split(key_schema, properties, node, level, node_changes, rewritten):
+            tasks.append(replace(task, cut_before=cuts))
     return PlanDraft(partition_key, kind, max_merged_seq, to_seq, tuple(tasks), tuple(untouched))
 
 

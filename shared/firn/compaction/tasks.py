@@ -87,6 +87,9 @@ class TaskSpec(_Frozen):
     upper: list[Any] | None = Field(description="Exclusive upper key bound, or none.")
     base_files: tuple[InputFile, ...]
     change_files: tuple[InputFile, ...]
+    cut_before: tuple[list[Any], ...] = Field(
+        default=(), description="Keys no output file may span (untouched files start there)."
+    )
     from_merged_seq: int = Field(description="Change rows at or below this are merged.")
     to_seq: int = Field(description="S: change rows above this are not this plan's.")
     target_file_size: int

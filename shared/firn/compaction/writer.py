@@ -72,6 +72,11 @@ class SizedWriter:
         if self._pending_rows >= ROW_GROUP_ROWS:
             self._flush()
 
+    def cut(self) -> None:
+        """End the current file here; the next rows start a new one."""
+        self._flush()
+        self._finish_file()
+
     def close(self) -> list[OutputFile]:
         """Write what is buffered and finish the last file; returns every file."""
         self._flush()

@@ -60,3 +60,10 @@ def count_at_most(rows: pa.Table, key_columns: Sequence[str], bound: Sequence[pa
     if rows.num_rows == 0:
         return 0
     return int(pc.sum(compare_mask(rows, key_columns, bound, strict=False)).as_py() or 0)
+
+
+def count_below(rows: pa.Table, key_columns: Sequence[str], bound: Sequence[pa.Scalar]) -> int:
+    """How many leading rows of key-sorted ``rows`` have key < bound."""
+    if rows.num_rows == 0:
+        return 0
+    return int(pc.sum(compare_mask(rows, key_columns, bound, strict=True)).as_py() or 0)
