@@ -82,6 +82,10 @@ def test_a_big_node_splits_between_base_files_by_key_range() -> None:
     assert [t.upper for t in draft.tasks] == [[200], [400], None]
     assert [f for t in draft.tasks for f in t.base_files] == files
     assert all(len(t.change_files) == 1 for t in draft.tasks)
+    # A change file is listed only by the range tasks its key range meets.
+    wide, narrow = change(Node(1, 0), 9, 0, 599, size=60), change(Node(1, 0), 10, 250, 260, 1)
+    draft = plan([*files, wide, narrow], base_buckets=1, task_max_bytes=500)
+    assert [t.change_files for t in draft.tasks] == [(wide,), (wide, narrow), (wide,)]
 
 
 def test_overlapping_base_files_are_never_split_apart() -> None:

@@ -17,7 +17,8 @@ table's properties, the planner decides which files each task rewrites:
    are cut before each untouched file of the node, so no output spans one.
 5. A node whose input passes ``task.max-bytes`` splits into tasks over disjoint key
    ranges, cut only between groups of overlapping base files, so a base file is
-   read by exactly one task.
+   read by exactly one task; a range task lists only the change files whose key
+   range meets its own.
 
 ``full`` rewrites every base file; ``minor`` merges each node's change files among
 themselves (deletes kept, base untouched); unkeyed tables bin-pack: all unmerged change files
@@ -26,6 +27,8 @@ and the small base files are concatenated into files of ``target-file-size``.
 
 from __future__ import annotations
 
+import bisect
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -101,26 +104,57 @@ def plan_partition(
         return None
     level = properties.base_buckets
     targets = _targets(level, changes, base, full=kind == "full")
-    key_schema = table.key_schema
+    ranges = _Ranges(table.key_schema)
+    # One pass files -> target nodes (projections are cached per distinct node).
+    node_changes: dict[Node, list[FileEntry]] = {n: [] for n in targets}
+    node_base: dict[Node, list[FileEntry]] = {n: [] for n in targets}
+    for by_node, group in ((node_changes, changes), (node_base, base)):
+        for f in group:
+            for n in _projection(f.node, level):
+                if n in by_node:
+                    by_node[n].append(f)
     tasks: list[PlannedTask] = []
     untouched: list[FileEntry] = []
     for node in sorted(targets):
-        node_changes = [f for f in changes if node in f.node.project(level)]
-        node_base = [f for f in base if node in f.node.project(level)]
         kept: list[FileEntry] = []
-        if kind == "full" or not node_changes:
-            rewritten = node_base
+        if kind == "full" or not node_changes[node]:
+            rewritten = node_base[node]
         else:
-            rewritten, kept = _incremental(key_schema, level, node_changes, node_base)
+            rewritten, kept = _incremental(ranges, level, node_changes[node], node_base[node])
         untouched.extend(kept)
         cuts = tuple(
             f.min_key
-            for f in sorted(kept, key=lambda f: _key_range(key_schema, f)[0])
+            for f in sorted(kept, key=lambda f: ranges(f)[0])
             if f.node.m == level and f.min_key is not None
         )
-        for task in _split(key_schema, properties, node, level, node_changes, rewritten):
+        for task in _split(ranges, properties, node, level, node_changes[node], rewritten):
             tasks.append(replace(task, cut_before=cuts))
     return PlanDraft(partition_key, kind, max_merged_seq, to_seq, tuple(tasks), tuple(untouched))
+
+
+@functools.lru_cache(maxsize=4096)
+def _projection(node: Node, level: int) -> tuple[Node, ...]:
+    return tuple(node.project(level))
+
+
+class _Ranges:
+    """Each file's key range as comparable tuples, decoded once per plan."""
+
+    def __init__(self, key_schema: pa.Schema) -> None:
+        self.key_schema = key_schema
+        self._decoded: dict[int, tuple[KeyTuple, KeyTuple]] = {}
+
+    def __call__(self, f: FileEntry) -> tuple[KeyTuple, KeyTuple]:
+        decoded = self._decoded.get(f.file_id)
+        if decoded is None:
+            if f.min_key is None or f.max_key is None:
+                raise ConfigError(f"file {f.path} of a keyed table has no key range in the catalog")
+            decoded = (
+                key_from_json(f.min_key, self.key_schema),
+                key_from_json(f.max_key, self.key_schema),
+            )
+            self._decoded[f.file_id] = decoded
+        return decoded
 
 
 def _targets(
@@ -128,10 +162,10 @@ def _targets(
 ) -> set[Node]:
     """Target nodes: those with changes (or any file, for full), closed under the
     completeness rule for base files shallower than the write level."""
-    targets = {n for f in changes for n in f.node.project(level)}
+    targets = {n for node in {f.node for f in changes} for n in _projection(node, level)}
     if full:
-        targets |= {n for f in base for n in f.node.project(level)}
-    shallow = [f.node.project(level) for f in base if f.node.m < level]
+        targets |= {n for node in {f.node for f in base} for n in _projection(node, level)}
+    shallow = list({_projection(f.node, level) for f in base if f.node.m < level})
     grown = True
     while grown:
         grown = False
@@ -142,21 +176,15 @@ def _targets(
     return targets
 
 
-def _key_range(key_schema: pa.Schema, f: FileEntry) -> tuple[KeyTuple, KeyTuple]:
-    if f.min_key is None or f.max_key is None:
-        raise ConfigError(f"file {f.path} of a keyed table has no key range in the catalog")
-    return key_from_json(f.min_key, key_schema), key_from_json(f.max_key, key_schema)
-
-
 def _incremental(
-    key_schema: pa.Schema,
+    ranges: _Ranges,
     level: int,
     changes: Sequence[FileEntry],
     base: Sequence[FileEntry],
 ) -> tuple[list[FileEntry], list[FileEntry]]:
     """Split a node's base files into (rewritten, untouched) by key-range overlap with
     its change files. Shallower base files are always rewritten (see module doc)."""
-    ranged = [(*_key_range(key_schema, f), f) for f in (*changes, *base)]
+    ranged = [(*ranges(f), f) for f in (*changes, *base)]
     ranged.sort(key=lambda r: r[0])
     rewritten: list[FileEntry] = []
     kept: list[FileEntry] = []
@@ -180,7 +208,7 @@ def _incremental(
 
 
 def _split(
-    key_schema: pa.Schema,
+    ranges: _Ranges,
     properties: TableProperties,
     node: Node,
     level: int,
@@ -194,7 +222,7 @@ def _split(
     whole = PlannedTask(node, None, None, tuple(base), tuple(changes))
     if change_bytes + base_bytes <= properties.task_max_bytes or len(base) < 2:
         return [whole]
-    blocks = _blocks(key_schema, base)
+    blocks = _blocks(ranges, base)
     if len(blocks) < 2:
         return [whole]
     # A range task reads its base files and, roughly, the matching share of changes.
@@ -211,9 +239,18 @@ def _split(
     # Blocks come in key order, so a group's first file has its smallest key.
     lowers: list[list[Any] | None] = [None, *(g[0].min_key for g in groups[1:])]
     uppers = [*lowers[1:], None]
+    # Task k holds the keys in [lower_k, lower_k+1); a change file spanning keys a..b
+    # meets the tasks from the one holding a to the one holding b.
+    bounds = [key_from_json(lo, ranges.key_schema) for lo in lowers[1:] if lo is not None]
+    readers: list[list[FileEntry]] = [[] for _ in groups]
+    for f in changes:
+        lo_key, hi_key = ranges(f)
+        first, last = bisect.bisect_right(bounds, lo_key), bisect.bisect_right(bounds, hi_key)
+        for k in range(first, last + 1):
+            readers[k].append(f)
     return [
-        PlannedTask(node, lo, hi, tuple(g), tuple(changes))
-        for g, lo, hi in zip(groups, lowers, uppers, strict=True)
+        PlannedTask(node, lo, hi, tuple(g), tuple(r))
+        for g, lo, hi, r in zip(groups, lowers, uppers, readers, strict=True)
     ]
 
 
@@ -222,9 +259,9 @@ def _share(f: FileEntry, level: int) -> float:
     return f.size_bytes / max(1, level // f.node.m)
 
 
-def _blocks(key_schema: pa.Schema, base: Sequence[FileEntry]) -> list[list[FileEntry]]:
+def _blocks(ranges: _Ranges, base: Sequence[FileEntry]) -> list[list[FileEntry]]:
     """Base files in key order, grouped where their ranges overlap."""
-    ranged = sorted(((*_key_range(key_schema, f), f) for f in base), key=lambda r: r[0])
+    ranged = sorted(((*ranges(f), f) for f in base), key=lambda r: r[0])
     blocks: list[list[FileEntry]] = []
     hi: KeyTuple | None = None
     for lo, f_hi, f in ranged:

@@ -22,7 +22,8 @@ from firn.io.storage import Storage
 from firn.table.tree import Node
 from firn.table.values import key_at
 
-ROW_GROUP_ROWS = 131072
+ROW_GROUP_ROWS = 1 << 20
+ROW_GROUP_BYTES = 32 << 20  # of Arrow memory buffered per row group at most
 _SAFETY = 1.15  # estimates may be off by this much between row groups
 
 
@@ -54,6 +55,15 @@ class SizedWriter:
         self._footer = 512 + 256 * len(schema)
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
+        self._pending_bytes = 0
+        # Dictionary encoding pays off for repeated strings; on unique keys and
+        # numbers it only costs time (and never falls back below the page limit).
+        self._dictionary = [
+            f.name
+            for f in schema
+            if f.name not in self.key_columns
+            and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))
+        ]
         self._sink: pa.NativeFile | None = None
         self._writer: pq.ParquetWriter | None = None
         self._path = ""
@@ -69,7 +79,8 @@ class SizedWriter:
             return
         self._pending.append(rows)
         self._pending_rows += rows.num_rows
-        if self._pending_rows >= ROW_GROUP_ROWS:
+        self._pending_bytes += rows.nbytes
+        if self._pending_rows >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_BYTES:
             self._flush()
 
     def cut(self) -> None:
@@ -104,7 +115,7 @@ class SizedWriter:
         if not self._pending:
             return
         rows = pa.concat_tables(self._pending).cast(self.schema)
-        self._pending, self._pending_rows = [], 0
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
         while rows.num_rows:
             if self._writer is None:
                 self._open()
@@ -142,7 +153,9 @@ class SizedWriter:
             f"{self.directory}/{self.file_type}-{self.node.m}-{self.node.i}-{n:05d}.parquet"
         )
         self._sink = self.storage.open_output(self._path)
-        self._writer = pq.ParquetWriter(self._sink, self.schema, compression="zstd")
+        self._writer = pq.ParquetWriter(
+            self._sink, self.schema, compression="zstd", use_dictionary=self._dictionary
+        )
         self._rows = 0
         self._first = None
 
