@@ -15,12 +15,14 @@ sixth are new keys; 20 % deletes of base keys). Then, on the same files:
   Parquet file (no dedup: the least any merge that rewrites the data pays);
 - spark: the base (seq 0) and change files (their catalog seq) as one DataFrame,
   ``row_number() over (partition by id order by seq desc, _ord desc)``, keep the
-  first row of each key unless it is a delete, write zstd Parquet (``local[*]``).
+  first row of each key unless it is a delete, write zstd Parquet (``local[*]``,
+  ``spark.driver.memory`` 4g, the session's first run absorbs the JVM warm-up).
 
 Rates count each contender's own input (rows read, bytes of the files read); the
 floor does not read the delete files. The engine's output is checked row for row
-against ``Table.read()``, and the Spark output's row count against both. Goals:
-engine >= 5x Spark and >= 0.5x the floor.
+against ``Table.read()``, and the Spark output's row count against both. Goals
+(ratios of rows/s): engine >= 5x Spark and >= 0.5x the floor. Each contender runs
+``--runs`` times and the best run counts; Spark's log goes to stderr.
 
     .venv/bin/python bench/merge.py                 # full size: several minutes
     .venv/bin/python bench/merge.py --base-rows 500000 --change-rows 100000 --runs 1
@@ -140,6 +142,7 @@ def one_task(table: firn.Table) -> TaskSpec:
         upper=task.upper,
         base_files=tuple(InputFile.of(f) for f in task.base_files),
         change_files=tuple(InputFile.of(f) for f in task.change_files),
+        cut_before=task.cut_before,
         from_merged_seq=draft.from_merged_seq,
         to_seq=draft.to_seq,
         target_file_size=table.properties.target_file_size,
@@ -157,6 +160,7 @@ def spark_merge(
     """Seconds, output rows and input rows of the best Spark run."""
     from pyspark.sql import DataFrame, Window
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     from firn.spark import spark_session
 
@@ -166,14 +170,12 @@ def spark_merge(
     base_paths = [full(f.path) for f in spec.base_files]
     base_schema = spark.read.parquet(base_paths[0]).select(*NAMES).schema
     types = {f.name: f.dataType for f in base_schema.fields}
-    change_schema = {
-        "I": spark.read.parquet(full(next(f for f in spec.change_files if f.file_type == "I").path))
-        .select(*NAMES, "_ord")
-        .schema,
-        "D": spark.read.parquet(full(next(f for f in spec.change_files if f.file_type == "D").path))
-        .select("id", "_ord")
-        .schema,
-    }
+
+    def schema_of(file_type: str, columns: list[str]) -> StructType:
+        first = next(f for f in spec.change_files if f.file_type == file_type)
+        return spark.read.parquet(full(first.path)).select(*columns).schema
+
+    change_schema = {"I": schema_of("I", [*NAMES, "_ord"]), "D": schema_of("D", ["id", "_ord"])}
     out_root = Path(tempfile.mkdtemp(prefix="firn-bench-spark-"))
     outs: list[Path] = []
 

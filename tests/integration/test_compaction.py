@@ -142,8 +142,8 @@ def test_a_big_node_splits_into_key_range_tasks(catalog: firn.Catalog) -> None:
         {
             "change.buckets": 2,
             "base.buckets": 1,
-            "target-file-size": "32KiB",
-            "task.max-bytes": "96KiB",
+            "target-file-size": "16KiB",
+            "task.max-bytes": "48KiB",
         },
     )
     model = Model()

@@ -136,7 +136,12 @@ def _merge(
     )
     base_runs = [SortedRun(reader.base_rows(run), table) for run in reader.base_file_runs()]
     cuts = [bound_scalars(c, table.key_schema) for c in reader.spec.cut_before]
-    for parts in windows([*base_runs, *change_runs]):
+    pool = pa.default_memory_pool()
+    for n, parts in enumerate(windows([*base_runs, *change_runs])):
+        if n % 8 == 7:
+            # The pool keeps freed buffers for reuse; past the budget that is
+            # resident memory nobody uses, so hand it back now and then.
+            pool.release_unused()
         winners = resolve(parts, key)
         if len(writers) == 1:
             rows = drop_deletes(winners).select(table.schema.names)

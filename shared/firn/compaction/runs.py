@@ -13,9 +13,10 @@ keys, and windows come in key order; at least one run's buffer is used up per
 window, so memory is one batch per run.
 
 ``spill_runs`` turns an unbounded stream of change rows into runs that fit a memory
-budget: rows accumulate until a third of the budget (sorting needs about twice the
-rows' size again), are reduced to one row per key, sorted, and written to local disk
-as Arrow IPC (seed 001's disk-backed map); the last chunk stays in memory.
+budget: rows accumulate until a quarter of the budget (sorting needs about as much
+again), are reduced to one row per key, sorted, and written to local disk as Arrow
+IPC (seed 001's disk-backed map); the last chunk stays in memory. Runs are read back
+in batches sized so that one batch of every run is a quarter of the budget.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from firn.table.values import KeyTuple, key_at, key_from_json
 
 DEL = "_firn_del"
 BATCH_ROWS = 65536
+SPILL_BATCH_ROWS = 4096
 
 
 def work_schema(table: TableSchema) -> pa.Schema:
@@ -56,11 +58,12 @@ def latest_per_key(rows: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     """One row per key, the one with the greatest LSN, in key order."""
     if rows.num_rows == 0:
         return rows
-    rows = rows.combine_chunks()
+    # Only the key and LSN columns are made contiguous and sorted; the whole rows
+    # are copied once, by the final take.
     seq = np.asarray(rows.column(SEQ).to_numpy(), dtype=np.int64)
     ord_ = np.asarray(rows.column(ORD).to_numpy(), dtype=np.int64)
     lsn = lsn_sort_keys(seq, ord_)
-    keys = rows.select(list(key_columns))
+    keys = rows.select(list(key_columns)).combine_chunks()
     sortable = keys
     for name in lsn.column_names:
         sortable = sortable.append_column(name, lsn.column(name))
@@ -148,6 +151,12 @@ def table_slices(rows: pa.Table, batch_rows: int = BATCH_ROWS) -> Iterator[pa.Ta
         yield rows.slice(start, batch_rows)
 
 
+def _rows_for(rows: pa.Table, budget_bytes: int) -> int:
+    """How many rows of ``rows`` take about ``budget_bytes``."""
+    per_row = max(1, int(rows.nbytes) // max(1, rows.num_rows))
+    return max(1024, int(budget_bytes // per_row))
+
+
 @dataclass
 class SpillStats:
     runs_on_disk: int = 0
@@ -165,7 +174,7 @@ def spill_runs(
     """Change rows as sorted, one-row-per-key runs within ``memory_budget`` (see the
     module doc); runs on disk are read back one batch at a time."""
     key = list(table.primary_key)
-    chunk_limit = max(1, memory_budget // 3)
+    chunk_limit = max(1, memory_budget // 4)
     pending: list[pa.Table] = []
     pending_bytes = 0
     paths: list[str] = []
@@ -180,26 +189,40 @@ def spill_runs(
             # Give freed buffers back to the OS, so the peak stays near one chunk.
             pa.default_memory_pool().release_unused()
     last = latest_per_key(pa.concat_tables(pending), key) if pending else None
-    runs = [SortedRun(_read_run(path), table) for path in paths]
+    del pending
+    # The merge holds one batch per run: together about a quarter of the budget.
+    per_run = max(1 << 20, memory_budget // (4 * (len(paths) + 1)))
+    runs = [SortedRun(_read_run(path, per_run), table) for path in paths]
     if last is not None and last.num_rows:
-        runs.append(SortedRun(table_slices(last), table))
+        runs.append(SortedRun(table_slices(last, _rows_for(last, per_run)), table))
     return runs
 
 
 def _write_run(rows: pa.Table, schema: pa.Schema, spill_dir: str, n: int, stats: SpillStats) -> str:
     path = os.path.join(spill_dir, f"run-{n:05d}.arrow")
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-        for part in table_slices(rows.cast(schema)):
+        # Small batches on disk, so reading back can take as few rows as it likes.
+        for part in table_slices(rows.cast(schema), SPILL_BATCH_ROWS):
             writer.write_table(part)
     stats.runs_on_disk += 1
     stats.bytes_on_disk += os.path.getsize(path)
     return path
 
 
-def _read_run(path: str) -> Iterator[pa.Table]:
+def _read_run(path: str, batch_bytes: int) -> Iterator[pa.Table]:
+    """A spilled run, in batches of about ``batch_bytes``."""
     # Plain file reads, not a memory map: mapped pages would count against the
     # process's resident memory, which is what the budget bounds.
     with pa.OSFile(path, "rb") as source:
         reader = pa.ipc.open_file(source)
+        batches: list[pa.RecordBatch] = []
+        size = 0
         for i in range(reader.num_record_batches):
-            yield pa.Table.from_batches([reader.get_batch(i)])
+            batch = reader.get_batch(i)
+            batches.append(batch)
+            size += batch.nbytes
+            if size >= batch_bytes:
+                yield pa.Table.from_batches(batches)
+                batches, size = [], 0
+        if batches:
+            yield pa.Table.from_batches(batches)

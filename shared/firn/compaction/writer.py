@@ -5,13 +5,15 @@ row group the writer estimates its encoded size from what this task has written 
 far (at first from the Arrow size, which overstates Parquet's), and writes only the
 rows that fit under the target less a reserve for the footer; the rest opens the
 next file. So every file but a node's last stays under the target, without ever
-holding a whole file in memory.
+holding a whole file in memory. Row groups are encoded in a background thread, so
+writing overlaps the merge.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,7 +25,7 @@ from firn.table.tree import Node
 from firn.table.values import key_at
 
 ROW_GROUP_ROWS = 1 << 20
-ROW_GROUP_BYTES = 32 << 20  # of Arrow memory buffered per row group at most
+ROW_GROUP_BYTES = 16 << 20  # of Arrow memory buffered per row group at most
 _SAFETY = 1.15  # estimates may be off by this much between row groups
 
 
@@ -73,6 +75,11 @@ class SizedWriter:
         self._bytes_per_row: float | None = None
         self.outputs: list[OutputFile] = []
         self.rows_written = 0
+        # Encoding and compressing a row group runs in a thread of its own (Arrow
+        # releases the GIL there) while the caller merges the next rows; at most
+        # one row group is in flight, so memory stays at two row groups.
+        self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="firn-writer")
+        self._in_flight: Future[None] | None = None
 
     def write(self, rows: pa.Table) -> None:
         if rows.num_rows == 0:
@@ -81,7 +88,9 @@ class SizedWriter:
         self._pending_rows += rows.num_rows
         self._pending_bytes += rows.nbytes
         if self._pending_rows >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_BYTES:
-            self._flush()
+            parts = self._take_pending()
+            self._wait()
+            self._in_flight = self._encoder.submit(self._write_parts, parts)
 
     def cut(self) -> None:
         """End the current file here; the next rows start a new one."""
@@ -90,12 +99,18 @@ class SizedWriter:
 
     def close(self) -> list[OutputFile]:
         """Write what is buffered and finish the last file; returns every file."""
-        self._flush()
-        self._finish_file()
+        try:
+            self._flush()
+            self._finish_file()
+        finally:
+            self._encoder.shutdown()
         return self.outputs
 
     def abort(self) -> None:
         """Delete every file written so far (a failed attempt leaves nothing behind)."""
+        with contextlib.suppress(Exception):  # the attempt failed already
+            self._wait()
+        self._encoder.shutdown()
         if self._writer is not None:
             try:
                 self._writer.close()
@@ -111,11 +126,26 @@ class SizedWriter:
                     self.storage.delete(path)
         self.outputs = []
 
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        rows = pa.concat_tables(self._pending).cast(self.schema)
+    def _take_pending(self) -> list[pa.Table]:
+        parts = self._pending
         self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
+        return parts
+
+    def _wait(self) -> None:
+        """Until the row group in flight is written (raising what its write raised)."""
+        if self._in_flight is not None:
+            in_flight, self._in_flight = self._in_flight, None
+            in_flight.result()
+
+    def _flush(self) -> None:
+        """Write everything buffered, in this thread, after what is in flight."""
+        self._wait()
+        self._write_parts(self._take_pending())
+
+    def _write_parts(self, parts: list[pa.Table]) -> None:
+        if not parts:
+            return
+        rows = pa.concat_tables(parts).cast(self.schema)
         while rows.num_rows:
             if self._writer is None:
                 self._open()
