@@ -17,7 +17,14 @@ import pytest
 import firn
 from firn.catalog.compactions import commit_plan
 from firn.catalog.files import files_at, merged_seqs_at
-from firn.catalog.plans import PlanRecord, claim_task, create_plan, record_result, release_tasks
+from firn.catalog.plans import (
+    PlanRecord,
+    claim_task,
+    create_plan,
+    fail_plan,
+    record_result,
+    release_tasks,
+)
 from firn.compaction.execution import run_local
 from firn.compaction.kernel import KernelLimits
 from firn.compaction.planner import plan_partition
@@ -362,3 +369,18 @@ def test_status_shows_score_due_open_plan_and_last_compaction(catalog: firn.Cata
     assert part["last_compaction"]["plan_id"] == record.plan_id
     assert (part["unmerged_files"], part["score"], part["due"]) == (0, 0.0, None)
     assert part["base_files"] == len(live_entries(table))
+
+
+def test_a_task_finishing_after_its_plan_failed_leaves_orphans(catalog: firn.Catalog) -> None:
+    table = catalog.create_table(f"late_{next(_names)}", SCHEMA, ["day", "id"], [])
+    Model().upsert(table, [1] * 10, np.arange(10), "v1")
+    record = _plan(table)
+    conn = catalog.conn
+    claim = claim_task(conn, record.tasks[0].task_id, "slow", 60)
+    assert claim is not None
+    fail_plan(conn, record.plan_id, "operator gave up")
+    (result,) = run_local(table.definition, [claim], KernelLimits())
+    assert record_result(conn, result, max_attempts=3) == "prepared"
+    orphans = {p for (p,) in conn.execute("SELECT path FROM orphan_file").fetchall()}
+    assert {o.path for o in result.outputs} <= orphans
+    assert commit_plan(conn, record.plan_id).outcome == "stale"

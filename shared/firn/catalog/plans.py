@@ -279,6 +279,9 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
                 updates={"outputs": outputs, "lease_owner": None, "lease_expires": None},
             )
             if moved is not None:
+                if _plan_state(conn, result.task_id) in (PlanState.FAILED, PlanState.REPLACED):
+                    # It finished after its plan gave up: the plan never commits it.
+                    _orphans_of(conn, result.task_id, result.outputs, "plan ended first")
                 return "prepared"
             _orphans_of(conn, result.task_id, result.outputs, "stale attempt")
             return "stale"
@@ -302,6 +305,16 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
             f"task {result.task_id} failed {result.attempt} times: {result.error}",
         )
         return "failed"
+
+
+def _plan_state(conn: Connection, task_id: int) -> PlanState:
+    row = conn.execute(
+        "SELECT p.state FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+        "WHERE t.task_id = %s",
+        (task_id,),
+    ).fetchone()
+    assert row is not None
+    return PlanState(row[0])
 
 
 def _plan_of(conn: Connection, task_id: int) -> int:
