@@ -63,3 +63,18 @@ def test_invalid_commit_events_are_refused(change: Any, where: str) -> None:
 def test_unknown_event_types_are_refused() -> None:
     with pytest.raises(ConfigError, match="unknown event_type"):
         validate({"event_type": "nope"})
+
+
+@pytest.mark.parametrize("event_type", sorted(EVENT_MODELS))
+def test_every_event_type_has_a_golden_fixture_that_validates_and_round_trips(
+    event_type: str,
+) -> None:
+    event = golden(f"{event_type}.v1.json")
+    validate(event)
+    model = EVENT_MODELS[event_type].model_validate(event)
+    assert json.loads(model.to_json()) == event
+    # Every field on the wire is required: dropping any one is refused.
+    for field in event:
+        partial = {k: v for k, v in event.items() if k != field}
+        with pytest.raises(ConfigError):
+            validate(partial)

@@ -18,11 +18,25 @@ import jsonschema
 
 from firn.errors import ConfigError
 from firn.events.commits import CommitEvent
+from firn.events.compactions import CompactionEvent
+from firn.events.dead_letters import DeadLetterEvent
 from firn.events.envelope import Event
+from firn.events.plans import PlanRequestEvent, PlanTaskEvent
+from firn.events.tasks import TaskResultEvent
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 
-EVENT_MODELS: dict[str, type[Event]] = {"commit": CommitEvent}
+EVENT_MODELS: dict[str, type[Event]] = {
+    model.model_fields["event_type"].default: model
+    for model in (
+        CommitEvent,
+        PlanRequestEvent,
+        PlanTaskEvent,
+        TaskResultEvent,
+        CompactionEvent,
+        DeadLetterEvent,
+    )
+}
 """Every event type, by its ``event_type``."""
 
 
