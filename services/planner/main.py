@@ -1,12 +1,11 @@
-"""Wiring of the planner: consumes firn.plan-requests.
-
-Planning itself (SPEC 5) arrives with the compaction engine; until then the planner
-starts, connects and parks every event it cannot handle in the DLQ.
-"""
+"""Wiring of the planner: consumes firn.plan-requests, produces firn.plan-tasks."""
 
 from __future__ import annotations
 
+import firn
+from firn.kafka import producer
 from firn.settings import FirnSettings
+from firn_services.planner.handlers import Planner
 from firn_services.runtime import prepare, run_consumer_service
 
 NAME = "planner"
@@ -14,4 +13,10 @@ NAME = "planner"
 
 def main(settings: FirnSettings) -> None:
     context = prepare(NAME, settings)
-    run_consumer_service(context, consumes=[context.topics.plan_requests], handlers={})
+    with firn.connect(settings=settings.model_copy(update={"kafka_bootstrap": None})) as catalog:
+        planner = Planner(catalog, producer(settings), context.topics.plan_tasks)
+        run_consumer_service(
+            context,
+            consumes=[context.topics.plan_requests],
+            handlers={"plan-request": planner.plan_request},
+        )

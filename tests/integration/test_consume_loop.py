@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from firn.errors import FirnError
+from firn.events.schemas import validate
 from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
 from firn.kafka.loop import ConsumeLoop
 from firn.settings import FirnSettings
@@ -77,7 +78,18 @@ def test_bad_events_are_parked_with_a_reason_and_the_loop_goes_on(
 
     parked = _drain(settings, topics.dlq, f"dlq-{unique}", expect=2)
     reasons = [dict(m.headers())["firn.reason"].decode() for m in parked]
-    assert [m.value() for m in parked] == [b"not json", _event("mystery", 1)]
+    letters = [json.loads(m.value()) for m in parked]
+    for letter, reason in zip(letters, reasons, strict=True):
+        validate(letter)
+        assert letter["event_type"] == "dead-letter"
+        assert letter["reason"] == reason
+        assert letter["source_topic"] == topics.commits
+        assert letter["service"] == "test"
+    # The original message travels whole, as text, in the dead letter.
+    assert [letter["payload"].encode() for letter in letters] == [
+        b"not json",
+        _event("mystery", 1),
+    ]
     assert reasons[0].startswith("not JSON")
     assert "no handler for event type 'mystery'" in reasons[1]
 

@@ -89,3 +89,16 @@ def merged_seqs_at(conn: Connection, table_id: int, snapshot_id: int) -> dict[st
         (table_id, snapshot_id),
     ).fetchall()
     return {part: int(seq) for part, seq in rows}
+
+
+def partition_files_at(
+    conn: Connection, table_id: int, snapshot_id: int, partition_key: str
+) -> list[FileEntry]:
+    """The live files of one partition as of ``snapshot_id``."""
+    rows = conn.execute(
+        f"SELECT {_FILE_COLUMNS} FROM data_file WHERE table_id = %s AND partition_key = %s "
+        "AND added_snapshot <= %s AND (removed_snapshot IS NULL OR removed_snapshot > %s) "
+        "ORDER BY file_id",
+        (table_id, partition_key, snapshot_id, snapshot_id),
+    ).fetchall()
+    return [_entry(r) for r in rows]

@@ -371,3 +371,31 @@ def fail_plan(conn: Connection, plan_id: int, reason: str) -> bool:
                 move_task(conn, task_id, old, TaskState.REPLACED, reason=f"plan failed: {reason}")
         move_plan(conn, plan_id, state, PlanState.FAILED, reason=reason, error=reason)
     return True
+
+
+@dataclass(frozen=True)
+class WaitingTask:
+    """A task of an open plan that no executor holds (Init or Pending)."""
+
+    plan_id: int
+    task_id: int
+    state: TaskState
+    attempt: int
+    input_bytes: int
+
+
+def waiting_tasks(conn: Connection, table_id: int, partition_key: str) -> list[WaitingTask]:
+    """The Init and Pending tasks of the partition's open plan, in plan order."""
+    rows = conn.execute(
+        "SELECT t.plan_id, t.task_id, t.state, t.attempt, t.input_bytes "
+        "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+        "WHERE p.table_id = %s AND p.partition_key = %s AND p.state = ANY(%s) "
+        "AND t.state = ANY(%s) ORDER BY t.ordinal",
+        (
+            table_id,
+            partition_key,
+            [s.value for s in OPEN_PLAN_STATES],
+            [TaskState.INIT.value, TaskState.PENDING.value],
+        ),
+    ).fetchall()
+    return [WaitingTask(int(p), int(t), TaskState(s), int(a), int(b)) for p, t, s, a, b in rows]

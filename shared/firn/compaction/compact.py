@@ -9,21 +9,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from firn.catalog.compactions import PlanCommit, commit_plan
-from firn.catalog.files import files_at, merged_seqs_at
-from firn.catalog.plans import (
-    PlanRecord,
-    PlanSkipped,
-    claim_task,
-    create_plan,
-    record_result,
-    release_tasks,
-)
+from firn.catalog.plans import PlanRecord, PlanSkipped, claim_task, record_result, release_tasks
 from firn.compaction.execution import Claim, run_local, run_spark
 from firn.compaction.kernel import KernelLimits
-from firn.compaction.planner import plan_partition
+from firn.compaction.planning import plan_now
 from firn.compaction.tasks import Kind, TaskResult
 from firn.errors import ConfigError
 
@@ -55,32 +47,15 @@ def compact(
     catalog = table.catalog
     conn = catalog.conn
     props = table.properties
-    plan_kind: Kind = "bin-pack" if not table.definition.keyed else kind  # type: ignore[assignment]
-    snapshot = table.current_snapshot()
-    entries = files_at(conn, table.table_id, snapshot)
-    merged = merged_seqs_at(conn, table.table_id, snapshot)
     partitions = _partitions(table, partition)
 
     plans: list[PlanRecord] = []
     skipped: list[PlanSkipped] = []
     for part in partitions:
-        draft = plan_partition(
-            table.definition, props, part, merged.get(part, 0), entries, plan_kind
-        )
-        if draft is None:
-            continue
-        record = create_plan(
-            conn,
-            table.table_id,
-            table.location,
-            draft,
-            planned_snapshot=snapshot,
-            target_file_size=props.target_file_size,
-            reason={"trigger": "manual", "kind": kind},
-        )
+        record = plan_now(table, part, cast(Kind, kind), reason={"trigger": "manual"})
         if isinstance(record, PlanSkipped):
             skipped.append(record)
-        else:
+        elif record is not None:
             release_tasks(conn, record)
             plans.append(record)
 

@@ -5,7 +5,8 @@ effect is durable (the handler returned) or the message was parked in the dead-l
 topic with its reason. A retryable error leaves the offset where it is and the same
 message is handled again after a backoff, so a Postgres hiccup never loses an event.
 A message that cannot be decoded, or whose event type has no handler, can never
-succeed: it goes to the DLQ and the loop carries on.
+succeed: it goes to the DLQ as a ``dead-letter`` event (the original value as text,
+the reason, where it came from) and the loop carries on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from firn.errors import FirnError
+from firn.events.dead_letters import DeadLetterEvent
 
 log = logging.getLogger(__name__)
 
@@ -123,11 +125,30 @@ class ConsumeLoop:
             "firn.service": self._service.encode(),
             "firn.source": f"{message.topic()}[{message.partition()}]@{message.offset()}".encode(),
         }
+        topic, partition, offset = _position(message)
+        letter = DeadLetterEvent(
+            service=self._service,
+            source_topic=topic,
+            source_partition=partition,
+            source_offset=offset,
+            key=_text(message.key()),
+            reason=reason,
+            payload=_text(message.value()) or "",
+        )
         self._producer.produce(
-            self._dlq_topic, key=message.key(), value=message.value(), headers=list(headers.items())
+            self._dlq_topic,
+            key=message.key(),
+            value=letter.to_json(),
+            headers=list(headers.items()),
         )
         if self._producer.flush(30) > 0:
             raise FirnError("the DLQ message was not acknowledged", retryable=True)
+
+
+def _text(value: bytes | str | None) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return value.decode("utf-8", errors="replace")
 
 
 def _position(message: Message) -> tuple[str, int, int]:

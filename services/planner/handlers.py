@@ -1,0 +1,91 @@
+"""The planner's one handler: a plan request becomes a stored plan whose tasks are
+announced on firn.plan-tasks and then released (Init -> Pending).
+
+Idempotent by construction: a repeated or late request finds the partition's open
+plan (``covered``/``busy``) or nothing to do. Because a crash can fall between
+announcing and releasing, a skipped request re-announces the open plan's Init and
+Pending tasks and releases the Init ones: duplicate plan-task events are harmless,
+since only one claim of a Pending task can win.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Producer
+
+import firn
+from firn.catalog.plans import PlanRecord, PlanSkipped, move_task, waiting_tasks
+from firn.compaction.planning import plan_now
+from firn.compaction.states import TaskState
+from firn.errors import ConfigError, FirnError
+from firn.events.plans import PlanRequestEvent, PlanTaskEvent
+from firn.events.schemas import validate
+
+log = logging.getLogger(__name__)
+
+
+class Planner:
+    """Plans partitions on request; owns a catalog and a producer."""
+
+    def __init__(self, catalog: firn.Catalog, producer: Producer, topic: str) -> None:
+        self.catalog = catalog
+        self.producer = producer
+        self.topic = topic
+
+    def plan_request(self, event: Mapping[str, Any]) -> None:
+        validate(dict(event))  # a ConfigError parks the event in the DLQ
+        request = PlanRequestEvent.model_validate(event)
+        try:
+            table = self.catalog.table(request.table)
+        except ConfigError:
+            log.warning("plan request for unknown table %s ignored", request.table)
+            return
+        if table.table_id != request.table_id:
+            log.warning("plan request for a dropped incarnation of %s ignored", request.table)
+            return
+        outcome = plan_now(
+            table,
+            request.partition_key,
+            request.kind,
+            reason={"trigger": "metrics", "reasons": request.reasons},
+            score=request.score,
+        )
+        if outcome is None:
+            log.info("%s %r: nothing to compact", table.name, request.partition_key)
+            return
+        if isinstance(outcome, PlanSkipped):
+            log.info("%s %r: %s", table.name, request.partition_key, outcome.reason)
+        elif isinstance(outcome, PlanRecord):
+            log.info(
+                "%s %r: plan %d with %d task(s)",
+                table.name,
+                request.partition_key,
+                outcome.plan_id,
+                len(outcome.tasks),
+            )
+        self._announce(table, request.partition_key)
+
+    def _announce(self, table: firn.Table, partition: str) -> None:
+        """Publish every waiting task of the partition's open plan, then release."""
+        conn = self.catalog.conn
+        tasks = waiting_tasks(conn, table.table_id, partition)
+        key = f"{table.name}/{partition}".encode()
+        for task in tasks:
+            event = PlanTaskEvent(
+                table=table.name,
+                table_id=table.table_id,
+                partition_key=partition,
+                plan_id=task.plan_id,
+                task_id=task.task_id,
+                attempt=task.attempt,
+                input_bytes=task.input_bytes,
+            )
+            self.producer.produce(self.topic, key=key, value=event.to_json())
+        if self.producer.flush(30) > 0:
+            raise FirnError("plan-task events were not acknowledged", retryable=True)
+        for task in tasks:
+            if task.state == TaskState.INIT:
+                move_task(conn, task.task_id, TaskState.INIT, TaskState.PENDING, reason="announced")

@@ -1,0 +1,46 @@
+"""Planning one partition now: read its files at the current snapshot, draft the plan
+(pure), persist it with the state check. The one path from a plan request to stored
+tasks, shared by ``firn.compact`` and the planner service."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from firn.catalog.files import current_snapshot, merged_seqs_at, partition_files_at
+from firn.catalog.plans import PlanRecord, PlanSkipped, create_plan
+from firn.compaction.planner import plan_partition
+from firn.compaction.tasks import Kind
+
+if TYPE_CHECKING:
+    from firn.table.table import Table
+
+
+def plan_now(
+    table: Table,
+    partition: str,
+    kind: Kind,
+    *,
+    reason: Mapping[str, Any] | None = None,
+    score: float = 0.0,
+) -> PlanRecord | PlanSkipped | None:
+    """A stored plan for ``partition``, why none was stored, or ``None`` when there
+    is nothing to compact. Unkeyed tables always get a bin-pack plan."""
+    conn = table.catalog.conn
+    snapshot = current_snapshot(conn, table.table_id)
+    files = partition_files_at(conn, table.table_id, snapshot, partition)
+    merged = merged_seqs_at(conn, table.table_id, snapshot).get(partition, 0)
+    plan_kind: Kind = kind if table.definition.keyed else "bin-pack"
+    draft = plan_partition(table.definition, table.properties, partition, merged, files, plan_kind)
+    if draft is None:
+        return None
+    return create_plan(
+        conn,
+        table.table_id,
+        table.location,
+        draft,
+        planned_snapshot=snapshot,
+        target_file_size=table.properties.target_file_size,
+        reason=reason,
+        score=score,
+    )
