@@ -21,6 +21,8 @@ from firn.catalog.plans import (
     PlanRecord,
     claim_task,
     create_plan,
+    expire_leases,
+    extend_lease,
     fail_plan,
     record_result,
     release_tasks,
@@ -384,3 +386,39 @@ def test_a_task_finishing_after_its_plan_failed_leaves_orphans(catalog: firn.Cat
     orphans = {p for (p,) in conn.execute("SELECT path FROM orphan_file").fetchall()}
     assert {o.path for o in result.outputs} <= orphans
     assert commit_plan(conn, record.plan_id).outcome == "stale"
+
+
+def test_an_expired_lease_returns_the_task_and_its_late_result_is_stale(
+    catalog: firn.Catalog,
+) -> None:
+    table = catalog.create_table(
+        f"lease_{next(_names)}", SCHEMA, ["day", "id"], [], {"base.buckets": 1}
+    )
+    model = Model()
+    model.upsert(table, [1] * 10, np.arange(10), "v1")
+    record = _plan(table)
+    conn = catalog.conn
+    task_id = record.tasks[0].task_id
+    claim = claim_task(conn, task_id, "dying", 60)
+    assert claim is not None
+    assert extend_lease(conn, task_id, 1, "dying", 60)
+    assert not extend_lease(conn, task_id, 1, "someone-else", 60)
+    assert expire_leases(conn) == []  # not expired yet
+    conn.execute(
+        "UPDATE compaction_task SET lease_expires = now() - interval '1 s' WHERE task_id = %s",
+        (task_id,),
+    )
+    assert expire_leases(conn) == [task_id]
+    assert not extend_lease(conn, task_id, 1, "dying", 60)
+    # A second executor takes attempt 2 and finishes; the first one's result is stale.
+    second = claim_task(conn, task_id, "healthy", 60)
+    assert second is not None
+    assert second[1] == 2
+    (late,) = run_local(table.definition, [claim], KernelLimits())
+    (done,) = run_local(table.definition, [second], KernelLimits())
+    assert record_result(conn, late, max_attempts=3) == "stale"
+    assert record_result(conn, done, max_attempts=3) == "prepared"
+    assert commit_plan(conn, record.plan_id).outcome == "committed"
+    model.check(table)
+    orphans = {p for (p,) in conn.execute("SELECT path FROM orphan_file").fetchall()}
+    assert {o.path for o in late.outputs} <= orphans

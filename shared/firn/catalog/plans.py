@@ -399,3 +399,42 @@ def waiting_tasks(conn: Connection, table_id: int, partition_key: str) -> list[W
         ),
     ).fetchall()
     return [WaitingTask(int(p), int(t), TaskState(s), int(a), int(b)) for p, t, s, a, b in rows]
+
+
+def extend_lease(
+    conn: Connection, task_id: int, attempt: int, owner: str, lease_seconds: float
+) -> bool:
+    """The executor's heartbeat: push the lease of its running attempt forward.
+    ``False`` when the attempt no longer owns the task (expired and reclaimed)."""
+    row = conn.execute(
+        "UPDATE compaction_task SET lease_expires = now() + make_interval(secs => %s) "
+        "WHERE task_id = %s AND attempt = %s AND lease_owner = %s AND state = %s "
+        "RETURNING task_id",
+        (lease_seconds, task_id, attempt, owner, TaskState.EXECUTING.value),
+    ).fetchone()
+    return row is not None
+
+
+def expire_leases(conn: Connection) -> list[int]:
+    """Executing tasks whose lease ran out go back to Pending (their executor died or
+    hung); returns them, for re-announcing. A late result of the old attempt is then
+    stale: ``record_result`` matches on the attempt."""
+    rows = conn.execute(
+        "SELECT task_id, attempt FROM compaction_task WHERE state = %s AND lease_expires < now() "
+        "ORDER BY task_id",
+        (TaskState.EXECUTING.value,),
+    ).fetchall()
+    expired = []
+    for task_id, attempt in rows:
+        moved = move_task(
+            conn,
+            task_id,
+            TaskState.EXECUTING,
+            TaskState.PENDING,
+            attempt=attempt,
+            reason="lease expired",
+            updates={"lease_owner": None, "lease_expires": None},
+        )
+        if moved is not None:
+            expired.append(int(task_id))
+    return expired
