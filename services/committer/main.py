@@ -1,12 +1,12 @@
-"""Wiring of the committer: consumes firn.task-results.
-
-Plan commits (SPEC 7) arrive with the compaction engine; until then the committer
-starts, connects and parks every event it cannot handle in the DLQ.
-"""
+"""Wiring of the committer: consumes firn.task-results, produces firn.compactions,
+and sweeps for complete plans whose task-result events were lost."""
 
 from __future__ import annotations
 
+from firn.kafka import producer
+from firn.postgres import connect
 from firn.settings import FirnSettings
+from firn_services.committer.handlers import Committer
 from firn_services.runtime import prepare, run_consumer_service
 
 NAME = "committer"
@@ -14,4 +14,14 @@ NAME = "committer"
 
 def main(settings: FirnSettings) -> None:
     context = prepare(NAME, settings)
-    run_consumer_service(context, consumes=[context.topics.task_results], handlers={})
+    conn = connect(settings, autocommit=True)
+    try:
+        committer = Committer(conn, producer(settings), context.topics.compactions)
+        run_consumer_service(
+            context,
+            consumes=[context.topics.task_results],
+            handlers={"task-result": committer.task_result},
+            on_idle=committer.sweep,
+        )
+    finally:
+        conn.close()

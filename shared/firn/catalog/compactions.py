@@ -24,6 +24,7 @@ from typing import Any
 from firn.catalog.plans import fail_plan, move_plan, move_task
 from firn.compaction.states import PlanState, TaskState
 from firn.compaction.tasks import OutputFile, TaskSpec
+from firn.events.compactions import CompactionEvent
 from firn.postgres.connection import Connection
 
 
@@ -192,4 +193,44 @@ def _output_row(table_id: int, partition: str, o: OutputFile, snapshot_id: int) 
         None if o.min_key is None else json.dumps(o.min_key),
         None if o.max_key is None else json.dumps(o.max_key),
         snapshot_id,
+    )
+
+
+def committable_plans(conn: Connection) -> list[int]:
+    """Plans whose every task is Prepared but which are not committed: what the
+    committer's sweep commits when a task-result event was lost."""
+    rows = conn.execute(
+        "SELECT p.plan_id FROM compaction_plan p WHERE p.state = ANY(%s) "
+        "AND NOT EXISTS (SELECT 1 FROM compaction_task t WHERE t.plan_id = p.plan_id "
+        "AND t.state <> %s) ORDER BY p.plan_id",
+        ([PlanState.EXECUTING.value, PlanState.COMMITTING.value], TaskState.PREPARED.value),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def compaction_event(conn: Connection, plan_id: int) -> CompactionEvent | None:
+    """The event announcing a committed plan (None unless it is committed)."""
+    row = conn.execute(
+        "SELECT t.name, p.table_id, p.partition_key, p.kind, p.committed_snapshot, s.summary, "
+        "s.created_at FROM compaction_plan p JOIN catalog_table t USING (table_id) "
+        "JOIN snapshot s ON s.table_id = p.table_id AND s.snapshot_id = p.committed_snapshot "
+        "WHERE p.plan_id = %s AND p.state = %s",
+        (plan_id, PlanState.COMMITTED.value),
+    ).fetchone()
+    if row is None:
+        return None
+    name, table_id, partition, kind, snapshot_id, summary, at = row
+    return CompactionEvent(
+        table=name,
+        table_id=table_id,
+        partition_key=partition,
+        plan_id=plan_id,
+        kind=kind,
+        snapshot_id=snapshot_id,
+        max_merged_seq=summary["max_merged_seq"],
+        removed_files=summary["removed_files"],
+        added_files=summary["added_files"],
+        added_bytes=summary["added_bytes"],
+        added_rows=summary["added_rows"],
+        committed_at=at,
     )

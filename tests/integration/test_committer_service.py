@@ -1,0 +1,97 @@
+"""The committer's handler and sweep on the real stack: a plan commits once all its
+tasks are Prepared, is announced on firn.compactions, and repeats change nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import firn
+from firn.catalog.plans import PlanRecord, claim_task, record_result, release_tasks
+from firn.compaction.execution import run_local
+from firn.compaction.kernel import KernelLimits
+from firn.compaction.planning import plan_now
+from firn.events.tasks import TaskResultEvent
+from firn.kafka import Topics, admin_client, ensure_topics, producer
+from firn.settings import FirnSettings
+from firn_services.committer.handlers import Committer
+from tests.integration.test_planner_service import drain
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+
+
+@pytest.fixture
+def catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
+    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
+        yield catalog
+
+
+def prepared_plan(table: firn.Table, *, leave_one: bool = False) -> tuple[PlanRecord, list[int]]:
+    """A plan with its tasks run and recorded (all but the last, if asked)."""
+    conn = table.catalog.conn
+    record = plan_now(table, "", "major")
+    assert isinstance(record, PlanRecord)
+    release_tasks(conn, record)
+    tasks = record.tasks[:-1] if leave_one else record.tasks
+    claims = [c for t in tasks if (c := claim_task(conn, t.task_id, "test", 60)) is not None]
+    for result in run_local(table.definition, claims, KernelLimits()):
+        assert record_result(conn, result, max_attempts=3) == "prepared"
+    return record, [t.task_id for t in tasks]
+
+
+def result_event(table: firn.Table, record: PlanRecord, task_id: int) -> dict[str, object]:
+    event = TaskResultEvent(
+        table=table.name,
+        table_id=table.table_id,
+        partition_key="",
+        plan_id=record.plan_id,
+        task_id=task_id,
+        attempt=1,
+        outcome="prepared",
+        rows_written=1,
+        seconds=0.1,
+    )
+    return dict(json.loads(event.to_json()))
+
+
+def test_a_complete_plan_is_committed_and_announced_once(
+    settings: FirnSettings, catalog: firn.Catalog, unique: str
+) -> None:
+    topics = Topics.from_settings(settings)
+    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    table = catalog.create_table("done", SCHEMA, ["id"], [], {"base.buckets": 2})
+    ids = np.arange(200)
+    table.upsert(pa.table({"id": ids, "v": [f"v{i}" for i in ids]}))
+    expected = table.read().sort_by("id")
+    committer = Committer(catalog.conn, producer(settings), topics.compactions)
+
+    record, done = prepared_plan(table, leave_one=True)
+    committer.task_result(result_event(table, record, done[0]))
+    state = catalog.conn.execute(
+        "SELECT state FROM compaction_plan WHERE plan_id = %s", (record.plan_id,)
+    ).fetchone()
+    assert state == ("Executing",), "a plan with a task still pending must wait"
+    assert committer.sweep() == []
+
+    # The last task finishes, but its task-result event is lost: the sweep commits.
+    last = record.tasks[-1]
+    claim = claim_task(catalog.conn, last.task_id, "test", 60)
+    assert claim is not None
+    (result,) = run_local(table.definition, [claim], KernelLimits())
+    assert record_result(catalog.conn, result, max_attempts=3) == "prepared"
+    assert committer.sweep() == [record.plan_id]
+    assert committer.sweep() == []
+    # A late task-result for it commits nothing new and announces it again.
+    assert committer.commit(record.plan_id) == "already"
+
+    assert table.read().sort_by("id").equals(expected)
+    events = drain(settings, topics.compactions, f"compactions-{unique}", expect=2)
+    assert len(events) == 2
+    assert {e["plan_id"] for e in events} == {record.plan_id}
+    assert events[0]["snapshot_id"] == events[1]["snapshot_id"] == table.current_snapshot()
+    assert events[0]["added_rows"] == 200
