@@ -1,16 +1,20 @@
-"""Wiring of the executor-dispatcher: consumes firn.plan-tasks, owns the SparkSession.
+"""Wiring of the executor-dispatcher: consumes firn.plan-tasks, owns the SparkSession,
+produces firn.task-results; sweeps expired leases and unannounced Pending tasks.
 
 The session is long-lived (built once here) so tasks never pay Spark's start-up.
-Claiming and executing tasks arrive with the compaction engine; until then the
-dispatcher starts, connects to Kafka, Postgres and Spark, and parks unhandled events.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 
+import firn
+from firn.compaction.execution import run_spark
+from firn.kafka import producer
 from firn.settings import FirnSettings
 from firn.spark import spark_session
+from firn_services.dispatcher.handlers import Dispatcher
 from firn_services.runtime import prepare, run_consumer_service
 
 NAME = "dispatcher"
@@ -23,6 +27,21 @@ def main(settings: FirnSettings) -> None:
     log.info("Spark %s session ready on %s", spark.version, settings.spark_master)
     context = prepare(NAME, settings)
     try:
-        run_consumer_service(context, consumes=[context.topics.plan_tasks], handlers={})
+        with firn.connect(
+            settings=settings.model_copy(update={"kafka_bootstrap": None})
+        ) as catalog:
+            dispatcher = Dispatcher(
+                catalog,
+                producer(settings),
+                context.topics,
+                functools.partial(run_spark, spark),
+                owner=context.instance_id,
+            )
+            run_consumer_service(
+                context,
+                consumes=[context.topics.plan_tasks],
+                handlers={"plan-task": dispatcher.plan_task},
+                on_idle=dispatcher.sweep,
+            )
     finally:
         spark.stop()

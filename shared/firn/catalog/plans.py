@@ -438,3 +438,31 @@ def expire_leases(conn: Connection) -> list[int]:
         if moved is not None:
             expired.append(int(task_id))
     return expired
+
+
+def pending_tasks_of(conn: Connection, plan_id: int, limit: int) -> list[int]:
+    """Up to ``limit`` Pending tasks of one plan, in plan order (for batching)."""
+    rows = conn.execute(
+        "SELECT task_id FROM compaction_task WHERE plan_id = %s AND state = %s "
+        "ORDER BY ordinal LIMIT %s",
+        (plan_id, TaskState.PENDING.value, limit),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def stale_pending_tasks(conn: Connection, min_age_seconds: float) -> list[WaitingTask]:
+    """Pending tasks of open plans untouched for ``min_age_seconds`` (their event was
+    lost, or they wait for a retry's backoff to pass), oldest first; each is touched,
+    so the next sweep does not announce it again at once."""
+    rows = conn.execute(
+        "UPDATE compaction_task t SET updated_at = now() FROM compaction_plan p "
+        "WHERE p.plan_id = t.plan_id AND p.state = ANY(%s) AND t.state = %s "
+        "AND t.updated_at < now() - make_interval(secs => %s) "
+        "RETURNING t.plan_id, t.task_id, t.state, t.attempt, t.input_bytes",
+        (
+            [s.value for s in OPEN_PLAN_STATES],
+            TaskState.PENDING.value,
+            min_age_seconds,
+        ),
+    ).fetchall()
+    return [WaitingTask(int(p), int(t), TaskState(s), int(a), int(b)) for p, t, s, a, b in rows]

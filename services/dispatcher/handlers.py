@@ -1,0 +1,175 @@
+"""The executor-dispatcher's handler and sweep (SPEC 6).
+
+A plan-task event claims its task (Pending -> Executing with a lease and a new
+attempt) together with the plan's other Pending tasks, up to ``BATCH_TASKS``, and runs
+them as ONE Spark job. While the job runs, a heartbeat thread (on its own catalog
+connection) extends the leases. Each result is recorded (Prepared, or Failed and
+back to Pending for a retry, or the plan fails), then a task-result event goes out.
+
+A duplicate or stale event finds its task not Pending and does nothing. The sweep
+returns tasks whose lease expired to Pending, and re-announces Pending tasks nobody
+touched for a while: lost events, and retries once their backoff has passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Producer
+
+import firn
+from firn.catalog.plans import (
+    WaitingTask,
+    claim_task,
+    expire_leases,
+    extend_lease,
+    pending_tasks_of,
+    record_result,
+    stale_pending_tasks,
+)
+from firn.compaction.execution import Claim
+from firn.compaction.kernel import KernelLimits
+from firn.compaction.tasks import TaskResult
+from firn.errors import FirnError
+from firn.events.plans import PlanTaskEvent
+from firn.events.schemas import validate
+from firn.events.tasks import TaskResultEvent
+from firn.kafka import Topics
+from firn.postgres import connect
+from firn.table.schema import TableSchema
+
+log = logging.getLogger(__name__)
+
+BATCH_TASKS = 8
+Runner = Callable[[TableSchema, Sequence[Claim], KernelLimits], list[TaskResult]]
+
+
+class Dispatcher:
+    """Claims, runs and records tasks; owns a catalog, a producer and a runner."""
+
+    def __init__(
+        self,
+        catalog: firn.Catalog,
+        producer: Producer,
+        topics: Topics,
+        runner: Runner,
+        owner: str,
+    ) -> None:
+        self.catalog = catalog
+        self.producer = producer
+        self.topics = topics
+        self.runner = runner
+        self.owner = owner
+        settings = catalog.settings
+        self.limits = KernelLimits(
+            memory_budget=settings.executor_memory_budget,
+            spill_dir=None
+            if settings.executor_spill_dir is None
+            else str(settings.executor_spill_dir),
+        )
+
+    def plan_task(self, event: Mapping[str, Any]) -> None:
+        validate(dict(event))  # a ConfigError parks the event in the DLQ
+        task = PlanTaskEvent.model_validate(event)
+        table = self.catalog.table(task.table)
+        conn = self.catalog.conn
+        lease = table.properties.task_lease
+        batch = [task.task_id] + [
+            t for t in pending_tasks_of(conn, task.plan_id, BATCH_TASKS) if t != task.task_id
+        ]
+        claims = [c for t in batch[:BATCH_TASKS] if (c := claim_task(conn, t, self.owner, lease))]
+        if not claims:
+            return  # a duplicate or stale event: someone else has (or had) it
+        with _Heartbeat(self.catalog.settings, claims, self.owner, lease):
+            results = self.runner(table.definition, claims, self.limits)
+        for result in results:
+            outcome = record_result(conn, result, table.properties.task_max_attempts)
+            self._publish(
+                TaskResultEvent(
+                    table=table.name,
+                    table_id=table.table_id,
+                    partition_key=task.partition_key,
+                    plan_id=task.plan_id,
+                    task_id=result.task_id,
+                    attempt=result.attempt,
+                    outcome=outcome,  # type: ignore[arg-type]
+                    error=result.error,
+                    rows_written=result.rows_written,
+                    seconds=result.seconds,
+                ),
+                self.topics.task_results,
+                f"{table.name}/{task.partition_key}",
+            )
+        self._flush()
+
+    def sweep(self, min_age_seconds: float = 60.0) -> list[int]:
+        """Expire leases; re-announce Pending tasks untouched for ``min_age_seconds``."""
+        conn = self.catalog.conn
+        expired = expire_leases(conn)
+        if expired:
+            log.warning("leases expired, tasks back to Pending: %s", expired)
+        waiting = stale_pending_tasks(conn, min_age_seconds)
+        for task in waiting:
+            self._announce(task)
+        self._flush()
+        return [t.task_id for t in waiting]
+
+    def _announce(self, task: WaitingTask) -> None:
+        row = self.catalog.conn.execute(
+            "SELECT t.name, t.table_id, p.partition_key FROM compaction_plan p "
+            "JOIN catalog_table t USING (table_id) WHERE p.plan_id = %s",
+            (task.plan_id,),
+        ).fetchone()
+        if row is None:
+            return
+        name, table_id, partition = row
+        event = PlanTaskEvent(
+            table=name,
+            table_id=table_id,
+            partition_key=partition,
+            plan_id=task.plan_id,
+            task_id=task.task_id,
+            attempt=task.attempt,
+            input_bytes=task.input_bytes,
+        )
+        self._publish(event, self.topics.plan_tasks, f"{name}/{partition}")
+
+    def _publish(self, event: PlanTaskEvent | TaskResultEvent, topic: str, key: str) -> None:
+        self.producer.produce(topic, key=key.encode(), value=event.to_json())
+
+    def _flush(self) -> None:
+        if self.producer.flush(30) > 0:
+            raise FirnError("events were not acknowledged", retryable=True)
+
+
+class _Heartbeat:
+    """Extends the leases of running claims every third of the lease, from a thread
+    with its own connection (a psycopg connection is not shared across threads)."""
+
+    def __init__(
+        self, settings: firn.FirnSettings, claims: Sequence[Claim], owner: str, lease: float
+    ) -> None:
+        self._settings = settings
+        self._claims = [(spec.task_id, attempt) for spec, attempt in claims]
+        self._owner = owner
+        self._lease = lease
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="firn-lease", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with connect(self._settings, autocommit=True) as conn:
+            while not self._stop.wait(self._lease / 3):
+                for task_id, attempt in self._claims:
+                    if not extend_lease(conn, task_id, attempt, self._owner, self._lease):
+                        log.warning("task %s attempt %s lost its lease", task_id, attempt)

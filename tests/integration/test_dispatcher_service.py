@@ -1,0 +1,126 @@
+"""The executor-dispatcher's handler and sweep on the real stack (Kafka, Postgres,
+Spark): one event runs the plan's Pending tasks as one Spark job; duplicates do
+nothing; failures go back to Pending and the sweep announces them again."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import firn
+from firn.catalog.compactions import commit_plan
+from firn.catalog.plans import PlanRecord, release_tasks
+from firn.compaction.execution import Claim, run_local, run_spark
+from firn.compaction.kernel import KernelLimits
+from firn.compaction.planning import plan_now
+from firn.compaction.tasks import TaskResult
+from firn.events.plans import PlanTaskEvent
+from firn.kafka import Topics, admin_client, ensure_topics, producer
+from firn.settings import FirnSettings
+from firn.spark import spark_session
+from firn.table.schema import TableSchema
+from firn_services.dispatcher.handlers import Dispatcher
+from tests.integration.test_planner_service import drain
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+
+
+@pytest.fixture
+def catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
+    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
+        yield catalog
+
+
+def planned(catalog: firn.Catalog, name: str) -> tuple[firn.Table, PlanRecord]:
+    table = catalog.create_table(name, SCHEMA, ["id"], [], {"base.buckets": 4})
+    ids = np.arange(400)
+    table.upsert(pa.table({"id": ids, "v": [f"v{i}" for i in ids]}))
+    table.delete(pa.table({"id": ids[::7]}))
+    record = plan_now(table, "", "major")
+    assert isinstance(record, PlanRecord)
+    release_tasks(catalog.conn, record)
+    return table, record
+
+
+def task_event(table: firn.Table, record: PlanRecord, n: int) -> dict[str, object]:
+    event = PlanTaskEvent(
+        table=table.name,
+        table_id=table.table_id,
+        partition_key="",
+        plan_id=record.plan_id,
+        task_id=record.tasks[n].task_id,
+        attempt=0,
+        input_bytes=record.tasks[n].input_bytes,
+    )
+    return dict(json.loads(event.to_json()))
+
+
+def states(catalog: firn.Catalog, record: PlanRecord) -> list[tuple[str, int]]:
+    return [
+        (s, a)
+        for s, a in catalog.conn.execute(
+            "SELECT state, attempt FROM compaction_task WHERE plan_id = %s ORDER BY ordinal",
+            (record.plan_id,),
+        ).fetchall()
+    ]
+
+
+def test_one_event_runs_the_plan_as_one_spark_job(
+    settings: FirnSettings, catalog: firn.Catalog, unique: str
+) -> None:
+    topics = Topics.from_settings(settings)
+    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    table, record = planned(catalog, "dispatched")
+    expected = table.read().sort_by("id")
+    jobs: list[int] = []
+    spark = spark_session(settings)
+
+    def runner(t: TableSchema, claims: Sequence[Claim], limits: KernelLimits) -> list[TaskResult]:
+        jobs.append(len(claims))
+        return run_spark(spark, t, claims, limits)
+
+    dispatcher = Dispatcher(catalog, producer(settings), topics, runner, owner="test")
+    dispatcher.plan_task(task_event(table, record, 0))
+    for n in range(1, len(record.tasks)):
+        dispatcher.plan_task(task_event(table, record, n))  # already done: no-ops
+    assert jobs == [len(record.tasks)]
+    assert states(catalog, record) == [("Prepared", 1)] * len(record.tasks)
+    results = drain(settings, topics.task_results, f"results-{unique}", expect=len(record.tasks))
+    assert sorted(r["task_id"] for r in results) == sorted(t.task_id for t in record.tasks)
+    assert {r["outcome"] for r in results} == {"prepared"}
+    assert dispatcher.sweep(min_age_seconds=0) == []
+
+    assert commit_plan(catalog.conn, record.plan_id).outcome == "committed"
+    assert table.read().sort_by("id").equals(expected)
+
+
+def test_failed_attempts_go_back_to_pending_and_the_sweep_announces_them(
+    settings: FirnSettings, catalog: firn.Catalog, unique: str
+) -> None:
+    topics = Topics.from_settings(settings)
+    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    table, record = planned(catalog, "flaky")
+
+    def failing(t: TableSchema, claims: Sequence[Claim], limits: KernelLimits) -> list[TaskResult]:
+        return [TaskResult(task_id=s.task_id, attempt=a, error="disk full") for s, a in claims]
+
+    dispatcher = Dispatcher(catalog, producer(settings), topics, failing, owner="test")
+    dispatcher.plan_task(task_event(table, record, 0))
+    assert states(catalog, record) == [("Pending", 1)] * len(record.tasks)
+    retried = drain(settings, topics.task_results, f"results-{unique}", expect=len(record.tasks))
+    assert {(r["outcome"], r["error"]) for r in retried} == {("retry", "disk full")}
+
+    assert sorted(dispatcher.sweep(min_age_seconds=0)) == sorted(t.task_id for t in record.tasks)
+    assert dispatcher.sweep(min_age_seconds=60) == [], "just announced: not again yet"
+    announced = drain(settings, topics.plan_tasks, f"tasks-{unique}", expect=len(record.tasks))
+    assert {e["attempt"] for e in announced} == {1}
+
+    # The next attempt succeeds (in process this time).
+    working = Dispatcher(catalog, producer(settings), topics, run_local, owner="test")
+    working.plan_task(task_event(table, record, 0))
+    assert states(catalog, record) == [("Prepared", 2)] * len(record.tasks)
