@@ -48,7 +48,7 @@ import firn
 from firn.catalog.files import files_at, merged_seqs_at
 from firn.compaction.kernel import KernelLimits, run_task
 from firn.compaction.planner import plan_partition
-from firn.compaction.tasks import InputFile, TaskResult, TaskSpec
+from firn.compaction.tasks import TaskResult, TaskSpec
 
 SCHEMA = pa.schema(
     [
@@ -128,25 +128,13 @@ def one_task(table: firn.Table) -> TaskSpec:
     draft = plan_partition(table.definition, table.properties, "", merged.get("", 0), entries)
     if draft is None or len(draft.tasks) != 1:
         raise SystemExit(f"expected one task over the whole table, got {draft}")
-    task = draft.tasks[0]
-    return TaskSpec(
+    return draft.task_spec(
+        draft.tasks[0],
         plan_id=0,
         task_id=0,
         table_id=table.table_id,
         location=table.location,
-        partition_key="",
-        kind=draft.kind,
-        node_m=task.node.m,
-        node_i=task.node.i,
-        lower=task.lower,
-        upper=task.upper,
-        base_files=tuple(InputFile.of(f) for f in task.base_files),
-        change_files=tuple(InputFile.of(f) for f in task.change_files),
-        cut_before=task.cut_before,
-        from_merged_seq=draft.from_merged_seq,
-        to_seq=draft.to_seq,
         target_file_size=table.properties.target_file_size,
-        output_prefix="bench-merge/p0-t0",
     )
 
 

@@ -63,13 +63,7 @@ class Dispatcher:
         self.topics = topics
         self.runner = runner
         self.owner = owner
-        settings = catalog.settings
-        self.limits = KernelLimits(
-            memory_budget=settings.executor_memory_budget,
-            spill_dir=None
-            if settings.executor_spill_dir is None
-            else str(settings.executor_spill_dir),
-        )
+        self.limits = KernelLimits.from_settings(catalog.settings)
 
     def plan_task(self, event: Mapping[str, Any]) -> None:
         validate(dict(event))  # a ConfigError parks the event in the DLQ

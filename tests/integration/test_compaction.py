@@ -16,11 +16,10 @@ import pytest
 
 import firn
 from firn.catalog.compactions import commit_plan
-from firn.catalog.files import files_at, merged_seqs_at
+from firn.catalog.files import files_at
 from firn.catalog.plans import (
     PlanRecord,
     claim_task,
-    create_plan,
     expire_leases,
     extend_lease,
     fail_plan,
@@ -29,7 +28,7 @@ from firn.catalog.plans import (
 )
 from firn.compaction.execution import run_local
 from firn.compaction.kernel import KernelLimits
-from firn.compaction.planner import plan_partition
+from firn.compaction.planning import plan_now
 from firn.compaction.tasks import TaskResult
 from firn.settings import FirnSettings
 from firn.table.values import key_from_json
@@ -222,27 +221,9 @@ def test_unkeyed_tables_bin_pack_small_files(catalog: firn.Catalog) -> None:
 
 
 def _plan(table: firn.Table) -> PlanRecord:
-    conn = table.catalog.conn
-    snapshot = table.current_snapshot()
-    part = ""
-    draft = plan_partition(
-        table.definition,
-        table.properties,
-        part,
-        merged_seqs_at(conn, table.table_id, snapshot).get(part, 0),
-        files_at(conn, table.table_id, snapshot),
-    )
-    assert draft is not None
-    record = create_plan(
-        conn,
-        table.table_id,
-        table.location,
-        draft,
-        planned_snapshot=snapshot,
-        target_file_size=table.properties.target_file_size,
-    )
+    record = plan_now(table, "", "major")
     assert isinstance(record, PlanRecord)
-    release_tasks(conn, record)
+    release_tasks(table.catalog.conn, record)
     return record
 
 

@@ -14,7 +14,7 @@ import firn
 from firn.catalog.files import files_at
 from firn.compaction.kernel import KernelLimits, run_task
 from firn.compaction.planner import plan_partition
-from firn.compaction.tasks import InputFile, TaskSpec
+from firn.compaction.tasks import TaskSpec
 from firn.settings import FirnSettings
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("payload", pa.string())])
@@ -33,23 +33,13 @@ def specs(table: firn.Table) -> list[TaskSpec]:
     draft = plan_partition(table.definition, table.properties, "", 0, entries)
     assert draft is not None
     return [
-        TaskSpec(
+        draft.task_spec(
+            t,
             plan_id=1,
             task_id=n,
             table_id=table.table_id,
             location=table.location,
-            partition_key="",
-            kind="major",
-            node_m=t.node.m,
-            node_i=t.node.i,
-            lower=t.lower,
-            upper=t.upper,
-            base_files=tuple(InputFile.of(f) for f in t.base_files),
-            change_files=tuple(InputFile.of(f) for f in t.change_files),
-            from_merged_seq=0,
-            to_seq=draft.to_seq,
             target_file_size=1 << 30,
-            output_prefix=f"scratch/t{n}",
         )
         for n, t in enumerate(draft.tasks)
     ]

@@ -17,7 +17,7 @@ from typing import Any
 
 from firn.compaction.planner import PlanDraft
 from firn.compaction.states import PLAN, TASK, PlanState, TaskState
-from firn.compaction.tasks import InputFile, OutputFile, TaskResult, TaskSpec
+from firn.compaction.tasks import OutputFile, TaskResult, TaskSpec
 from firn.postgres.connection import Connection
 
 OPEN_PLAN_STATES = (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)
@@ -164,32 +164,19 @@ def create_plan(
         ).fetchone()[0]  # type: ignore[index]
         _record(conn, "plan", plan_id, "", PLAN.initial, 0, "planned")
         specs = []
-        store = "change" if draft.kind == "minor" else "base"
-        prefix = f"{store}/{draft.partition_key}/" if draft.partition_key else f"{store}/"
         for ordinal, task in enumerate(draft.tasks):
             task_id = conn.execute(
                 "INSERT INTO compaction_task (plan_id, ordinal, state, spec, input_bytes) "
                 "VALUES (%s, %s, %s, '{}', %s) RETURNING task_id",
                 (plan_id, ordinal, TASK.initial.value, task.input_bytes),
             ).fetchone()[0]  # type: ignore[index]
-            spec = TaskSpec(
+            spec = draft.task_spec(
+                task,
                 plan_id=plan_id,
                 task_id=task_id,
                 table_id=table_id,
                 location=location,
-                partition_key=draft.partition_key,
-                kind=draft.kind,
-                node_m=task.node.m,
-                node_i=task.node.i,
-                lower=task.lower,
-                upper=task.upper,
-                base_files=tuple(InputFile.of(f) for f in task.base_files),
-                change_files=tuple(InputFile.of(f) for f in task.change_files),
-                cut_before=task.cut_before,
-                from_merged_seq=draft.from_merged_seq,
-                to_seq=draft.to_seq,
                 target_file_size=target_file_size,
-                output_prefix=f"{prefix}p{plan_id}-t{task_id}",
             )
             conn.execute(
                 "UPDATE compaction_task SET spec = %s WHERE task_id = %s",

@@ -62,12 +62,7 @@ def compact(
     owner = f"compact-{os.getpid()}"
     pending = [t.task_id for p in plans for t in p.tasks]
     results: list[TaskResult] = []
-    limits = KernelLimits(
-        memory_budget=catalog.settings.executor_memory_budget,
-        spill_dir=None
-        if catalog.settings.executor_spill_dir is None
-        else str(catalog.settings.executor_spill_dir),
-    )
+    limits = KernelLimits.from_settings(catalog.settings)
     while pending:
         claims: list[Claim] = []
         for task_id in pending:

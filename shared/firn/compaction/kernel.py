@@ -44,6 +44,7 @@ from firn.compaction.runs import (
 from firn.compaction.tasks import InputFile, TaskResult, TaskSpec
 from firn.compaction.writer import SizedWriter
 from firn.io.storage import Storage
+from firn.settings import FirnSettings
 from firn.table.changes import ORD
 from firn.table.keyhash import hash_keys
 from firn.table.keyorder import bound_scalars, count_below, in_range
@@ -62,6 +63,11 @@ class KernelLimits:
 
     memory_budget: int = DEFAULT_MEMORY_BUDGET
     spill_dir: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: FirnSettings) -> KernelLimits:
+        spill_dir = settings.executor_spill_dir
+        return cls(settings.executor_memory_budget, None if spill_dir is None else str(spill_dir))
 
 
 def run_task(

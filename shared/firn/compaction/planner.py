@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from firn.catalog.files import FileEntry
-from firn.compaction.tasks import Kind
+from firn.compaction.tasks import InputFile, Kind, TaskSpec
 from firn.errors import ConfigError
 from firn.table.properties import TableProperties
 from firn.table.schema import TableSchema
@@ -77,6 +77,39 @@ class PlanDraft:
     @property
     def input_bytes(self) -> int:
         return sum(t.input_bytes for t in self.tasks)
+
+    def task_spec(
+        self,
+        task: PlannedTask,
+        *,
+        plan_id: int,
+        task_id: int,
+        table_id: int,
+        location: str,
+        target_file_size: int,
+    ) -> TaskSpec:
+        """What an executor needs to run ``task``, once plan and task have ids."""
+        store = "change" if self.kind == "minor" else "base"
+        prefix = f"{store}/{self.partition_key}/" if self.partition_key else f"{store}/"
+        return TaskSpec(
+            plan_id=plan_id,
+            task_id=task_id,
+            table_id=table_id,
+            location=location,
+            partition_key=self.partition_key,
+            kind=self.kind,
+            node_m=task.node.m,
+            node_i=task.node.i,
+            lower=task.lower,
+            upper=task.upper,
+            base_files=tuple(InputFile.of(f) for f in task.base_files),
+            change_files=tuple(InputFile.of(f) for f in task.change_files),
+            cut_before=task.cut_before,
+            from_merged_seq=self.from_merged_seq,
+            to_seq=self.to_seq,
+            target_file_size=target_file_size,
+            output_prefix=f"{prefix}p{plan_id}-t{task_id}",
+        )
 
 
 def plan_partition(

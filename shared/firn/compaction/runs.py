@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from firn.table.changes import ORD
 from firn.table.keyorder import count_at_most, row_scalars
-from firn.table.merge_on_read import SEQ, lsn_sort_keys, run_starts
+from firn.table.merge_on_read import SEQ, latest_positions
 from firn.table.schema import TableSchema
 from firn.table.values import KeyTuple, key_at, key_from_json
 
@@ -62,20 +62,8 @@ def latest_per_key(rows: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     # are copied once, by the final take.
     seq = np.asarray(rows.column(SEQ).to_numpy(), dtype=np.int64)
     ord_ = np.asarray(rows.column(ORD).to_numpy(), dtype=np.int64)
-    lsn = lsn_sort_keys(seq, ord_)
     keys = rows.select(list(key_columns)).combine_chunks()
-    sortable = keys
-    for name in lsn.column_names:
-        sortable = sortable.append_column(name, lsn.column(name))
-    order = pc.sort_indices(
-        sortable,
-        sort_keys=[
-            *((c, "ascending") for c in key_columns),
-            *((c, "descending") for c in lsn.column_names),
-        ],
-    )
-    starts = run_starts(keys.take(order))
-    return rows.take(order.take(starts))
+    return rows.take(latest_positions(keys, seq, ord_))
 
 
 class SortedRun:
@@ -160,7 +148,6 @@ def _rows_for(rows: pa.Table, budget_bytes: int) -> int:
 @dataclass
 class SpillStats:
     runs_on_disk: int = 0
-    bytes_on_disk: int = 0
 
 
 def spill_runs(
@@ -205,7 +192,6 @@ def _write_run(rows: pa.Table, schema: pa.Schema, spill_dir: str, n: int, stats:
         for part in table_slices(rows.cast(schema), SPILL_BATCH_ROWS):
             writer.write_table(part)
     stats.runs_on_disk += 1
-    stats.bytes_on_disk += os.path.getsize(path)
     return path
 
 

@@ -72,6 +72,25 @@ def lsn_sort_keys(seq: npt.NDArray[np.int64], ord_: npt.NDArray[np.int64]) -> pa
     return pa.table({_LSN: pa.array(seq), f"{_LSN}_ord": pa.array(ord_)})
 
 
+def latest_positions(
+    keys: pa.Table, seq: npt.NDArray[np.int64], ord_: npt.NDArray[np.int64]
+) -> pa.Array:
+    """For rows with these key columns and LSNs, the position of each key's
+    greatest-LSN row, in key order. Only the key columns are sorted and permuted."""
+    lsn = lsn_sort_keys(seq, ord_)
+    sortable = keys
+    for name in lsn.column_names:
+        sortable = sortable.append_column(name, lsn.column(name))
+    order = pc.sort_indices(
+        sortable,
+        sort_keys=[
+            *((c, "ascending") for c in keys.column_names),
+            *((c, "descending") for c in lsn.column_names),
+        ],
+    )
+    return order.take(run_starts(keys.take(order)))
+
+
 def latest_per_key(table: TableSchema, inserts: pa.Table, deletes: pa.Table) -> Winners:
     """The greatest-LSN change row of every key among ``inserts`` and ``deletes``."""
     key = list(table.primary_key)
@@ -83,22 +102,10 @@ def latest_per_key(table: TableSchema, inserts: pa.Table, deletes: pa.Table) -> 
     ).combine_chunks()
     seq = np.concatenate([_numpy(inserts, SEQ), _numpy(deletes, SEQ)])
     ord_ = np.concatenate([_numpy(inserts, ORD), _numpy(deletes, ORD)])
-    lsn = lsn_sort_keys(seq, ord_)
-    sortable = keys
-    for name in lsn.column_names:
-        sortable = sortable.append_column(name, lsn.column(name))
-    order = pc.sort_indices(
-        sortable,
-        sort_keys=[
-            *((c, "ascending") for c in key),
-            *((c, "descending") for c in lsn.column_names),
-        ],
-    )
-    sorted_keys = keys.take(order)
-    starts = run_starts(sorted_keys)
-    event = order.take(starts).to_numpy()
+    positions = latest_positions(keys, seq, ord_)
+    event = positions.to_numpy()
     upsert = event < n_inserts
-    return Winners(sorted_keys.take(starts), upsert, np.where(upsert, event, event - n_inserts))
+    return Winners(keys.take(positions), upsert, np.where(upsert, event, event - n_inserts))
 
 
 def _numpy(rows: pa.Table, column: str) -> npt.NDArray[np.int64]:
