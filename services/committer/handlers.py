@@ -5,18 +5,22 @@ and a compaction event announces it.
 Idempotent: committing a committed plan is a no-op that still (re)announces it, so
 a crash between the commit and the event loses nothing; metrics treats compaction
 events by snapshot, so a repeat changes nothing there either. The sweep commits
-plans whose task-result events were lost.
+plans whose task-result events were lost and, every ``expire_every`` seconds, applies
+retention (``firn.catalog.expiry``): expiry is idempotent, so several committers
+doing it at once only repeat each other's work.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Producer
 
 from firn.catalog.compactions import commit_plan, committable_plans, compaction_event
+from firn.catalog.expiry import expire
 from firn.errors import FirnError
 from firn.events.schemas import validate
 from firn.events.tasks import TaskResultEvent
@@ -28,10 +32,14 @@ log = logging.getLogger(__name__)
 class Committer:
     """Commits complete plans and announces them."""
 
-    def __init__(self, conn: Connection, producer: Producer, topic: str) -> None:
+    def __init__(
+        self, conn: Connection, producer: Producer, topic: str, *, expire_every: float = 300.0
+    ) -> None:
         self.conn = conn
         self.producer = producer
         self.topic = topic
+        self.expire_every = expire_every
+        self._last_expiry: float | None = None
 
     def task_result(self, event: Mapping[str, Any]) -> None:
         validate(dict(event))  # a ConfigError parks the event in the DLQ
@@ -58,11 +66,25 @@ class Committer:
         return outcome.outcome
 
     def sweep(self) -> list[int]:
-        """Commit every complete plan (their task-result events may have been lost)."""
+        """Commit every complete plan (their task-result events may have been lost),
+        and apply retention when it is due."""
         plans = committable_plans(self.conn)
         for plan_id in plans:
             self.commit(plan_id)
+        self._expire_when_due()
         return plans
+
+    def _expire_when_due(self) -> None:
+        now = time.monotonic()
+        if self._last_expiry is not None and now - self._last_expiry < self.expire_every:
+            return
+        self._last_expiry = now
+        try:
+            expire(self.conn)
+        except FirnError as exc:
+            # Storage is deleted before rows, so the next run finishes what this left;
+            # retention is housekeeping and must not stop plans from committing.
+            log.warning("file expiry failed, retried in %.0fs: %s", self.expire_every, exc)
 
     def _announce(self, plan_id: int) -> None:
         event = compaction_event(self.conn, plan_id)

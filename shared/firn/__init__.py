@@ -2,7 +2,13 @@
 
 from firn.catalog import Catalog, connect
 from firn.compaction.compact import compact
-from firn.errors import CommitError, CommitStateUnknownError, ConfigError, FirnError
+from firn.errors import (
+    CommitError,
+    CommitStateUnknownError,
+    ConfigError,
+    FirnError,
+    SnapshotExpiredError,
+)
 from firn.settings import FirnSettings
 from firn.table.table import Table
 
@@ -15,6 +21,7 @@ __all__ = [
     "ConfigError",
     "FirnError",
     "FirnSettings",
+    "SnapshotExpiredError",
     "Table",
     "__version__",
     "compact",

@@ -1,7 +1,10 @@
 """The ``firn`` command line.
 
 ``firn up`` / ``firn down`` drive the local stack (its code lives in ``deploy/``);
-``firn service NAME`` runs one service process. Every command takes ``--json``.
+``firn service NAME`` runs one service process; ``table``, ``status``, ``tasks``,
+``compact`` and ``expire`` work on tables (``firn.commands``). Every command takes
+``--json``: one JSON document on stdout, ``{"error": ...}`` (exit status 1) when it
+fails; without it, text for people and ``firn: error: ...`` on stderr.
 """
 
 from __future__ import annotations
@@ -9,12 +12,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
 from firn import __version__, logs
+from firn.commands import compact, expire, status, tables
+from firn.commands.output import Output
 from firn.errors import FirnError
 from firn.settings import FirnSettings
 
@@ -32,20 +40,28 @@ def build_parser() -> argparse.ArgumentParser:
         prog="firn", description="Asynchronous compaction for primary-keyed lakehouse tables."
     )
     parser.add_argument("--version", action="version", version=f"firn {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    up = commands.add_parser("up", help="start Postgres, Kafka and the four services")
+    up = commands.add_parser(
+        "up", parents=[common], help="start Postgres, Kafka and the four services"
+    )
     up.add_argument("--no-services", action="store_true", help="start only Postgres and Kafka")
-    up.add_argument("--json", action="store_true", help="machine-readable output")
+    up.set_defaults(run=_up)
 
-    down = commands.add_parser("down", help="stop what `firn up` started")
-    down.add_argument("--json", action="store_true", help="machine-readable output")
+    down = commands.add_parser("down", parents=[common], help="stop what `firn up` started")
+    down.set_defaults(run=_down)
 
     service = commands.add_parser("service", help="run one service process")
     service.add_argument("name", choices=sorted(SERVICES))
     service.add_argument(
         "--json", action="store_true", help="accepted for symmetry; a service only logs"
     )
+    service.set_defaults(run=_service)
+
+    for family in (tables, status, compact, expire):
+        family.add_commands(commands, common)
     return parser
 
 
@@ -55,20 +71,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = FirnSettings()
     except ValidationError as exc:
         return _fail(f"invalid FIRN_ settings:\n{exc}", args.json)
-    logs.configure(settings.log_level)
+    if args.command not in ("up", "down", "service"):
+        _quiet_logging(settings)
     try:
-        if args.command == "service":
-            module = importlib.import_module(f"firn_services.{SERVICES[args.name]}.main")
-            module.main(settings)
-            return 0
-        commands = importlib.import_module("firn_localstack.commands")
-        if args.command == "up":
-            code: int = commands.up(settings, services=not args.no_services, as_json=args.json)
-        else:
-            code = commands.down(settings, as_json=args.json)
-        return code
+        result: Output | int = args.run(args, settings)
     except FirnError as exc:
         return _fail(str(exc), args.json)
+    if isinstance(result, int):
+        return result
+    try:
+        if args.json:
+            error = {} if result.error is None else {"error": result.error}
+            print(json.dumps({**error, **result.data}, default=str))
+        else:
+            print(result.text)
+    except BrokenPipeError:
+        # The reader went away (``firn tasks | head``): not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    if result.error is not None:
+        if not args.json:
+            print(f"firn: error: {result.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _up(args: argparse.Namespace, settings: FirnSettings) -> int:
+    logs.configure(settings.log_level)
+    code: int = _localstack().up(settings, services=not args.no_services, as_json=args.json)
+    return code
+
+
+def _down(args: argparse.Namespace, settings: FirnSettings) -> int:
+    logs.configure(settings.log_level)
+    code: int = _localstack().down(settings, as_json=args.json)
+    return code
+
+
+def _service(args: argparse.Namespace, settings: FirnSettings) -> int:
+    logs.configure(settings.log_level)
+    importlib.import_module(f"firn_services.{SERVICES[args.name]}.main").main(settings)
+    return 0
+
+
+def _localstack() -> Any:
+    return importlib.import_module("firn_localstack.commands")
 
 
 def _fail(message: str, as_json: bool) -> int:
@@ -79,5 +126,9 @@ def _fail(message: str, as_json: bool) -> int:
     return 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _quiet_logging(settings: FirnSettings) -> None:
+    """Table commands log warnings only, unless FIRN_LOG_LEVEL asks for more; a host
+    that configured logging already (an embedding program, pytest) keeps its own."""
+    if not logging.getLogger().handlers:
+        explicit = "log_level" in settings.model_fields_set
+        logs.configure(settings.log_level if explicit else "WARNING")

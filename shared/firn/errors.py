@@ -2,6 +2,7 @@
 
     FirnError                     root; ``retryable`` says whether trying again may help
     +-- ConfigError               bad settings or arguments; never retryable
+    |   +-- SnapshotExpiredError  the snapshot is older than snapshot.retention
     +-- StackError                the local stack (Kafka, Postgres) could not start or stop
     +-- MigrationError            the catalog schema could not be brought up to date
     +-- ServiceError              a service failed at its edge (Kafka, Postgres)
@@ -30,6 +31,11 @@ class FirnError(Exception):
 
 class ConfigError(FirnError):
     """Settings or arguments that cannot work; fix the input, do not retry."""
+
+
+class SnapshotExpiredError(ConfigError):
+    """The snapshot asked for has expired (``snapshot.retention``): files only it
+    could read may already be deleted, so it cannot be read any more."""
 
 
 class StackError(FirnError):

@@ -95,3 +95,39 @@ def test_a_complete_plan_is_committed_and_announced_once(
     assert {e["plan_id"] for e in events} == {record.plan_id}
     assert events[0]["snapshot_id"] == events[1]["snapshot_id"] == table.current_snapshot()
     assert events[0]["added_rows"] == 200
+
+
+def removed_paths(table: firn.Table) -> list[str]:
+    rows = table.catalog.conn.execute(
+        "SELECT path FROM data_file WHERE table_id = %s AND removed_snapshot IS NOT NULL",
+        (table.table_id,),
+    ).fetchall()
+    return [path for (path,) in rows]
+
+
+def test_the_sweep_applies_retention_at_most_every_interval(
+    settings: FirnSettings, catalog: firn.Catalog
+) -> None:
+    topics = Topics.from_settings(settings)
+    table = catalog.create_table("kept", SCHEMA, ["id"], [], {"snapshot.retention": 0})
+    table.upsert(pa.table({"id": np.arange(50), "v": ["a"] * 50}))
+    firn.compact(table, engine="local")
+    first = removed_paths(table)
+    assert first
+    assert all(table.storage.exists(p) for p in first)
+    committer = Committer(catalog.conn, producer(settings), topics.compactions, expire_every=3600)
+
+    assert committer.sweep() == []  # the first sweep applies retention at once
+    assert not any(table.storage.exists(p) for p in first)
+    assert removed_paths(table) == []
+
+    table.upsert(pa.table({"id": np.arange(10), "v": ["b"] * 10}))
+    firn.compact(table, engine="local")
+    second = removed_paths(table)
+    assert second
+    committer.sweep()  # within the hour: not again
+    assert all(table.storage.exists(p) for p in second)
+
+    Committer(catalog.conn, producer(settings), topics.compactions, expire_every=0).sweep()
+    assert not any(table.storage.exists(p) for p in second)
+    assert table.read().num_rows == 50

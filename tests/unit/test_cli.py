@@ -1,10 +1,16 @@
 from __future__ import annotations
 
 import json
+import re
 
+import pyarrow as pa
 import pytest
 
 from firn.cli import SERVICES, build_parser, main
+from firn.commands.output import columns, size
+from firn.commands.tables import parse_properties, parse_schema, parse_type
+from firn.compaction.states import TaskState
+from firn.errors import ConfigError
 
 
 def test_every_command_accepts_json() -> None:
@@ -32,3 +38,152 @@ def test_bad_settings_are_reported_as_json(
     assert main(["down", "--json"]) == 1
     error = json.loads(capsys.readouterr().out)["error"]
     assert "database_schema" in error
+
+
+def test_every_table_command_accepts_json() -> None:
+    parser = build_parser()
+    for argv in (
+        ["table", "create", "t", "--schema", "id:int64", "--primary-key", "id"],
+        ["table", "list"],
+        ["table", "show", "t"],
+        ["status"],
+        ["status", "t"],
+        ["tasks"],
+        ["tasks", "t", "--state", "pending", "--limit", "3"],
+        ["compact", "t", "--partition", "p=1", "--kind", "full", "--wait", "--timeout", "5"],
+        ["compact", "t", "--here", "--engine", "local"],
+        ["expire"],
+        ["expire", "t", "--dry-run"],
+    ):
+        assert parser.parse_args([*argv, "--json"]).json is True
+        assert parser.parse_args(argv).json is False
+
+
+def test_task_states_and_limits_are_parsed() -> None:
+    args = build_parser().parse_args(["tasks", "--state", "eXeCuting", "--limit", "7"])
+    assert (args.state, args.limit) == (TaskState.EXECUTING, 7)
+    assert build_parser().parse_args(["tasks"]).limit == 50
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["tasks", "--state", "Sleeping"], "unknown task state 'Sleeping'"),
+        (["tasks", "--limit", "0"], "must be at least 1"),
+        (["compact", "t", "--kind", "huge"], "invalid choice: 'huge'"),
+        (["compact", "t", "--here", "--wait"], "not allowed with argument"),
+        (["compact", "t", "--wait", "--timeout", "-1"], "must be greater than 0"),
+        (["table", "create", "t", "--schema", "id:int64"], "one of the arguments"),
+        (["table", "create", "t", "--primary-key", "id"], "--schema"),
+        (["table", "drop", "t"], "invalid choice: 'drop'"),
+    ],
+)
+def test_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["compact", "t", "--engine", "local"], "--engine applies only with --here"),
+        (["compact", "t", "--timeout", "5"], "--timeout applies only with --wait"),
+        (
+            ["table", "create", "t", "--schema", "id:nope", "--primary-key", "id"],
+            "unknown column type 'nope'",
+        ),
+        (
+            ["table", "create", "t", "--schema", "id", "--primary-key", "id"],
+            "bad column 'id' in --schema: use NAME:TYPE",
+        ),
+        (
+            ["table", "create", "t", "--schema", "id:int64", "--primary-key", "id,"],
+            "--primary-key takes comma-separated column names",
+        ),
+        (
+            ["table", "create", "t", "--schema", "id:int64", "--append-only", "--property", "x"],
+            "--property takes KEY=VALUE, got 'x'",
+        ),
+    ],
+)
+def test_bad_input_fails_before_touching_the_catalog(
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No database anywhere: these must fail on the input alone.
+    monkeypatch.delenv("FIRN_DATABASE_URL", raising=False)
+    monkeypatch.setenv("FIRN_HOME", "/nonexistent/firn-home")
+    assert main([*argv, "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert list(document) == ["error"]
+    assert message in document["error"]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("firn: error: ")
+    assert message in captured.err
+
+
+def test_schemas_are_parsed_with_non_null_keys() -> None:
+    schema = parse_schema(
+        "region:string, id:int64,amount:double,at:timestamp[us, UTC],"
+        "price:decimal128(10, 2),day:date32,ok:bool,raw:binary",
+        ["region", "id"],
+    )
+    assert schema == pa.schema(
+        [
+            pa.field("region", pa.string(), nullable=False),
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("amount", pa.float64()),
+            pa.field("at", pa.timestamp("us", tz="UTC")),
+            pa.field("price", pa.decimal128(10, 2)),
+            pa.field("day", pa.date32()),
+            pa.field("ok", pa.bool_()),
+            pa.field("raw", pa.binary()),
+        ]
+    )
+    assert parse_type("timestamp[ms]") == pa.timestamp("ms")
+    assert parse_type("DECIMAL(5,0)") == pa.decimal128(5, 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("id:int64,id:string", "names ['id'] more than once"),
+        ("", "no columns"),
+        ("id:decimal128(99, 2)", "bad decimal type"),
+        ("id:int64,v:", "bad column 'v:'"),
+    ],
+)
+def test_bad_schemas(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_schema(text, ["id"])
+
+
+def test_properties_keep_their_text_for_the_property_model() -> None:
+    assert parse_properties(["change.buckets=8", " target-file-size = 64MiB "]) == {
+        "change.buckets": "8",
+        "target-file-size": "64MiB",
+    }
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_properties(["change.buckets="])
+
+
+def test_text_layout_helpers() -> None:
+    assert columns(("A", "LONGER"), [(1, None), ("wide cell", "")]).splitlines() == [
+        "A          LONGER",
+        "1          -",
+        "wide cell  -",
+    ]
+    assert [size(n) for n in (0, 1023, 1024, 1536, 5 << 20, 3 << 30)] == [
+        "0 B",
+        "1023 B",
+        "1.0 KiB",
+        "1.5 KiB",
+        "5.0 MiB",
+        "3.0 GiB",
+    ]

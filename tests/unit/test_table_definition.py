@@ -58,6 +58,12 @@ def test_properties_have_the_spec_defaults() -> None:
     assert (props.major_file_count, props.minor_file_count) == (12, 5)
     assert props.task_lease == 60.0
     assert props.snapshot_retention == 12 * 3600
+    assert props.orphan_retention == 2 * 86400
+
+
+def test_retention_may_be_zero() -> None:
+    props = TableProperties.parse({"snapshot.retention": 0, "orphan.retention": "0s"})
+    assert (props.snapshot_retention, props.orphan_retention) == (0, 0)
 
 
 def test_properties_accept_units_and_round_trip() -> None:
@@ -79,6 +85,8 @@ def test_properties_accept_units_and_round_trip() -> None:
         ({"target-file-size": "big"}, "not a size"),
         ({"task.lease": "-1s"}, "not a duration"),
         ({"major.delete-ratio": 0}, "major.delete-ratio"),
+        ({"task.lease": 0}, "task.lease"),
+        ({"snapshot.retention": -1}, "snapshot.retention"),
     ],
 )
 def test_bad_properties_are_named(values: dict, message: str) -> None:

@@ -5,7 +5,8 @@ sets to its own id. So "the files of snapshot S" (added <= S, not removed by S) 
 "max_merged_seq as of S" (the last history row at or before S) never change once S
 is visible, and a reader pinned at S needs no long transaction while commits land.
 Snapshot ids are allocated under the table row's lock, so they become visible in
-order: no reader sees S + 1 before S.
+order: no reader sees S + 1 before S. Retention (``expiry.py``) deletes only rows no
+kept snapshot can see, after marking the older snapshots expired.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from firn.errors import ConfigError
+from firn.errors import ConfigError, SnapshotExpiredError
 from firn.postgres.connection import Connection
 from firn.table.tree import Node
 
@@ -60,14 +61,21 @@ def current_snapshot(conn: Connection, table_id: int) -> int:
 
 
 def check_snapshot(conn: Connection, table_id: int, snapshot_id: int) -> None:
-    """``ConfigError`` unless ``snapshot_id`` is one of the table's snapshots (0 = empty)."""
+    """``ConfigError`` unless ``snapshot_id`` is one of the table's snapshots (0 = empty)
+    and has not expired (``SnapshotExpiredError``: its files may be deleted)."""
     if snapshot_id == 0:
         return
     row = conn.execute(
-        "SELECT 1 FROM snapshot WHERE table_id = %s AND snapshot_id = %s", (table_id, snapshot_id)
+        "SELECT expired_at FROM snapshot WHERE table_id = %s AND snapshot_id = %s",
+        (table_id, snapshot_id),
     ).fetchone()
     if row is None:
         raise ConfigError(f"table {table_id} has no snapshot {snapshot_id}")
+    if row[0] is not None:
+        raise SnapshotExpiredError(
+            f"snapshot {snapshot_id} of table {table_id} expired at {row[0].isoformat()} "
+            "(older than snapshot.retention); read a newer snapshot"
+        )
 
 
 def files_at(conn: Connection, table_id: int, snapshot_id: int) -> list[FileEntry]:

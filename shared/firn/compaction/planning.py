@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from firn.catalog.files import current_snapshot, merged_seqs_at, partition_files_at
 from firn.catalog.plans import PlanRecord, PlanSkipped, create_plan
-from firn.compaction.planner import plan_partition
+from firn.compaction.planner import PlanDraft, plan_partition
 from firn.compaction.tasks import Kind
 
 if TYPE_CHECKING:
@@ -28,10 +28,7 @@ def plan_now(
     is nothing to compact. Unkeyed tables always get a bin-pack plan."""
     conn = table.catalog.conn
     snapshot = current_snapshot(conn, table.table_id)
-    files = partition_files_at(conn, table.table_id, snapshot, partition)
-    merged = merged_seqs_at(conn, table.table_id, snapshot).get(partition, 0)
-    plan_kind: Kind = kind if table.definition.keyed else "bin-pack"
-    draft = plan_partition(table.definition, table.properties, partition, merged, files, plan_kind)
+    draft = _draft(table, partition, kind, snapshot)
     if draft is None:
         return None
     return create_plan(
@@ -44,3 +41,17 @@ def plan_now(
         reason=reason,
         score=score,
     )
+
+
+def draft_now(table: Table, partition: str, kind: Kind) -> PlanDraft | None:
+    """What ``plan_now`` would plan for ``partition`` now, without storing anything:
+    ``None`` when there is nothing to compact."""
+    return _draft(table, partition, kind, current_snapshot(table.catalog.conn, table.table_id))
+
+
+def _draft(table: Table, partition: str, kind: Kind, snapshot: int) -> PlanDraft | None:
+    conn = table.catalog.conn
+    files = partition_files_at(conn, table.table_id, snapshot, partition)
+    merged = merged_seqs_at(conn, table.table_id, snapshot).get(partition, 0)
+    plan_kind: Kind = kind if table.definition.keyed else "bin-pack"
+    return plan_partition(table.definition, table.properties, partition, merged, files, plan_kind)

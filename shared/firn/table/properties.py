@@ -48,6 +48,8 @@ def _power_of_two(value: int) -> int:
 
 Bytes = Annotated[int, BeforeValidator(_bytes), Field(gt=0)]
 Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
+Retention = Annotated[float, BeforeValidator(_seconds), Field(ge=0)]
+"""A duration that may be 0: keep nothing beyond what the current snapshot reads."""
 Buckets = Annotated[int, Field(ge=1, le=1 << 16)]
 
 
@@ -78,8 +80,12 @@ class TableProperties(BaseModel):
     task_max_bytes: Bytes = Field(512 * MiB, alias="task.max-bytes")
     task_max_attempts: int = Field(5, ge=1, alias="task.max-attempts")
     task_lease: Seconds = Field(60.0, alias="task.lease")
-    snapshot_retention: Seconds = Field(12 * 3600.0, alias="snapshot.retention")
-    orphan_retention: Seconds = Field(2 * 86400.0, alias="orphan.retention")
+    snapshot_retention: Retention = Field(
+        12 * 3600.0, alias="snapshot.retention", description="how long old snapshots stay readable"
+    )
+    orphan_retention: Retention = Field(
+        2 * 86400.0, alias="orphan.retention", description="how long unreferenced files are kept"
+    )
 
     @field_validator("change_buckets", "base_buckets")
     @classmethod

@@ -206,7 +206,10 @@ class Table:
     def files(self, snapshot: int | None = None) -> pa.Table:
         """The live files: store, type, partition, node, seq, size, records, ..."""
         conn = self.catalog.conn
-        snapshot = current_snapshot(conn, self.table_id) if snapshot is None else snapshot
+        if snapshot is None:
+            snapshot = current_snapshot(conn, self.table_id)
+        else:
+            check_snapshot(conn, self.table_id, snapshot)
         entries = files_at(conn, self.table_id, snapshot)
         return pa.table(
             {

@@ -1,0 +1,221 @@
+"""Retention (SPEC 7): expire old snapshots, delete the files only they could read, and
+delete orphan files.
+
+Which snapshots stay readable: the current one, and every snapshot from ``keep_from``
+on, the oldest one created within ``snapshot.retention``. Snapshot ids, not creation
+times, decide what is kept after ``keep_from``, so a snapshot whose transaction began
+early but committed late is kept too. A data file is readable at snapshot ``s`` iff
+``added_snapshot <= s < removed_snapshot`` (``files.files_at``), so a file removed by
+snapshot ``R <= keep_from`` is readable by no kept snapshot; it expires once ``R`` is
+itself older than the retention (both conditions of SPEC 7).
+
+The steps run in an order that a crash at any point leaves for a rerun to finish:
+
+1. mark the snapshots before ``keep_from`` expired, so reading one fails with
+   ``SnapshotExpiredError`` instead of a missing file;
+2. delete the expired files from storage (a file already gone is fine);
+3. delete their catalog rows: the files are gone, and no kept snapshot sees them.
+
+Orphans (files written but never referenced: outputs of failed or replaced attempts)
+older than ``orphan.retention`` go the same way, storage first, then their rows. A
+path the catalog still lists as a data file is never deleted as an orphan.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from firn.errors import ConfigError
+from firn.io.storage import Storage
+from firn.postgres.connection import Connection
+from firn.table.properties import TableProperties
+
+log = logging.getLogger(__name__)
+
+BATCH = 500
+"""Files deleted from storage before their rows are deleted: bounds what a crash
+leaves for the rerun to delete a second time."""
+
+
+@dataclass(frozen=True)
+class TableExpiry:
+    """What expiry did (or, in a dry run, would do) to one table."""
+
+    table: str
+    keep_from: int
+    """The oldest snapshot still readable; 0 when the table has no snapshot."""
+    expired_snapshots: int
+    """Snapshots marked expired by this run."""
+    files: tuple[str, ...]
+    """Data files deleted, relative to the table's location."""
+    bytes: int
+    """Their total size."""
+    orphans: tuple[str, ...]
+    """Orphan files deleted, relative to the table's location."""
+
+
+@dataclass(frozen=True)
+class ExpiryReport:
+    """What one expiry run did, per table."""
+
+    dry_run: bool
+    tables: tuple[TableExpiry, ...]
+
+    @property
+    def files(self) -> int:
+        return sum(len(t.files) for t in self.tables)
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.tables)
+
+    @property
+    def orphans(self) -> int:
+        return sum(len(t.orphans) for t in self.tables)
+
+    @property
+    def expired_snapshots(self) -> int:
+        return sum(t.expired_snapshots for t in self.tables)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "expired_snapshots": self.expired_snapshots,
+            "files": self.files,
+            "bytes": self.bytes,
+            "orphans": self.orphans,
+            "tables": [asdict(t) for t in self.tables],
+        }
+
+
+@dataclass(frozen=True)
+class _TableRow:
+    table_id: int
+    name: str
+    properties: TableProperties
+    location: str
+
+
+def expire(conn: Connection, table: str | None = None, *, dry_run: bool = False) -> ExpiryReport:
+    """Apply retention to ``table`` (every table when ``None``); with ``dry_run``,
+    report what would go and change nothing. Idempotent."""
+    rows = _tables(conn, table)
+    return ExpiryReport(dry_run, tuple(_expire_table(conn, row, dry_run) for row in rows))
+
+
+def _tables(conn: Connection, name: str | None) -> list[_TableRow]:
+    query = "SELECT table_id, name, properties, location FROM catalog_table"
+    if name is None:
+        found = conn.execute(f"{query} ORDER BY name").fetchall()
+    else:
+        found = conn.execute(f"{query} WHERE name = %s", (name,)).fetchall()
+        if not found:
+            raise ConfigError(f"no table named {name!r}")
+    return [_TableRow(tid, n, TableProperties.parse(p), loc) for tid, n, p, loc in found]
+
+
+def _expire_table(conn: Connection, table: _TableRow, dry_run: bool) -> TableExpiry:
+    props = table.properties
+    # One clock (the database's) for every comparison with created_at / recorded_at.
+    cutoffs = conn.execute(
+        "SELECT now() - make_interval(secs => %s), now() - make_interval(secs => %s)",
+        (props.snapshot_retention, props.orphan_retention),
+    ).fetchone()
+    assert cutoffs is not None
+    snapshot_cutoff, orphan_cutoff = cutoffs
+    keep_from = _keep_from(conn, table.table_id, snapshot_cutoff)
+    expired = _expire_snapshots(conn, table.table_id, keep_from, dry_run)
+    files = _expired_files(conn, table.table_id, keep_from, snapshot_cutoff)
+    orphans = _expired_orphans(conn, table.table_id, orphan_cutoff)
+    if not dry_run and (files or orphans):
+        storage = Storage(table.location)
+        for start in range(0, len(files), BATCH):
+            batch = files[start : start + BATCH]
+            _delete(storage, [path for _, path, _ in batch])
+            with conn.transaction():
+                conn.execute(
+                    "DELETE FROM data_file WHERE file_id = ANY(%s)", ([f for f, _, _ in batch],)
+                )
+        for start in range(0, len(orphans), BATCH):
+            paths = orphans[start : start + BATCH]
+            _delete(storage, paths)
+            with conn.transaction():
+                conn.execute(
+                    "DELETE FROM orphan_file WHERE table_id = %s AND path = ANY(%s)",
+                    (table.table_id, paths),
+                )
+        log.info(
+            "%s: expired %d snapshot(s) before %d, %d file(s) (%d bytes), %d orphan(s)",
+            table.name,
+            expired,
+            keep_from,
+            len(files),
+            sum(size for _, _, size in files),
+            len(orphans),
+        )
+    return TableExpiry(
+        table=table.name,
+        keep_from=keep_from,
+        expired_snapshots=expired,
+        files=tuple(path for _, path, _ in files),
+        bytes=sum(size for _, _, size in files),
+        orphans=tuple(orphans),
+    )
+
+
+def _keep_from(conn: Connection, table_id: int, cutoff: dt.datetime) -> int:
+    row = conn.execute(
+        "SELECT coalesce((SELECT min(snapshot_id) FROM snapshot WHERE table_id = t.table_id "
+        "AND created_at >= %s), t.last_snapshot) FROM catalog_table t WHERE t.table_id = %s",
+        (cutoff, table_id),
+    ).fetchone()
+    if row is None:
+        raise ConfigError(f"table {table_id} no longer exists")
+    return int(row[0])
+
+
+def _expire_snapshots(conn: Connection, table_id: int, keep_from: int, dry_run: bool) -> int:
+    if dry_run:
+        row = conn.execute(
+            "SELECT count(*) FROM snapshot WHERE table_id = %s AND snapshot_id < %s "
+            "AND expired_at IS NULL",
+            (table_id, keep_from),
+        ).fetchone()
+        return int(row[0]) if row else 0
+    with conn.transaction():
+        return conn.execute(
+            "UPDATE snapshot SET expired_at = now() WHERE table_id = %s AND snapshot_id < %s "
+            "AND expired_at IS NULL",
+            (table_id, keep_from),
+        ).rowcount
+
+
+def _expired_files(
+    conn: Connection, table_id: int, keep_from: int, cutoff: dt.datetime
+) -> list[tuple[int, str, int]]:
+    rows = conn.execute(
+        "SELECT f.file_id, f.path, f.size_bytes FROM data_file f JOIN snapshot s "
+        "ON s.table_id = f.table_id AND s.snapshot_id = f.removed_snapshot "
+        "WHERE f.table_id = %s AND f.removed_snapshot <= %s AND s.created_at < %s "
+        "ORDER BY f.file_id",
+        (table_id, keep_from, cutoff),
+    ).fetchall()
+    return [(int(fid), str(path), int(size)) for fid, path, size in rows]
+
+
+def _expired_orphans(conn: Connection, table_id: int, cutoff: dt.datetime) -> list[str]:
+    rows = conn.execute(
+        "SELECT o.path FROM orphan_file o WHERE o.table_id = %s AND o.recorded_at < %s "
+        "AND NOT EXISTS (SELECT 1 FROM data_file d WHERE d.path = o.path) ORDER BY o.path",
+        (table_id, cutoff),
+    ).fetchall()
+    return [str(path) for (path,) in rows]
+
+
+def _delete(storage: Storage, paths: Sequence[str]) -> None:
+    for path in paths:
+        storage.delete(path)
