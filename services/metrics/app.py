@@ -1,57 +1,193 @@
-"""The metrics Faust app, built from settings (never at import time).
+"""The metrics Faust app (SPEC 4), built from settings, never at import time.
 
-It consumes firn.commits and firn.compactions. Per-partition metrics in a Faust table,
-trigger evaluation and plan requests arrive with the services issue; until then every
-event is decoded once at this edge and, having no handler yet, parked in firn.dlq with
-its reason, exactly as an invalid event will be later.
+Two agents, with a topic between them so that every update of one partition lands
+on one Kafka partition, and the Faust table (and its changelog) stays partitioned
+the same way when several metrics workers share the load:
+
+- ``fan_out`` reads firn.commits and firn.compactions (keyed by table), decodes each
+  event once, and sends one update per touched partition to the updates topic keyed
+  ``table_id/partition``: a commit's increment, or after a compaction a fresh catalog
+  reading of the compacted partition. Invalid events go to firn.dlq with the reason.
+- ``track`` folds each update into the partition's entry in the ``partitions``
+  table and sends a plan request to firn.plan-requests when the triggers fire.
+
+A timer (on the leader) and a start-up task send a reading of every partition
+through the same path: lost commit events, restarts and time-based triggers are
+made good there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import faust
 
+from firn.errors import FirnError
+from firn.events.dead_letters import DeadLetterEvent
 from firn.kafka import Topics
 from firn.kafka.loop import UnhandledEventError, decode
 from firn.settings import FirnSettings
+from firn_services.metrics.handlers import (
+    CatalogReader,
+    Update,
+    apply_update,
+    commit_updates,
+    needs_first_reading,
+    plan_request_event,
+)
 
 log = logging.getLogger(__name__)
 
+PARTITIONS = 4
+"""Of the updates topic and the table's changelog, which Faust requires to match."""
+RETRY_SECONDS = 2.0
 
-def create_app(settings: FirnSettings, *, on_timer: Any = None) -> faust.App:
+
+def create_app(
+    settings: FirnSettings,
+    reader: CatalogReader,
+    *,
+    on_timer: Callable[[], Awaitable[None]] | None = None,
+) -> faust.App:
     topics = Topics.from_settings(settings)
     app = faust.App(
         f"{settings.topic_prefix}metrics",
         broker=f"kafka://{settings.kafka_servers()}",
-        store="memory://",
+        store="memory://",  # the table is rebuilt from its changelog topic on start
+        datadir=str(settings.home / "metrics"),
         web_enabled=False,
-        topic_partitions=4,
+        topic_partitions=PARTITIONS,
         # Offsets are committed by Faust only after the agent has processed the event.
         broker_commit_every=100,
         broker_commit_interval=1.0,
     )
     source = app.topic(topics.commits, topics.compactions, value_serializer="raw")
+    updates = app.topic(
+        topics.metrics_updates, key_serializer="raw", value_serializer="json", partitions=PARTITIONS
+    )
+    plan_requests = app.topic(topics.plan_requests, value_serializer="raw")
     dlq = app.topic(topics.dlq, value_serializer="raw")
+    partitions = app.Table("partitions", default=None, partitions=PARTITIONS)
 
-    async def watch(stream: AsyncIterator[Any]) -> None:
+    async def send_updates(found: list[tuple[str, Update]]) -> None:
+        for key, update in found:
+            await updates.send(key=key.encode(), value=update)
+
+    async def park(event: Any, reason: str) -> None:
+        message = event.message
+        log.warning(
+            "parking %s[%d]@%d in %s: %s",
+            message.topic,
+            message.partition,
+            message.offset,
+            topics.dlq,
+            reason,
+        )
+        letter = DeadLetterEvent(
+            service="metrics",
+            source_topic=message.topic,
+            source_partition=message.partition,
+            source_offset=message.offset,
+            key=_text(event.key),
+            reason=reason,
+            payload=_text(event.value) or "",
+        )
+        await dlq.send(
+            key=event.key,
+            value=letter.to_json(),
+            headers={"firn.reason": reason.encode(), "firn.service": b"metrics"},
+        )
+
+    async def fan_out(stream: AsyncIterator[Any]) -> None:
         async for event in stream.events():  # type: ignore[attr-defined]
             try:
                 decoded = decode(event.value)
-                raise UnhandledEventError(f"no handler for event type {decoded['event_type']!r}")
-            except UnhandledEventError as exc:
-                log.warning(
-                    "parking an event from %s in %s: %s", event.message.topic, topics.dlq, exc
+                kind = decoded["event_type"]
+                if kind == "commit":
+                    found = commit_updates(decoded)
+                elif kind == "compaction":
+                    found = await _retrying(reader.compaction_readings, decoded)
+                else:
+                    raise UnhandledEventError(f"no handler for event type {kind!r}")
+            except FirnError as exc:
+                await park(event, str(exc))
+                continue
+            await send_updates(found)
+
+    async def track(stream: AsyncIterator[Any]) -> None:
+        async for event in stream.events():  # type: ignore[attr-defined]
+            update, key = event.value, event.key.decode()
+            properties = await _retrying(reader.properties, update["table"], update["table_id"])
+            if properties is None:
+                partitions.pop(key, None)  # the table is gone
+                continue
+            state = partitions.get(key)
+            batch = [update]
+            if needs_first_reading(state, update):
+                batch = [
+                    reading
+                    for _, reading in await _retrying(
+                        reader.readings,
+                        update["table"],
+                        update["table_id"],
+                        update["partition_key"],
+                    )
+                ] + batch
+            tracked, request = apply_update(state, batch, properties, time.time())
+            partitions[key] = tracked.as_dict()
+            if request is not None:
+                planned = plan_request_event(tracked, request)
+                log.info(
+                    "%s %r: %s compaction due (score %.2f): %s",
+                    tracked.table,
+                    tracked.partition_key,
+                    request.kind,
+                    request.score,
+                    "; ".join(request.reasons),
                 )
-                await dlq.send(
-                    key=event.key,
-                    value=event.value,
-                    headers={"firn.reason": str(exc).encode(), "firn.service": b"metrics"},
+                await plan_requests.send(
+                    key=f"{tracked.table}/{tracked.partition_key}".encode(),
+                    value=planned.to_json(),
                 )
 
-    app.agent(source, name="watch")(watch)
+    async def check() -> None:
+        started = time.monotonic()
+        found = await _retrying(reader.all_readings)
+        await send_updates(found)
+        log.info(
+            "catalog check: %d partition(s) read in %.2fs", len(found), time.monotonic() - started
+        )
+
+    app.agent(source, name="fan_out")(fan_out)
+    app.agent(updates, name="track")(track)
+    app.timer(settings.metrics_check_interval, on_leader=True)(check)
+    app.task(check)  # on start: what happened while no worker ran is counted at once
     if on_timer is not None:
         app.timer(settings.service_heartbeat_seconds)(on_timer)
     return app
+
+
+async def _retrying(call: Callable[..., Any], *args: Any) -> Any:
+    """Run a blocking catalog call in a thread, retrying until it succeeds: a
+    Postgres outage pauses the stream instead of crashing the agent (Faust would
+    keep the worker running without it) or dropping the event."""
+    while True:
+        try:
+            return await asyncio.to_thread(call, *args)
+        except FirnError as exc:
+            if not exc.retryable:
+                raise
+            log.warning("catalog call failed, retrying in %.0fs: %s", RETRY_SECONDS, exc)
+        except Exception as exc:  # psycopg errors: reconnect and retry
+            log.warning("catalog call failed, retrying in %.0fs: %r", RETRY_SECONDS, exc)
+        await asyncio.sleep(RETRY_SECONDS)
+
+
+def _text(value: bytes | str | None) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return value.decode("utf-8", errors="replace")

@@ -14,7 +14,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from firn.errors import ConfigError
-from firn.table.properties import Bytes
+from firn.table.properties import Bytes, Seconds
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -87,6 +87,11 @@ class FirnSettings(BaseSettings):
     executor_spill_dir: Path | None = Field(
         default=None,
         description="Local directory for spilled runs; unset means the system temp dir.",
+    )
+    metrics_check_interval: Seconds = Field(
+        default=600.0,
+        description="How often the metrics service re-reads every partition from the "
+        "catalog (lost commit events, restarts, time-based triggers); seconds or e.g. '10min'.",
     )
     log_level: str = Field(default="INFO", description="Python logging level.")
 

@@ -16,6 +16,7 @@ def test_every_topic_derives_from_the_prefix() -> None:
         "t1.plan-tasks",
         "t1.task-results",
         "t1.compactions",
+        "t1.metrics-updates",
         "t1.dlq",
     )
     assert Topics().commits == "firn.commits"

@@ -8,6 +8,9 @@ reconcile; ``Table.status`` calls it to show them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from firn.compaction.triggers import PartitionMetrics
 from firn.postgres.connection import Connection
 
@@ -31,31 +34,67 @@ SELECT p.partition_key,
        count(l.*) FILTER (WHERE l.store = 'base'),
        count(l.*) FILTER (WHERE l.unmerged OR (l.store = 'base' AND l.size_bytes < %(small)s)),
        coalesce(max(n.busiest), 0),
-       extract(epoch FROM now() - p.last_major_at)
+       extract(epoch FROM now() - p.last_major_at),
+       p.max_seq, p.max_merged_seq, extract(epoch FROM p.last_major_at),
+       (SELECT coalesce(max(snapshot_id), 0) FROM snapshot WHERE table_id = %(table)s)
 FROM catalog_partition p
 LEFT JOIN live l USING (partition_key)
 LEFT JOIN per_node n USING (partition_key)
 WHERE p.table_id = %(table)s
-GROUP BY p.partition_key, p.last_major_at
+GROUP BY p.partition_key, p.last_major_at, p.max_seq, p.max_merged_seq
 ORDER BY p.partition_key
 """
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """A partition's metrics with the positions they were read at: what the metrics
+    service reconciles its event-built counters against. One SQL statement reads it
+    all, so ``snapshot_id`` is exactly the table snapshot the numbers include."""
+
+    metrics: PartitionMetrics
+    max_seq: int
+    max_merged_seq: int
+    last_major_at: float | None
+    """Epoch seconds of the last major compaction; None if there never was one."""
+    snapshot_id: int
+    """The table's newest snapshot when read: every commit up to it is counted."""
 
 
 def partition_metrics(
     conn: Connection, table_id: int, small_file_bytes: int
 ) -> dict[str, PartitionMetrics]:
     """Every partition's metrics as of now."""
+    states = partition_states(conn, table_id, small_file_bytes)
+    return {part: state.metrics for part, state in states.items()}
+
+
+def partition_states(
+    conn: Connection, table_id: int, small_file_bytes: int
+) -> dict[str, PartitionState]:
+    """Every partition's metrics and read positions as of now."""
     rows = conn.execute(_QUERY, {"table": table_id, "small": small_file_bytes}).fetchall()
     return {
-        part: PartitionMetrics(
-            unmerged_insert_bytes=int(ins),
-            unmerged_delete_bytes=int(dels),
-            unmerged_files=int(files),
-            base_bytes=int(base_bytes),
-            base_files=int(base_files),
-            small_files=int(small),
-            max_unmerged_files_per_node=int(busiest),
-            seconds_since_major=None if age is None else float(age),
+        row[0]: PartitionState(
+            metrics=_metrics(row[1:9]),
+            max_seq=int(row[9]),
+            max_merged_seq=int(row[10]),
+            last_major_at=None if row[11] is None else float(row[11]),
+            snapshot_id=int(row[12]),
         )
-        for part, ins, dels, files, base_bytes, base_files, small, busiest, age in rows
+        for row in rows
     }
+
+
+def _metrics(row: Any) -> PartitionMetrics:
+    ins, dels, files, base_bytes, base_files, small, busiest, age = row
+    return PartitionMetrics(
+        unmerged_insert_bytes=int(ins),
+        unmerged_delete_bytes=int(dels),
+        unmerged_files=int(files),
+        base_bytes=int(base_bytes),
+        base_files=int(base_files),
+        small_files=int(small),
+        max_unmerged_files_per_node=int(busiest),
+        seconds_since_major=None if age is None else float(age),
+    )

@@ -47,6 +47,11 @@ class Topics:
         return f"{self.prefix}compactions"
 
     @property
+    def metrics_updates(self) -> str:
+        """Internal to metrics: per-partition updates keyed table_id/partition."""
+        return f"{self.prefix}metrics-updates"
+
+    @property
     def dlq(self) -> str:
         """Events that could not be decoded or handled, with the reason."""
         return f"{self.prefix}dlq"
@@ -58,6 +63,7 @@ class Topics:
             self.plan_tasks,
             self.task_results,
             self.compactions,
+            self.metrics_updates,
             self.dlq,
         )
 

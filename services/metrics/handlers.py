@@ -1,0 +1,196 @@
+"""The metrics service's handlers, free of Faust so they can be tested alone.
+
+Two steps, with a Kafka topic between them (see app.py): ``Fanout`` turns a commit
+event into one *update* per partition it touched and a compaction event into a
+catalog reading of the compacted partition; ``apply_update`` folds one update into
+the partition's ``TrackedPartition`` and says whether a plan request is due. The
+periodic check sends a reading of every partition through the same path.
+
+An update is a JSON object keyed ``table_id/partition_key``:
+``{"kind": "commit", ..., "increment": {...}}`` or
+``{"kind": "reading", ..., "reading": {...}}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import firn
+from firn.catalog.metrics import partition_states
+from firn.compaction.tracking import Increment, Reading, Request, TrackedPartition
+from firn.compaction.triggers import PartitionMetrics
+from firn.errors import ConfigError
+from firn.events.commits import CommitEvent
+from firn.events.compactions import CompactionEvent
+from firn.events.plans import PlanRequestEvent
+from firn.events.schemas import validate
+from firn.table.properties import TableProperties
+
+log = logging.getLogger(__name__)
+
+Update = dict[str, Any]
+
+
+def update_key(table_id: int, partition_key: str) -> str:
+    return f"{table_id}/{partition_key}"
+
+
+def commit_updates(event: Mapping[str, Any]) -> list[tuple[str, Update]]:
+    """One update per partition a commit event touched (``ConfigError`` if invalid)."""
+    validate(dict(event))
+    commit = CommitEvent.model_validate(event)
+    updates = []
+    for change in commit.partitions:
+        increment = Increment(
+            snapshot_id=commit.snapshot_id,
+            seq=commit.seq,
+            insert_bytes=change.insert_bytes,
+            delete_bytes=change.delete_bytes,
+            insert_files=change.insert_files,
+            delete_files=change.delete_files,
+        )
+        update = _update("commit", commit.table, commit.table_id, change.partition_key)
+        update["increment"] = dataclasses.asdict(increment)
+        updates.append((update_key(commit.table_id, change.partition_key), update))
+    return updates
+
+
+def _update(kind: str, table: str, table_id: int, partition_key: str) -> Update:
+    return {"kind": kind, "table": table, "table_id": table_id, "partition_key": partition_key}
+
+
+def apply_update(
+    state: Mapping[str, Any] | None,
+    updates: list[Update],
+    properties: TableProperties,
+    now: float,
+) -> tuple[TrackedPartition, Request | None]:
+    """The partition after ``updates`` (in order), and the plan request to send if
+    one is due."""
+    first = updates[0]
+    tracked = (
+        TrackedPartition.from_dict(state)
+        if state is not None and state["table_id"] == first["table_id"]
+        else TrackedPartition(first["table"], first["table_id"], first["partition_key"])
+    )
+    changed = False
+    for update in updates:
+        if update["kind"] == "commit":
+            changed |= tracked.apply_commit(Increment(**update["increment"]))
+        else:
+            reading = dict(update["reading"])
+            reading["metrics"] = PartitionMetrics(**reading["metrics"])
+            changed |= tracked.apply_reading(Reading(**reading))
+    if not changed:
+        return tracked, None  # a duplicate, late or older event: already counted
+    return tracked, tracked.request(properties, now)
+
+
+def needs_first_reading(state: Mapping[str, Any] | None, update: Mapping[str, Any]) -> bool:
+    """A commit to a partition never read from the catalog: read it first, or the
+    counters would start from zero (a partition with history looks empty, one
+    compacted an hour ago looks never compacted)."""
+    return update["kind"] == "commit" and (state is None or state["read_snapshot"] == 0)
+
+
+def plan_request_event(tracked: TrackedPartition, request: Request) -> PlanRequestEvent:
+    return PlanRequestEvent(
+        table=tracked.table,
+        table_id=tracked.table_id,
+        partition_key=tracked.partition_key,
+        kind=request.kind,  # type: ignore[arg-type]  # a Kind value
+        max_seq=request.max_seq,
+        score=request.score,
+        reasons=list(request.reasons),
+    )
+
+
+class CatalogReader:
+    """Readings and table properties from the catalog, for the async side to call in
+    a worker thread. Properties are cached for ``ttl`` seconds (the check interval),
+    so a changed threshold takes effect at the next check at the latest."""
+
+    def __init__(self, connect: Callable[[], firn.Catalog], ttl: float) -> None:
+        self._connect = connect
+        self._catalog: firn.Catalog | None = None
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._properties: dict[int, tuple[float, TableProperties]] = {}
+
+    @property
+    def catalog(self) -> firn.Catalog:
+        """The open catalog; a lost connection is replaced on the next call."""
+        if self._catalog is not None and (self._catalog.conn.closed or self._catalog.conn.broken):
+            self._catalog.close()
+            self._catalog = None
+        if self._catalog is None:
+            self._catalog = self._connect()
+        return self._catalog
+
+    def close(self) -> None:
+        if self._catalog is not None:
+            self._catalog.close()
+
+    def properties(self, table: str, table_id: int) -> TableProperties | None:
+        """The table's properties; None if it no longer exists."""
+        with self._lock:
+            cached = self._properties.get(table_id)
+            if cached is not None and time.monotonic() - cached[0] < self.ttl:
+                return cached[1]
+            try:
+                found = self.catalog.table(table)
+            except ConfigError:
+                return None
+            if found.table_id != table_id:
+                return None
+            self._properties[table_id] = (time.monotonic(), found.properties)
+            return found.properties
+
+    def readings(
+        self, table: str, table_id: int, partition_key: str | None = None
+    ) -> list[tuple[str, Update]]:
+        """A reading update for each partition of the table (or just one)."""
+        properties = self.properties(table, table_id)
+        if properties is None:
+            return []
+        with self._lock:
+            states = partition_states(self.catalog.conn, table_id, properties.small_file_threshold)
+        updates = []
+        for key, state in states.items():
+            if partition_key is not None and key != partition_key:
+                continue
+            update = _update("reading", table, table_id, key)
+            update["reading"] = {
+                "snapshot_id": state.snapshot_id,
+                "metrics": dataclasses.asdict(state.metrics),
+                "max_seq": state.max_seq,
+                "max_merged_seq": state.max_merged_seq,
+                "last_major_at": state.last_major_at,
+            }
+            updates.append((update_key(table_id, key), update))
+        return updates
+
+    def compaction_readings(self, event: Mapping[str, Any]) -> list[tuple[str, Update]]:
+        """The compacted partition's reading (``ConfigError`` if the event is invalid)."""
+        validate(dict(event))
+        compaction = CompactionEvent.model_validate(event)
+        return self.readings(compaction.table, compaction.table_id, compaction.partition_key)
+
+    def all_readings(self) -> list[tuple[str, Update]]:
+        """A reading of every partition of every table: the periodic check."""
+        with self._lock:
+            names = self.catalog.tables()
+        updates = []
+        for name in names:
+            with self._lock:
+                try:
+                    table_id = self.catalog.table(name).table_id
+                except ConfigError:
+                    continue  # dropped since listed
+            updates += self.readings(name, table_id)
+        return updates

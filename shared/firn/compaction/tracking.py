@@ -1,0 +1,162 @@
+"""The metrics service's per-partition counters (SPEC 4): kept up to date from commit
+events, reconciled with catalog readings, and turned into plan requests.
+
+Pure: no Kafka, Faust or Postgres here. The service stores one ``TrackedPartition``
+per (table, partition) as JSON in its Faust table.
+
+Everything is ordered by the table's snapshot id. A commit event names the snapshot
+it created; a catalog reading names the newest snapshot it includes. A reading
+replaces the counters, and the increments of commit events newer than the reading
+stay on top of it (``recent``), so a reading taken a moment before a commit landed
+does not drop that commit. A commit event the counters already include (older than
+the last reading, or seen before) changes nothing: duplicated and reordered events
+are harmless, and a lost one is made good by the next reading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from firn.compaction.triggers import Decision, PartitionMetrics, decide, score
+from firn.table.properties import TableProperties
+
+_ZERO = PartitionMetrics(0, 0, 0, 0, 0, 0, 0, None)
+
+
+@dataclass(frozen=True)
+class Increment:
+    """What one commit added to the partition."""
+
+    snapshot_id: int
+    seq: int
+    insert_bytes: int
+    delete_bytes: int
+    insert_files: int
+    delete_files: int
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The partition as the catalog had it at ``snapshot_id``."""
+
+    snapshot_id: int
+    metrics: PartitionMetrics
+    max_seq: int
+    max_merged_seq: int
+    last_major_at: float | None
+
+
+@dataclass(frozen=True)
+class Request:
+    """A plan request to send: the compaction due, why, and how urgent."""
+
+    kind: str
+    max_seq: int
+    score: float
+    reasons: tuple[str, ...]
+
+
+@dataclass
+class TrackedPartition:
+    table: str
+    table_id: int
+    partition_key: str
+    read_snapshot: int = 0
+    """Snapshot of the last catalog reading applied; 0 before the first."""
+    counted: PartitionMetrics = _ZERO
+    """The counters as of that reading."""
+    max_seq: int = 0
+    max_merged_seq: int = 0
+    last_major_at: float | None = None
+    recent: list[Increment] = field(default_factory=list)
+    """Commits newer than the reading, in the order their events arrived."""
+    requested_at: float | None = None
+    """When a plan request was last sent; every reading clears it."""
+
+    def apply_commit(self, increment: Increment) -> bool:
+        """Count a commit; False when it is already counted (or already merged)."""
+        if (
+            increment.snapshot_id <= self.read_snapshot
+            or increment.seq <= self.max_merged_seq
+            or any(i.snapshot_id == increment.snapshot_id for i in self.recent)
+        ):
+            return False
+        self.recent.append(increment)
+        self.max_seq = max(self.max_seq, increment.seq)
+        return True
+
+    def apply_reading(self, reading: Reading) -> bool:
+        """Take the catalog's numbers; False for a reading older than the last one.
+
+        Any reading, even an unchanged one, clears the pending request: a request
+        that was lost, or skipped because the partition was busy, is sent again once
+        the next reading (a compaction, or the periodic check) shows it is still due.
+        """
+        if reading.snapshot_id < self.read_snapshot:
+            return False
+        self.read_snapshot = reading.snapshot_id
+        self.counted = dataclasses.replace(reading.metrics, seconds_since_major=None)
+        self.max_seq = max(self.max_seq, reading.max_seq)
+        self.max_merged_seq = max(self.max_merged_seq, reading.max_merged_seq)
+        self.last_major_at = reading.last_major_at
+        self.recent = [
+            i
+            for i in self.recent
+            if i.snapshot_id > reading.snapshot_id and i.seq > self.max_merged_seq
+        ]
+        self.requested_at = None
+        return True
+
+    def metrics(self, now: float) -> PartitionMetrics:
+        """The counters with the recent commits added, as the triggers read them."""
+        m = self.counted
+        files = sum(i.insert_files + i.delete_files for i in self.recent)
+        # A commit writes at most one file per change node and file type, so each
+        # commit adds at most one insert and one delete file to the busiest node.
+        per_node = sum((i.insert_files > 0) + (i.delete_files > 0) for i in self.recent)
+        return PartitionMetrics(
+            unmerged_insert_bytes=m.unmerged_insert_bytes
+            + sum(i.insert_bytes for i in self.recent),
+            unmerged_delete_bytes=m.unmerged_delete_bytes
+            + sum(i.delete_bytes for i in self.recent),
+            unmerged_files=m.unmerged_files + files,
+            base_bytes=m.base_bytes,
+            base_files=m.base_files,
+            small_files=m.small_files + files,
+            max_unmerged_files_per_node=m.max_unmerged_files_per_node + per_node,
+            seconds_since_major=None if self.last_major_at is None else now - self.last_major_at,
+        )
+
+    def decision(self, properties: TableProperties, now: float) -> Decision:
+        return decide(self.metrics(now), properties)
+
+    def request(self, properties: TableProperties, now: float) -> Request | None:
+        """The plan request to send now, if the partition is due and none is pending;
+        marks it sent."""
+        if self.requested_at is not None:
+            return None
+        metrics = self.metrics(now)
+        decision = decide(metrics, properties)
+        if decision.kind is None:
+            return None
+        self.requested_at = now
+        return Request(
+            kind=decision.kind.value,
+            max_seq=self.max_seq,
+            score=score(metrics, properties),
+            reasons=decision.reasons,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able values, as the Faust table stores them."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any]) -> TrackedPartition:
+        data = dict(stored)
+        data["counted"] = PartitionMetrics(**data["counted"])
+        data["recent"] = [Increment(**i) for i in data["recent"]]
+        return cls(**data)

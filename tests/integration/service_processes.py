@@ -1,0 +1,105 @@
+"""Run Firn services as real OS processes (`python -m firn service NAME`) against a
+test's settings, with their logs kept for the failure message."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from firn.settings import FirnSettings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def service_env(settings: FirnSettings, **extra: str) -> dict[str, str]:
+    """The environment that makes a child process use exactly ``settings``."""
+    assert settings.database_url is not None
+    assert settings.kafka_bootstrap is not None
+    env = {
+        **os.environ,
+        "FIRN_DATABASE_URL": settings.database_url.get_secret_value(),
+        "FIRN_DATABASE_SCHEMA": settings.database_schema,
+        "FIRN_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "FIRN_TOPIC_PREFIX": settings.topic_prefix,
+        "FIRN_WAREHOUSE": settings.warehouse,
+        "FIRN_HOME": str(settings.home),
+        "FIRN_SERVICE_HEARTBEAT_SECONDS": "2",
+        "FIRN_LOG_LEVEL": "INFO",
+        # One Spark core per dispatcher: the machines that run these tests have two.
+        "FIRN_SPARK_MASTER": "local[1]",
+    }
+    env.update(extra)
+    return env
+
+
+class Services:
+    """Named service processes: start, kill, restart; logs under ``log_dir``."""
+
+    def __init__(self, settings: FirnSettings, log_dir: Path, env: Mapping[str, str]) -> None:
+        self.settings = settings
+        self.log_dir = log_dir
+        self.env = dict(service_env(settings, **env))
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._starts: dict[str, int] = {}
+
+    def start(self, name: str, service: str | None = None) -> subprocess.Popen[bytes]:
+        """Start ``service`` (default: ``name`` without a ``#n`` suffix) as ``name``."""
+        service = service or name.split("#")[0]
+        self._starts[name] = self._starts.get(name, 0) + 1
+        log_path = self.log_dir / f"{name.replace('#', '-')}.{self._starts[name]}.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "firn", "service", service],
+                cwd=REPO,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.procs[name] = proc
+        return proc
+
+    def kill(self, name: str) -> None:
+        """kill -9: no chance to finish the message in hand or deregister."""
+        proc = self.procs[name]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
+
+    def assert_running(self) -> None:
+        dead = {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
+        assert not dead, f"service(s) exited: {dead}\n{self.logs()}"
+
+    def logs(self, tail: int = 40) -> str:
+        parts = []
+        for path in sorted(self.log_dir.glob("*.log")):
+            lines = path.read_text(errors="replace").splitlines()[-tail:]
+            parts.append(f"--- {path.name}\n" + "\n".join(lines))
+        return "\n".join(parts)
+
+
+@contextmanager
+def running_services(
+    settings: FirnSettings, log_dir: Path, names: list[str], **env: str
+) -> Iterator[Services]:
+    services = Services(settings, log_dir, env)
+    try:
+        for name in names:
+            services.start(name)
+        yield services
+    finally:
+        services.stop_all()

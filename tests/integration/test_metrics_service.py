@@ -1,0 +1,131 @@
+"""The metrics service as a real process (Faust worker) on the real stack: commit
+events become plan requests when the triggers fire; replayed commit events change
+nothing; a malformed event is parked in the DLQ and the service carries on; the
+periodic catalog check finds commits whose events never reached Kafka."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+import firn
+from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.settings import FirnSettings
+from tests.integration.service_processes import running_services
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+# One node, so one commit is one change file per type; a node with more than two
+# unmerged change files is due for a minor compaction.
+PROPS = {"change.buckets": 1, "base.buckets": 1, "minor.file-count": 2}
+
+
+class Tail:
+    """Reads a topic from the start, remembering everything seen."""
+
+    def __init__(self, settings: FirnSettings, topic: str, group: str) -> None:
+        self.reader = consumer(settings, group_id=group)
+        self.reader.subscribe([topic])
+        self.seen: list[dict[str, Any]] = []
+
+    def until(self, count: int, timeout: float, services: Any = None) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while len(self.seen) < count and time.monotonic() < deadline:
+            if services is not None:
+                services.assert_running()
+            message = self.reader.poll(0.5)
+            if message is not None and message.error() is None:
+                self.seen.append(json.loads(message.value()))
+        return self.seen
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def _upsert(table: firn.Table, ids: range, tag: str) -> int:
+    return table.upsert(pa.table({"id": list(ids), "v": [tag] * len(ids)}))
+
+
+def test_commit_events_become_plan_requests_once(
+    settings: FirnSettings, tmp_path: Path, unique: str
+) -> None:
+    topics = Topics.from_settings(settings)
+    ensure_topics(admin_client(settings), topics.all())
+    requests = Tail(settings, topics.plan_requests, f"requests-{unique}")
+    dlq = Tail(settings, topics.dlq, f"dlq-{unique}")
+    commits = Tail(settings, topics.commits, f"commits-{unique}")
+    with (
+        firn.connect(warehouse=str(tmp_path / "wh"), settings=settings) as catalog,
+        running_services(settings, tmp_path, ["metrics"]) as services,
+    ):
+        table = catalog.create_table("events", SCHEMA, ["id"], [], PROPS)
+        # Stop the partition from being due merely because it never had a major.
+        catalog.conn.execute(
+            "INSERT INTO catalog_partition (table_id, partition_key, partition_values, "
+            "last_major_at) VALUES (%s, '', '{}', now())",
+            (table.table_id,),
+        )
+        for n in range(2):
+            _upsert(table, range(n, 50, 2), f"v{n}")
+        early = requests.until(1, timeout=8, services=services)
+        assert early == [], services.logs()  # 2 files per node: not due
+        _upsert(table, range(0, 10), "v2")
+        got = requests.until(1, timeout=90, services=services)
+        assert len(got) == 1, services.logs()
+        request = got[0]
+        assert (request["table"], request["partition_key"], request["kind"]) == (
+            "events",
+            "",
+            "minor",
+        )
+        assert request["max_seq"] == 3
+        assert request["reasons"] == ["a node has 3 change files > 2"]
+        assert request["score"] > 0
+
+        # Replayed commit events and a malformed one: nothing new is requested, the
+        # malformed event is parked with its reason, and the service keeps going.
+        replay = producer(settings)
+        for event in commits.until(3, timeout=30):
+            replay.produce(topics.commits, key=b"events", value=json.dumps(event).encode())
+        replay.produce(topics.commits, key=b"events", value=b'{"event_type": "commit", "seq": -1}')
+        replay.flush(10)
+        letters = dlq.until(1, timeout=60, services=services)
+        assert len(letters) == 1
+        assert letters[0]["service"] == "metrics"
+        assert letters[0]["source_topic"] == topics.commits
+        assert letters[0]["reason"].startswith("commit event invalid")
+        assert requests.until(2, timeout=5, services=services) == got
+
+        # A second table is still served after all that.
+        other = catalog.create_table("other", SCHEMA, ["id"], [], PROPS)
+        _upsert(other, range(5), "x")
+        got = requests.until(2, timeout=60, services=services)
+        assert [r["table"] for r in got] == ["events", "other"]
+        assert got[1]["kind"] == "major"  # never compacted: the interval rule fires
+    for tail in (requests, dlq, commits):
+        tail.close()
+
+
+def test_the_periodic_check_finds_commits_without_events(
+    settings: FirnSettings, tmp_path: Path, unique: str
+) -> None:
+    topics = Topics.from_settings(settings)
+    ensure_topics(admin_client(settings), topics.all())
+    requests = Tail(settings, topics.plan_requests, f"requests-{unique}")
+    silent = settings.model_copy(update={"kafka_bootstrap": None})
+    with (
+        firn.connect(warehouse=str(tmp_path / "wh"), settings=silent) as catalog,
+        running_services(
+            settings, tmp_path, ["metrics"], FIRN_METRICS_CHECK_INTERVAL="3"
+        ) as services,
+    ):
+        assert catalog.commit_publisher is None
+        table = catalog.create_table("quiet", SCHEMA, ["id"], [], PROPS)
+        _upsert(table, range(20), "a")
+        got = requests.until(1, timeout=90, services=services)
+        assert len(got) == 1, services.logs()
+        assert (got[0]["table"], got[0]["kind"], got[0]["max_seq"]) == ("quiet", "major", 1)
+    requests.close()
