@@ -30,6 +30,7 @@ from firn.compaction.execution import run_local
 from firn.compaction.kernel import KernelLimits
 from firn.compaction.planning import plan_now
 from firn.compaction.tasks import TaskResult
+from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
 from firn.table.values import key_from_json
 
@@ -319,6 +320,10 @@ def test_failed_attempts_retry_then_fail_the_plan(catalog: firn.Catalog) -> None
         result = TaskResult(task_id=task.task_id, attempt=attempt, error="boom")
         expected = "retry" if attempt == 1 else "failed"
         assert record_result(conn, result, max_attempts=2) == expected
+        if expected == "retry":
+            # Backing off: nobody may claim it yet. Then the backoff passes.
+            assert claim_task(conn, task.task_id, "other", 60) is None
+            _backoff_passes(conn, task.task_id)
     plan_state = conn.execute(
         "SELECT state FROM compaction_plan WHERE plan_id = %s", (record.plan_id,)
     ).fetchone()
@@ -326,6 +331,10 @@ def test_failed_attempts_retry_then_fail_the_plan(catalog: firn.Catalog) -> None
     # A late result of attempt 1 is stale and changes nothing.
     late = TaskResult(task_id=task.task_id, attempt=1)
     assert record_result(conn, late, max_attempts=2) == "stale"
+
+
+def _backoff_passes(conn: Connection, task_id: int) -> None:
+    conn.execute("UPDATE compaction_task SET not_before = now() WHERE task_id = %s", (task_id,))
 
 
 def test_status_shows_score_due_open_plan_and_last_compaction(catalog: firn.Catalog) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 import firn
 from firn.catalog.compactions import commit_plan
-from firn.catalog.plans import PlanRecord, release_tasks
+from firn.catalog.plans import PlanRecord, release_tasks, retry_backoff
 from firn.compaction.execution import Claim, run_local, run_spark
 from firn.compaction.kernel import KernelLimits
 from firn.compaction.planning import plan_now
@@ -115,7 +115,16 @@ def test_failed_attempts_go_back_to_pending_and_the_sweep_announces_them(
     retried = drain(settings, topics.task_results, f"results-{unique}", expect=len(record.tasks))
     assert {(r["outcome"], r["error"]) for r in retried} == {("retry", "disk full")}
 
-    assert sorted(dispatcher.sweep(min_age_seconds=0)) == sorted(t.task_id for t in record.tasks)
+    assert dispatcher.sweep(min_age_seconds=0) == [], "backing off: not announced yet"
+    not_before = catalog.conn.execute(
+        "SELECT DISTINCT not_before - updated_at FROM compaction_task WHERE plan_id = %s",
+        (record.plan_id,),
+    ).fetchall()
+    assert [row[0].total_seconds() for row in not_before] == [retry_backoff(1)]
+    catalog.conn.execute(  # the backoff passes
+        "UPDATE compaction_task SET not_before = now() WHERE plan_id = %s", (record.plan_id,)
+    )
+    assert sorted(dispatcher.sweep(min_age_seconds=60)) == sorted(t.task_id for t in record.tasks)
     assert dispatcher.sweep(min_age_seconds=60) == [], "just announced: not again yet"
     announced = drain(settings, topics.plan_tasks, f"tasks-{unique}", expect=len(record.tasks))
     assert {e["attempt"] for e in announced} == {1}

@@ -22,6 +22,16 @@ from firn.postgres.connection import Connection
 
 OPEN_PLAN_STATES = (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)
 BUSY_TASK_STATES = (TaskState.EXECUTING, TaskState.PREPARED)
+RETRY_BACKOFF_SECONDS = 5.0
+"""Backoff before a task's second attempt; it doubles with each further attempt."""
+RETRY_BACKOFF_MAX_SECONDS = 300.0
+
+
+def retry_backoff(attempt: int) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1-based) before the next."""
+    return float(min(RETRY_BACKOFF_SECONDS * 2.0 ** (attempt - 1), RETRY_BACKOFF_MAX_SECONDS))
+
+
 _TASK_COLUMNS = frozenset({"lease_owner", "lease_expires", "outputs", "error"})
 
 
@@ -227,6 +237,11 @@ def claim_task(
     """Pending -> Executing with a new attempt and a lease; ``None`` if another
     executor got it first (or it is no longer pending)."""
     with conn.transaction():
+        backing_off = conn.execute(
+            "SELECT 1 FROM compaction_task WHERE task_id = %s AND not_before > now()", (task_id,)
+        ).fetchone()
+        if backing_off is not None:
+            return None  # a retry whose backoff has not passed: the sweep announces it
         attempt = move_task(
             conn,
             task_id,
@@ -284,7 +299,19 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
         if moved is None:
             return "stale"
         if result.attempt < max_attempts:
-            move_task(conn, result.task_id, TaskState.FAILED, TaskState.PENDING, reason="retry")
+            backoff = retry_backoff(result.attempt)
+            move_task(
+                conn,
+                result.task_id,
+                TaskState.FAILED,
+                TaskState.PENDING,
+                reason=f"retry after {backoff:.0f}s",
+            )
+            conn.execute(
+                "UPDATE compaction_task SET not_before = now() + make_interval(secs => %s) "
+                "WHERE task_id = %s",
+                (backoff, result.task_id),
+            )
             return "retry"
         fail_plan(
             conn,
@@ -431,20 +458,22 @@ def pending_tasks_of(conn: Connection, plan_id: int, limit: int) -> list[int]:
     """Up to ``limit`` Pending tasks of one plan, in plan order (for batching)."""
     rows = conn.execute(
         "SELECT task_id FROM compaction_task WHERE plan_id = %s AND state = %s "
-        "ORDER BY ordinal LIMIT %s",
+        "AND (not_before IS NULL OR not_before <= now()) ORDER BY ordinal LIMIT %s",
         (plan_id, TaskState.PENDING.value, limit),
     ).fetchall()
     return [int(r[0]) for r in rows]
 
 
 def stale_pending_tasks(conn: Connection, min_age_seconds: float) -> list[WaitingTask]:
-    """Pending tasks of open plans untouched for ``min_age_seconds`` (their event was
-    lost, or they wait for a retry's backoff to pass), oldest first; each is touched,
-    so the next sweep does not announce it again at once."""
+    """Pending tasks of open plans to announce again: retries whose backoff just
+    passed, and tasks untouched for ``min_age_seconds`` (their event was lost); each
+    is touched, so the next sweep does not announce it again at once."""
     rows = conn.execute(
         "UPDATE compaction_task t SET updated_at = now() FROM compaction_plan p "
         "WHERE p.plan_id = t.plan_id AND p.state = ANY(%s) AND t.state = %s "
-        "AND t.updated_at < now() - make_interval(secs => %s) "
+        "AND coalesce(t.not_before, '-infinity') <= now() "
+        "AND (t.updated_at < now() - make_interval(secs => %s) "
+        "     OR t.updated_at < t.not_before) "
         "RETURNING t.plan_id, t.task_id, t.state, t.attempt, t.input_bytes",
         (
             [s.value for s in OPEN_PLAN_STATES],

@@ -12,7 +12,14 @@ import time
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from firn.catalog.compactions import PlanCommit, commit_plan
-from firn.catalog.plans import PlanRecord, PlanSkipped, claim_task, record_result, release_tasks
+from firn.catalog.plans import (
+    PlanRecord,
+    PlanSkipped,
+    claim_task,
+    record_result,
+    release_tasks,
+    retry_backoff,
+)
 from firn.compaction.execution import Claim, run_local, run_spark
 from firn.compaction.kernel import KernelLimits
 from firn.compaction.planning import plan_now
@@ -71,9 +78,11 @@ def compact(
                 claims.append(claim)
         batch = _execute(table, claims, limits, engine)
         results.extend(batch)
-        pending = [
-            r.task_id for r in batch if record_result(conn, r, props.task_max_attempts) == "retry"
-        ]
+        retries = [r for r in batch if record_result(conn, r, props.task_max_attempts) == "retry"]
+        pending = [r.task_id for r in retries]
+        if retries:
+            # Claims are refused until the backoff has passed (as the services wait).
+            time.sleep(max(retry_backoff(r.attempt) for r in retries))
 
     commits = [commit_plan(conn, p.plan_id) for p in plans]
     return _summary(table, kind, plans, skipped, commits, results, time.monotonic() - started)
