@@ -17,7 +17,13 @@ from typing import Any
 from confluent_kafka import Producer
 
 import firn
-from firn.catalog.plans import PlanRecord, PlanSkipped, move_task, waiting_tasks
+from firn.catalog.plans import (
+    PlanRecord,
+    PlanSkipped,
+    move_task,
+    served_by_committed_plan,
+    waiting_tasks,
+)
 from firn.compaction.planning import plan_now
 from firn.compaction.states import TaskState
 from firn.errors import ConfigError, FirnError
@@ -45,6 +51,23 @@ class Planner:
             return
         if table.table_id != request.table_id:
             log.warning("plan request for a dropped incarnation of %s ignored", request.table)
+            return
+        served = served_by_committed_plan(
+            self.catalog.conn,
+            table.table_id,
+            request.partition_key,
+            request.kind,
+            request.max_seq,
+        )
+        if served is not None:
+            # Replayed or late: metrics asks again after every compaction if still due.
+            log.info(
+                "%s %r: request up to seq %d already served by plan %d",
+                table.name,
+                request.partition_key,
+                request.max_seq,
+                served,
+            )
             return
         outcome = plan_now(
             table,

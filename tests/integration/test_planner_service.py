@@ -97,3 +97,41 @@ def test_bad_and_unknown_requests(settings: FirnSettings, catalog: firn.Catalog)
     with pytest.raises(ConfigError, match="kind"):
         planner.plan_request(bad)  # the consume loop parks this in the DLQ
     assert catalog.conn.execute("SELECT count(*) FROM compaction_plan").fetchone() == (0,)
+
+
+def test_a_request_already_served_by_a_committed_plan_plans_nothing(
+    settings: FirnSettings, catalog: firn.Catalog
+) -> None:
+    topics = Topics.from_settings(settings)
+    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    table = catalog.create_table("served", SCHEMA, ["id"], [], {"base.buckets": 2})
+    for n in range(3):
+        table.upsert(pa.table({"id": [n, n + 10], "v": [f"v{n}"] * 2}))
+    assert firn.compact(table, engine="local")["plans"][0]["outcome"] == "committed"
+    planner = Planner(catalog, producer(settings), topics.plan_tasks)
+
+    def request(kind: str, max_seq: int) -> dict[str, Any]:
+        event = PlanRequestEvent(
+            table=table.name,
+            table_id=table.table_id,
+            partition_key="",
+            kind=kind,  # type: ignore[arg-type]
+            max_seq=max_seq,
+            score=1.0,
+            reasons=["replayed"],
+        )
+        return dict(json.loads(event.to_json()))
+
+    def plans() -> list[tuple[str, str]]:
+        rows = catalog.conn.execute(
+            "SELECT kind, state FROM compaction_plan WHERE table_id = %s ORDER BY plan_id",
+            (table.table_id,),
+        ).fetchall()
+        return [(k, s) for k, s in rows]
+
+    planner.plan_request(request("major", 3))  # replayed: the major up to 3 is done
+    planner.plan_request(request("minor", 2))  # a major serves a minor too
+    assert plans() == [("major", "Committed")]
+    table.upsert(pa.table({"id": [99], "v": ["new"]}))
+    planner.plan_request(request("major", 4))  # new changes: planned
+    assert plans() == [("major", "Committed"), ("major", "Planned")]

@@ -454,6 +454,23 @@ def expire_leases(conn: Connection) -> list[int]:
     return expired
 
 
+SERVES = {"minor": ("minor", "major", "full"), "major": ("major", "full"), "full": ("full",)}
+"""The committed plan kinds that make a request of each kind unnecessary."""
+
+
+def served_by_committed_plan(
+    conn: Connection, table_id: int, partition_key: str, kind: str, max_seq: int
+) -> int | None:
+    """The committed plan that already folded in every change a request for ``kind``
+    up to ``max_seq`` asked about (a replayed or late request), if there is one."""
+    row = conn.execute(
+        "SELECT max(plan_id) FROM compaction_plan WHERE table_id = %s AND partition_key = %s "
+        "AND state = %s AND to_seq >= %s AND kind = ANY(%s)",
+        (table_id, partition_key, PlanState.COMMITTED.value, max_seq, list(SERVES[kind])),
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
 def pending_tasks_of(conn: Connection, plan_id: int, limit: int) -> list[int]:
     """Up to ``limit`` Pending tasks of one plan, in plan order (for batching)."""
     rows = conn.execute(
