@@ -54,11 +54,13 @@ def create_app(
     on_timer: Callable[[], Awaitable[None]] | None = None,
 ) -> faust.App:
     topics = Topics.from_settings(settings)
+    datadir = settings.home / "metrics"
+    datadir.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level
     app = faust.App(
         f"{settings.topic_prefix}metrics",
         broker=f"kafka://{settings.kafka_servers()}",
         store="memory://",  # the table is rebuilt from its changelog topic on start
-        datadir=str(settings.home / "metrics"),
+        datadir=str(datadir),
         web_enabled=False,
         topic_partitions=PARTITIONS,
         # Offsets are committed by Faust only after the agent has processed the event.
