@@ -74,6 +74,9 @@ def create_app(
     plan_requests = app.topic(topics.plan_requests, value_serializer="raw")
     dlq = app.topic(topics.dlq, value_serializer="raw")
     partitions = app.Table("partitions", default=None, partitions=PARTITIONS)
+    # A request no compaction answered is sent again after this long: it was lost, or
+    # its plan failed. Not sooner: a plan may simply still be queued or running.
+    resend_after = max(2 * settings.metrics_check_interval, 60.0)
 
     async def send_updates(found: list[tuple[str, Update]]) -> None:
         for key, update in found:
@@ -139,7 +142,7 @@ def create_app(
                         update["partition_key"],
                     )
                 ] + batch
-            tracked, request = apply_update(state, batch, properties, time.time())
+            tracked, request = apply_update(state, batch, properties, time.time(), resend_after)
             partitions[key] = tracked.as_dict()
             if request is not None:
                 planned = plan_request_event(tracked, request)

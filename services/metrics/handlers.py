@@ -69,6 +69,7 @@ def apply_update(
     updates: list[Update],
     properties: TableProperties,
     now: float,
+    resend_after: float,
 ) -> tuple[TrackedPartition, Request | None]:
     """The partition after ``updates`` (in order), and the plan request to send if
     one is due."""
@@ -88,7 +89,7 @@ def apply_update(
             changed |= tracked.apply_reading(Reading(**reading))
     if not changed:
         return tracked, None  # a duplicate, late or older event: already counted
-    return tracked, tracked.request(properties, now)
+    return tracked, tracked.request(properties, now, resend_after)
 
 
 def needs_first_reading(state: Mapping[str, Any] | None, update: Mapping[str, Any]) -> bool:
@@ -171,6 +172,7 @@ class CatalogReader:
                 "max_seq": state.max_seq,
                 "max_merged_seq": state.max_merged_seq,
                 "last_major_at": state.last_major_at,
+                "last_plan": state.last_plan,
             }
             updates.append((update_key(table_id, key), update))
         return updates

@@ -42,8 +42,11 @@ OPEN_TASK_STATES = ("Init", "Pending", "Executing", "Prepared", "Failed")
 class CdcProducer:
     """Commits random change sets to ``table`` and keeps the model in step."""
 
-    def __init__(self, table: firn.Table, seed: int, keys: int = 300) -> None:
+    def __init__(
+        self, table: firn.Table, seed: int, keys: int = 300, days: list[str] = DAYS
+    ) -> None:
         self.table = table
+        self.days = days
         self.rng = random.Random(seed)
         self.keys = keys
         self.model: dict[tuple[str, int], tuple[Any, ...]] = {}
@@ -52,7 +55,7 @@ class CdcProducer:
     def commit_one(self) -> int:
         rows: list[dict[str, Any]] = []
         for _ in range(self.rng.randint(1, 12)):
-            day, key = self.rng.choice(DAYS), self.rng.randrange(self.keys)
+            day, key = self.rng.choice(self.days), self.rng.randrange(self.keys)
             roll = self.rng.random()
             if roll < 0.25:
                 rows.append({"day": day, "id": key, "amount": None, "note": None, "_op": "D"})

@@ -65,7 +65,7 @@ class Services:
 
     def kill(self, name: str) -> None:
         """kill -9: no chance to finish the message in hand or deregister."""
-        proc = self.procs[name]
+        proc = self.procs.pop(name)  # down on purpose until started again
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
-from firn.kafka.loop import UnhandledEventError, decode
+from firn.kafka.loop import ConsumeLoop, UnhandledEventError, decode
 from firn.kafka.topics import Topics
 
 
@@ -41,3 +42,44 @@ def test_undecodable_values_are_unhandled_not_retryable(value: bytes | None, rea
     with pytest.raises(UnhandledEventError, match=reason) as caught:
         decode(value)
     assert caught.value.retryable is False
+
+
+class _RefusingConsumer:
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def commit(self, **_: object) -> None:
+        raise KafkaException(KafkaError(self.code))
+
+
+class _Message:
+    def topic(self) -> str:
+        return "t"
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return 7
+
+
+def _loop(code: int) -> ConsumeLoop:
+    return ConsumeLoop(
+        _RefusingConsumer(code),  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        topics=["t"],
+        handlers={},
+        dlq_topic="dlq",
+        service="test",
+    )
+
+
+def test_a_commit_refused_after_a_rebalance_is_not_fatal() -> None:
+    # The partition moved to another member while the message was handled: that
+    # member handles it again, this one carries on.
+    _loop(KafkaError.ILLEGAL_GENERATION)._commit(_Message())  # type: ignore[arg-type]
+
+
+def test_other_commit_errors_still_raise() -> None:
+    with pytest.raises(KafkaException):
+        _loop(KafkaError._MSG_TIMED_OUT)._commit(_Message())  # type: ignore[arg-type]

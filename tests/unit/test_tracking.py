@@ -88,27 +88,33 @@ def test_merged_commits_are_not_counted_again() -> None:
     assert tracked.metrics(now=160.0) == dataclasses.replace(merged, seconds_since_major=60.0)
 
 
-def test_one_request_until_the_next_reading() -> None:
+def test_one_request_until_a_compaction_or_the_resend_time() -> None:
     props = TableProperties.parse({"base.buckets": 1, "minor.file-count": 2})
     tracked = TrackedPartition("t", 1, "", last_major_at=0.0)
     base = PartitionMetrics(0, 0, 0, 10**9, 1, 0, 0, None)
     tracked.apply_reading(Reading(1, base, max_seq=1, max_merged_seq=1, last_major_at=0.0))
     for n in (2, 3):
         tracked.apply_commit(Increment(n, n, 100, 0, 1, 0))
-        assert tracked.request(props, now=10.0) is None  # 2 files per node: not > 2
+        assert tracked.request(props, now=10.0, resend_after=600) is None  # 2 per node: not > 2
     tracked.apply_commit(Increment(4, 4, 100, 0, 1, 0))
-    request = tracked.request(props, now=10.0)
+    request = tracked.request(props, now=10.0, resend_after=600)
     assert request is not None
     assert (request.kind, request.max_seq) == ("minor", 4)
     assert request.reasons == ("a node has 3 change files > 2",)
     tracked.apply_commit(Increment(5, 5, 100, 0, 1, 0))
-    assert tracked.request(props, now=11.0) is None  # one is pending
-    # The plan was skipped (busy) or lost: the next reading, still due, asks again.
+    assert tracked.request(props, now=11.0, resend_after=600) is None  # one is pending
+    # A periodic reading with no compaction since: still pending.
     unmerged = PartitionMetrics(400, 0, 4, 10**9, 1, 4, 4, None)
-    tracked.apply_reading(Reading(5, unmerged, max_seq=5, max_merged_seq=1, last_major_at=0.0))
-    again = tracked.request(props, now=12.0)
+    tracked.apply_reading(Reading(5, unmerged, 5, 1, 0.0, last_plan=0))
+    assert tracked.request(props, now=12.0, resend_after=600) is None
+    # The plan the partition was busy with commits: still due, so it asks again.
+    tracked.apply_reading(Reading(6, unmerged, 5, 1, 0.0, last_plan=7))
+    again = tracked.request(props, now=13.0, resend_after=600)
     assert again is not None
     assert again.max_seq == 5
+    # Unanswered (lost, or its plan failed): asked again once resend_after has passed.
+    assert tracked.request(props, now=612.0, resend_after=600) is None
+    assert tracked.request(props, now=613.0, resend_after=600) is not None
 
 
 def test_an_older_reading_is_ignored() -> None:
@@ -125,4 +131,5 @@ def test_stored_form_round_trips_through_json() -> None:
     tracked = TrackedPartition("t", 7, "day=1", last_major_at=5.5)
     tracked.apply_commit(Increment(2, 2, 1, 2, 1, 1))
     tracked.requested_at = 9.0
+    tracked.last_plan = 3
     assert TrackedPartition.from_dict(json.loads(json.dumps(tracked.as_dict()))) == tracked

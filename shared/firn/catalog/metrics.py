@@ -36,7 +36,9 @@ SELECT p.partition_key,
        coalesce(max(n.busiest), 0),
        extract(epoch FROM now() - p.last_major_at),
        p.max_seq, p.max_merged_seq, extract(epoch FROM p.last_major_at),
-       (SELECT coalesce(max(snapshot_id), 0) FROM snapshot WHERE table_id = %(table)s)
+       (SELECT coalesce(max(snapshot_id), 0) FROM snapshot WHERE table_id = %(table)s),
+       (SELECT coalesce(max(plan_id), 0) FROM compaction_plan c WHERE c.table_id = %(table)s
+        AND c.partition_key = p.partition_key AND c.state = 'Committed')
 FROM catalog_partition p
 LEFT JOIN live l USING (partition_key)
 LEFT JOIN per_node n USING (partition_key)
@@ -59,6 +61,8 @@ class PartitionState:
     """Epoch seconds of the last major compaction; None if there never was one."""
     snapshot_id: int
     """The table's newest snapshot when read: every commit up to it is counted."""
+    last_plan: int
+    """The partition's newest committed compaction plan; 0 if none."""
 
 
 def partition_metrics(
@@ -81,6 +85,7 @@ def partition_states(
             max_merged_seq=int(row[10]),
             last_major_at=None if row[11] is None else float(row[11]),
             snapshot_id=int(row[12]),
+            last_plan=int(row[13]),
         )
         for row in rows
     }

@@ -47,6 +47,8 @@ class Reading:
     max_seq: int
     max_merged_seq: int
     last_major_at: float | None
+    last_plan: int = 0
+    """The partition's newest committed compaction plan (0: none)."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,11 @@ class TrackedPartition:
     last_major_at: float | None = None
     recent: list[Increment] = field(default_factory=list)
     """Commits newer than the reading, in the order their events arrived."""
+    last_plan: int = 0
+    """The newest committed plan any reading showed."""
     requested_at: float | None = None
-    """When a plan request was last sent; every reading clears it."""
+    """When a plan request was last sent; cleared by a reading that shows a newer
+    committed plan."""
 
     def apply_commit(self, increment: Increment) -> bool:
         """Count a commit; False when it is already counted (or already merged)."""
@@ -91,9 +96,9 @@ class TrackedPartition:
     def apply_reading(self, reading: Reading) -> bool:
         """Take the catalog's numbers; False for a reading older than the last one.
 
-        Any reading, even an unchanged one, clears the pending request: a request
-        that was lost, or skipped because the partition was busy, is sent again once
-        the next reading (a compaction, or the periodic check) shows it is still due.
+        A reading that shows a newly committed plan clears the pending request: a
+        request the planner skipped because the partition was busy is sent again as
+        soon as that work is committed, if the partition is still due.
         """
         if reading.snapshot_id < self.read_snapshot:
             return False
@@ -102,12 +107,14 @@ class TrackedPartition:
         self.max_seq = max(self.max_seq, reading.max_seq)
         self.max_merged_seq = max(self.max_merged_seq, reading.max_merged_seq)
         self.last_major_at = reading.last_major_at
+        if reading.last_plan > self.last_plan:
+            self.last_plan = reading.last_plan
+            self.requested_at = None
         self.recent = [
             i
             for i in self.recent
             if i.snapshot_id > reading.snapshot_id and i.seq > self.max_merged_seq
         ]
-        self.requested_at = None
         return True
 
     def metrics(self, now: float) -> PartitionMetrics:
@@ -133,10 +140,13 @@ class TrackedPartition:
     def decision(self, properties: TableProperties, now: float) -> Decision:
         return decide(self.metrics(now), properties)
 
-    def request(self, properties: TableProperties, now: float) -> Request | None:
-        """The plan request to send now, if the partition is due and none is pending;
-        marks it sent."""
-        if self.requested_at is not None:
+    def request(
+        self, properties: TableProperties, now: float, resend_after: float
+    ) -> Request | None:
+        """The plan request to send now, if the partition is due and no request is
+        pending; marks it sent. A request unanswered for ``resend_after`` seconds (lost,
+        or its plan failed) no longer counts as pending."""
+        if self.requested_at is not None and now - self.requested_at < resend_after:
             return None
         metrics = self.metrics(now)
         decision = decide(metrics, properties)

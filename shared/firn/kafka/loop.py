@@ -18,7 +18,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from firn.errors import FirnError
 from firn.events.dead_letters import DeadLetterEvent
@@ -27,6 +34,15 @@ log = logging.getLogger(__name__)
 
 EventHandler = Callable[[Mapping[str, Any]], None]
 """Handles one decoded event; raises a FirnError (retryable or not) when it cannot."""
+
+
+_REBALANCED = {
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError._ASSIGNMENT_LOST,
+}
+"""Commit errors that mean: this member no longer owns the partition."""
 
 
 class UnhandledEventError(FirnError):
@@ -108,7 +124,26 @@ class ConsumeLoop:
                 time.sleep(self._retry_backoff)
                 return
             self._park(message, str(exc))
-        self._consumer.commit(message=message, asynchronous=False)
+        self._commit(message)
+
+    def _commit(self, message: Message) -> None:
+        """Commit past ``message``. If the group rebalanced while it was handled, the
+        partition may belong to another member now: the commit is refused, the new
+        owner handles the message again (handlers are idempotent), and this member
+        carries on with what it was given."""
+        try:
+            self._consumer.commit(message=message, asynchronous=False)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() not in _REBALANCED:
+                raise
+            log.warning(
+                "offset of %s[%s]@%s not committed, the group rebalanced: %s",
+                message.topic(),
+                message.partition(),
+                message.offset(),
+                error.str(),
+            )
 
     def _park(self, message: Message, reason: str) -> None:
         """Send the message to the DLQ with why, and wait until the broker has it."""

@@ -1,0 +1,240 @@
+"""Faults on the real stack, with the four services as separate processes.
+
+While a producer streams changes: kill -9 the executor-dispatcher while it runs a
+task, the committer while a plan waits to be committed, and the planner while it has
+plan requests to serve; restart each. Malformed events are sent to three services'
+topics. Afterwards all work completes, read() equals the model, no task is stuck, no
+plan is committed twice, and replaying every event of the run changes nothing.
+
+Two executor-dispatchers share the work without running a task to Prepared twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import firn
+from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.postgres.connection import Connection
+from firn.settings import FirnSettings
+from tests.integration.cdc_workload import PROPERTIES, SCHEMA, CdcProducer, wait_until_settled
+from tests.integration.service_processes import running_services
+
+SERVICES = ["metrics", "planner", "dispatcher", "committer"]
+ENV = {"FIRN_METRICS_CHECK_INTERVAL": "5"}
+
+
+@pytest.fixture
+def stack_settings(settings: FirnSettings, tmp_path: Path) -> FirnSettings:
+    return settings.model_copy(
+        update={"warehouse": str(tmp_path / "warehouse"), "home": tmp_path / "home"}
+    )
+
+
+def _exists(conn: Connection, sql: str, *args: Any) -> bool:
+    return conn.execute(sql, args).fetchone() is not None
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never saw {what} within {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+def _state(conn: Connection, table_id: int) -> dict[str, Any]:
+    """What must not change when events are replayed."""
+    snapshots = conn.execute(
+        "SELECT kind, count(*) FROM snapshot WHERE table_id = %s GROUP BY kind ORDER BY kind",
+        (table_id,),
+    ).fetchall()
+    plans = conn.execute(
+        "SELECT state, count(*) FROM compaction_plan WHERE table_id = %s "
+        "GROUP BY state ORDER BY state",
+        (table_id,),
+    ).fetchall()
+    (files,) = conn.execute(
+        "SELECT count(*) FROM data_file WHERE table_id = %s AND removed_snapshot IS NULL",
+        (table_id,),
+    ).fetchone() or (0,)
+    return {"snapshots": snapshots, "plans": plans, "live files": files}
+
+
+def _assert_committed_once(conn: Connection, table_id: int) -> None:
+    (plans, snapshots, distinct) = conn.execute(
+        "SELECT count(*), (SELECT count(*) FROM snapshot WHERE table_id = %s "
+        "AND kind = 'compaction'), count(DISTINCT committed_snapshot) "
+        "FROM compaction_plan WHERE table_id = %s AND state = 'Committed'",
+        (table_id, table_id),
+    ).fetchone() or (0, 0, 0)
+    assert plans == snapshots == distinct, "a plan was committed twice"
+
+
+def _replay_everything(settings: FirnSettings, topics: Topics, group: str) -> int:
+    """Re-send every event of the run on its own topic, in order; returns how many."""
+    names = [
+        topics.commits,
+        topics.plan_requests,
+        topics.plan_tasks,
+        topics.task_results,
+        topics.compactions,
+    ]
+    reader = consumer(settings, group_id=group)
+    reader.subscribe(names)
+    events: list[tuple[str, bytes | None, bytes]] = []
+    quiet_since = time.monotonic()
+    while time.monotonic() - quiet_since < 5:
+        message = reader.poll(0.5)
+        if message is None or message.error() is not None:
+            continue
+        quiet_since = time.monotonic()
+        value = message.value()
+        topic = message.topic()
+        if value is not None and topic is not None and value.startswith(b"{"):
+            events.append((topic, message.key(), value))
+    reader.close()
+    out = producer(settings)
+    for topic, key, value in events:
+        out.produce(topic, key=key, value=value)
+        out.poll(0)
+    assert out.flush(30) == 0
+    return len(events)
+
+
+def test_killed_services_lose_nothing_and_replays_change_nothing(
+    stack_settings: FirnSettings, tmp_path: Path, unique: str
+) -> None:
+    settings = stack_settings
+    topics = Topics.from_settings(settings)
+    ensure_topics(admin_client(settings), topics.all())
+    with (
+        firn.connect(settings=settings) as catalog,
+        running_services(settings, tmp_path, SERVICES, **ENV) as services,
+    ):
+        table = catalog.create_table("orders", SCHEMA, ["day", "id"], ["day"], PROPERTIES)
+        conn = catalog.conn
+        workload = CdcProducer(table, seed=11)
+        killed: dict[str, str] = {}
+        in_plan = "SELECT 1 FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+        in_plan += "WHERE p.table_id = %s AND t.state = %s"
+
+        def faults(n: int) -> None:
+            services.assert_running()
+            if n == 60:
+                _wait_for(
+                    lambda: _exists(conn, in_plan, table.table_id, "Executing"),
+                    60,
+                    "an Executing task",
+                )
+                services.kill("dispatcher")
+                killed["dispatcher"] = "while a task was Executing"
+            elif n == 75:
+                services.start("dispatcher")
+            elif n == 100:
+                services.kill("committer")
+                # With the committer down, prepared work piles up until it is back.
+                _wait_for(
+                    lambda: _exists(conn, in_plan, table.table_id, "Prepared"),
+                    60,
+                    "a Prepared task",
+                )
+                killed["committer"] = "with a plan waiting to be committed"
+            elif n == 120:
+                services.start("committer")
+            elif n == 140:
+                services.kill("planner")
+                killed["planner"] = "while metrics kept requesting plans"
+            elif n == 160:
+                services.start("planner")
+            elif n == 170:
+                garbage = producer(settings)
+                for topic in (topics.plan_requests, topics.plan_tasks, topics.task_results):
+                    garbage.produce(topic, key=b"orders/x", value=b'{"event_type": "plan-task"')
+                assert garbage.flush(10) == 0
+
+        workload.run(commits=220, per_second=8, between=faults)
+        assert set(killed) == {"dispatcher", "committer", "planner"}
+        wait_until_settled(table, timeout=300, alive=services.assert_running)
+        workload.check()
+        _assert_committed_once(conn, table.table_id)
+        (failed,) = conn.execute(
+            "SELECT count(*) FROM compaction_plan WHERE table_id = %s AND state = 'Failed'",
+            (table.table_id,),
+        ).fetchone() or (0,)
+        assert failed == 0
+
+        letters = _dead_letters(settings, topics, f"dlq-{unique}", expect=3)
+        assert sorted(letter["service"] for letter in letters) == [
+            "committer",
+            "dispatcher",
+            "planner",
+        ]
+
+        before = _state(conn, table.table_id)
+        replayed = _replay_everything(settings, topics, f"replay-{unique}")
+        assert replayed > 220
+        time.sleep(20)  # long enough for every service to have handled the replay
+        wait_until_settled(table, timeout=120, alive=services.assert_running)
+        assert _state(conn, table.table_id) == before, "the replay changed something"
+        workload.check()
+        _assert_committed_once(conn, table.table_id)
+
+
+def _dead_letters(
+    settings: FirnSettings, topics: Topics, group: str, expect: int
+) -> list[dict[str, Any]]:
+    reader = consumer(settings, group_id=group)
+    reader.subscribe([topics.dlq])
+    letters: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 30
+    while len(letters) < expect and time.monotonic() < deadline:
+        message = reader.poll(0.5)
+        if message is not None and message.error() is None:
+            letters.append(json.loads(message.value()))
+    reader.close()
+    return letters
+
+
+def test_two_dispatchers_share_the_work(stack_settings: FirnSettings, tmp_path: Path) -> None:
+    settings = stack_settings
+    ensure_topics(admin_client(settings), Topics.from_settings(settings).all())
+    names = ["metrics", "planner", "dispatcher#1", "dispatcher#2", "committer"]
+    with (
+        firn.connect(settings=settings) as catalog,
+        running_services(settings, tmp_path, names, **ENV) as services,
+    ):
+        table = catalog.create_table("orders", SCHEMA, ["day", "id"], ["day"], PROPERTIES)
+        # Eight partitions: their keys spread over every partition of the plan-tasks topic.
+        days = [f"2026-11-{d:02d}" for d in range(10, 18)]
+        workload = CdcProducer(table, seed=23, days=days)
+        workload.run(commits=150, per_second=8, between=lambda n: services.assert_running())
+        wait_until_settled(table, timeout=300, alive=services.assert_running)
+        workload.check()
+        conn = catalog.conn
+        # Who ran what: every claim is a state_transition row naming its dispatcher.
+        owners = conn.execute(
+            "SELECT DISTINCT split_part(s.reason, ' ', 3) FROM state_transition s "
+            "JOIN compaction_task t ON t.task_id = s.entity_id "
+            "JOIN compaction_plan p USING (plan_id) "
+            "WHERE s.machine = 'task' AND s.to_state = 'Executing' AND p.table_id = %s",
+            (table.table_id,),
+        ).fetchall()
+        assert len(owners) == 2, f"one dispatcher did all the work: {owners}"
+        (twice,) = conn.execute(
+            "SELECT count(*) FROM (SELECT s.entity_id FROM state_transition s "
+            "JOIN compaction_task t ON t.task_id = s.entity_id "
+            "JOIN compaction_plan p USING (plan_id) "
+            "WHERE s.machine = 'task' AND s.to_state = 'Prepared' AND p.table_id = %s "
+            "GROUP BY s.entity_id HAVING count(*) > 1) x",
+            (table.table_id,),
+        ).fetchone() or (0,)
+        assert twice == 0, "a task was run to Prepared twice"
+        _assert_committed_once(conn, table.table_id)
+        services.assert_running()
