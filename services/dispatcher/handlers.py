@@ -120,16 +120,9 @@ class Dispatcher:
         if row is None:
             return
         name, table_id, partition = row
-        event = PlanTaskEvent(
-            table=name,
-            table_id=table_id,
-            partition_key=partition,
-            plan_id=task.plan_id,
-            task_id=task.task_id,
-            attempt=task.attempt,
-            input_bytes=task.input_bytes,
+        self._publish(
+            task.event(name, table_id, partition), self.topics.plan_tasks, f"{name}/{partition}"
         )
-        self._publish(event, self.topics.plan_tasks, f"{name}/{partition}")
 
     def _publish(self, event: PlanTaskEvent | TaskResultEvent, topic: str, key: str) -> None:
         self.producer.produce(topic, key=key.encode(), value=event.to_json())

@@ -27,7 +27,7 @@ from firn.catalog.plans import (
 from firn.compaction.planning import plan_now
 from firn.compaction.states import TaskState
 from firn.errors import ConfigError, FirnError
-from firn.events.plans import PlanRequestEvent, PlanTaskEvent
+from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
 
 log = logging.getLogger(__name__)
@@ -97,15 +97,7 @@ class Planner:
         tasks = waiting_tasks(conn, table.table_id, partition)
         key = f"{table.name}/{partition}".encode()
         for task in tasks:
-            event = PlanTaskEvent(
-                table=table.name,
-                table_id=table.table_id,
-                partition_key=partition,
-                plan_id=task.plan_id,
-                task_id=task.task_id,
-                attempt=task.attempt,
-                input_bytes=task.input_bytes,
-            )
+            event = task.event(table.name, table.table_id, partition)
             self.producer.produce(self.topic, key=key, value=event.to_json())
         if self.producer.flush(30) > 0:
             raise FirnError("plan-task events were not acknowledged", retryable=True)

@@ -18,6 +18,7 @@ from typing import Any
 from firn.compaction.planner import PlanDraft
 from firn.compaction.states import PLAN, TASK, PlanState, TaskState
 from firn.compaction.tasks import OutputFile, TaskResult, TaskSpec
+from firn.events.plans import PlanTaskEvent
 from firn.postgres.connection import Connection
 
 OPEN_PLAN_STATES = (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)
@@ -396,6 +397,18 @@ class WaitingTask:
     state: TaskState
     attempt: int
     input_bytes: int
+
+    def event(self, table: str, table_id: int, partition_key: str) -> PlanTaskEvent:
+        """The plan-task event that announces it (planner, and the dispatcher's sweep)."""
+        return PlanTaskEvent(
+            table=table,
+            table_id=table_id,
+            partition_key=partition_key,
+            plan_id=self.plan_id,
+            task_id=self.task_id,
+            attempt=self.attempt,
+            input_bytes=self.input_bytes,
+        )
 
 
 def waiting_tasks(conn: Connection, table_id: int, partition_key: str) -> list[WaitingTask]:
