@@ -16,6 +16,7 @@ app = faust.App(
     os.environ["ECHO_GROUP"],
     broker=f"kafka://{os.environ['ECHO_BROKER']}",
     store="memory://",
+    datadir=os.environ["ECHO_DATADIR"],  # not the working directory (the repo)
     web_enabled=False,
 )
 source = app.topic(os.environ["ECHO_IN"], value_serializer="raw")

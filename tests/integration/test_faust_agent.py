@@ -24,6 +24,7 @@ def test_faust_agent_round_trip(settings: FirnSettings, unique: str, tmp_path: P
         "ECHO_IN": topic_in,
         "ECHO_OUT": topic_out,
         "ECHO_GROUP": f"echo-{unique}",
+        "ECHO_DATADIR": str(tmp_path / "faust"),
     }
     log_path = tmp_path / "worker.log"
     with open(log_path, "wb") as log:
