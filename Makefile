@@ -7,9 +7,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# Options for `make demo`, e.g. DEMO_ARGS="--duration 120 --rate 5" (see `firn up --help`).
+DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup up down test lint typecheck unit integration clean
+.PHONY: help setup demo up down test lint typecheck unit integration clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,10 +26,13 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install Firn with its dev tools (re-runs when pyproject changes)
 
-up: setup ## the main job: start Postgres, Kafka and the four services; Ctrl-C stops all
+demo: setup ## the main job: Postgres, Kafka, the four services and a synthetic CDC producer, live; Ctrl-C stops and sums up
+	$(BIN)/firn up --demo $(DEMO_ARGS)
+
+up: setup ## start Postgres, Kafka and the four services; Ctrl-C stops all
 	$(BIN)/firn up
 
-down: setup ## stop what `make up` / `firn up` started
+down: setup ## stop what `make demo`, `make up` or `firn up` started
 	$(BIN)/firn down
 
 lint: setup ## ruff lint and format check

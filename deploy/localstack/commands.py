@@ -1,4 +1,9 @@
-"""``firn up`` and ``firn down``: the local stack and the four services, as one unit."""
+"""``firn up`` and ``firn down``: the local stack and the four services, as one unit.
+
+With ``--demo`` a synthetic producer (``demo.py``) runs in a thread of ``firn up``
+while the main thread keeps supervising the services; the stack stops once the demo
+has printed its summary, whether it ended by itself (``--duration``) or was stopped.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +13,40 @@ import os
 import signal
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
 from typing import Any, TypeGuard
 
-from firn.errors import StackError
+from firn.errors import ConfigError, StackError
 from firn.settings import FirnSettings
 
+from .demo import DemoOptions
+from .demo_run import run_demo
 from .kafka import KAFKA_VERSION
 from .stack import LocalStack, read_state
 from .supervisor import SERVICES, ServiceProcesses
 
 log = logging.getLogger(__name__)
 
+DEMO_CHECK_INTERVAL = 10.0
+"""FIRN_METRICS_CHECK_INTERVAL for the services of a demo, unless set: the periodic
+catalog check is what triggers age-based compactions, and a demo should show them."""
 
-def up(settings: FirnSettings, *, services: bool = True, as_json: bool = False) -> int:
-    """Start everything, report it, and keep it running until SIGINT or SIGTERM."""
+
+def up(
+    settings: FirnSettings,
+    *,
+    services: bool = True,
+    as_json: bool = False,
+    demo: dict[str, Any] | None = None,
+) -> int:
+    """Start everything, report it, and keep it running until SIGINT or SIGTERM; with
+    ``demo`` (``DemoOptions`` fields), also run the demo producer, and stop when it
+    ends. Returns the exit status: 1 if the demo's table did not match its model."""
+    options = None if demo is None else DemoOptions(**demo)
+    if options is not None and not services:
+        raise ConfigError("--demo needs the services; drop --no-services")
     existing = read_state(settings.home)
     if existing is not None and _alive(existing.get("supervisor_pid")):
         raise StackError(
@@ -48,9 +71,13 @@ def up(settings: FirnSettings, *, services: bool = True, as_json: bool = False) 
         kafka_bootstrap=settings.kafka_bootstrap,
     )
     procs: ServiceProcesses | None = None
+    demo_thread: threading.Thread | None = None
+    outcome: dict[str, Any] = {"code": 0}
     try:
         stack.start()
         env = {**os.environ, **stack.environment()}
+        if options is not None and "metrics_check_interval" not in settings.model_fields_set:
+            env["FIRN_METRICS_CHECK_INTERVAL"] = f"{DEMO_CHECK_INTERVAL:g}"
         connected_after = 0.0
         if services:
             procs = ServiceProcesses(env, settings.home / "logs")
@@ -71,16 +98,58 @@ def up(settings: FirnSettings, *, services: bool = True, as_json: bool = False) 
                 "total": round(time.monotonic() - began, 2),
             },
         }
+        if options is not None:
+            report["demo"] = asdict(options)
         _print(report, as_json, _describe_up)
+        if options is not None and procs is not None:
+            demo_thread = _start_demo(
+                stack.apply_to(settings), options, stopping, stack, procs, as_json, outcome
+            )
         while not stopping.wait(1.0):
             if procs is not None and procs.restart_exited():
                 stack.write_state(supervisor=os.getpid(), services=procs.pids)
     finally:
+        if demo_thread is not None:
+            # The summary reads the catalog and the services' /proc: keep them up.
+            stopping.set()
+            demo_thread.join()
         if procs is not None:
             procs.stop()
         stack.stop()
     _print({"status": "down"}, as_json, lambda _: "firn: stack stopped")
-    return 0
+    if "error" in outcome:
+        raise outcome["error"]
+    code: int = outcome["code"]
+    return code
+
+
+def _start_demo(
+    settings: FirnSettings,
+    options: DemoOptions,
+    stopping: threading.Event,
+    stack: LocalStack,
+    procs: ServiceProcesses,
+    as_json: bool,
+    outcome: dict[str, Any],
+) -> threading.Thread:
+    """Run the demo in a thread; when it ends, for whatever reason, the stack stops."""
+
+    def pids() -> dict[str, int]:
+        infrastructure = {"postgres": stack.postgres, "kafka": stack.kafka}
+        started = {name: s.pid for name, s in infrastructure.items() if s and s.pid}
+        return {**procs.pids, **started}
+
+    def main() -> None:
+        try:
+            outcome["code"] = run_demo(settings, options, stopping, pids, as_json=as_json)
+        except BaseException as exc:
+            outcome["error"] = exc
+        finally:
+            stopping.set()
+
+    thread = threading.Thread(target=main, name="firn-demo", daemon=True)
+    thread.start()
+    return thread
 
 
 def down(settings: FirnSettings, *, as_json: bool = False, timeout: float = 90.0) -> int:

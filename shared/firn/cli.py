@@ -1,6 +1,7 @@
 """The ``firn`` command line.
 
-``firn up`` / ``firn down`` drive the local stack (its code lives in ``deploy/``);
+``firn up`` / ``firn down`` drive the local stack (its code lives in ``deploy/``;
+``firn up --demo`` adds a synthetic producer);
 ``firn service NAME`` runs one service process; ``table``, ``status``, ``tasks``,
 ``compact`` and ``expire`` work on tables (``firn.commands``). Every command takes
 ``--json``: one JSON document on stdout, ``{"error": ...}`` (exit status 1) when it
@@ -22,8 +23,8 @@ from pydantic import ValidationError
 
 from firn import __version__, logs
 from firn.commands import compact, expire, status, tables
-from firn.commands.output import Output
-from firn.errors import FirnError
+from firn.commands.output import Output, positive_float, positive_int
+from firn.errors import ConfigError, FirnError
 from firn.settings import FirnSettings
 
 SERVICES = {
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         "up", parents=[common], help="start Postgres, Kafka and the four services"
     )
     up.add_argument("--no-services", action="store_true", help="start only Postgres and Kafka")
+    _add_demo_options(up)
     up.set_defaults(run=_up)
 
     down = commands.add_parser("down", parents=[common], help="stop what `firn up` started")
@@ -63,6 +65,52 @@ def build_parser() -> argparse.ArgumentParser:
     for family in (tables, status, compact, expire):
         family.add_commands(commands, common)
     return parser
+
+
+# The ``firn up`` options that become ``DemoOptions`` fields (unset ones keep its defaults).
+_DEMO_OPTIONS = (
+    "table",
+    "rate",
+    "keys",
+    "batch",
+    "delete_ratio",
+    "duration",
+    "idle_seconds",
+    "seed",
+)
+
+
+def _add_demo_options(up: argparse.ArgumentParser) -> None:
+    demo = up.add_argument_group(
+        "demo", "a synthetic CDC producer with live progress and a summary when stopped"
+    )
+    demo.add_argument(
+        "--demo", action="store_true", help="also run the demo producer (needs the services)"
+    )
+    demo.add_argument("--table", help="demo table (default demo.orders; created when missing)")
+    demo.add_argument("--rate", type=positive_float, help="commits per second (default 2)")
+    demo.add_argument("--keys", type=positive_int, help="order ids 0..KEYS-1 (default 10000)")
+    demo.add_argument("--batch", type=positive_int, help="rows per commit (default 100)")
+    demo.add_argument(
+        "--delete-ratio",
+        type=_ratio,
+        metavar="D",
+        help="share of rows that delete a live order, in [0, 1) (default 0.1); "
+        "the rest insert or update a random order",
+    )
+    demo.add_argument(
+        "--duration",
+        type=positive_float,
+        metavar="SECONDS",
+        help="stop after producing this long (default: until Ctrl-C)",
+    )
+    demo.add_argument(
+        "--idle-seconds",
+        type=_non_negative_float,
+        metavar="SECONDS",
+        help="measure the idle stack this long before producing (default 10; 0: skip)",
+    )
+    demo.add_argument("--seed", type=int, help="random seed of the workload")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,9 +145,41 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _up(args: argparse.Namespace, settings: FirnSettings) -> int:
+    given = {name: getattr(args, name) for name in _DEMO_OPTIONS}
+    demo = {name: value for name, value in given.items() if value is not None}
+    if demo and not args.demo:
+        flags = ", ".join("--" + name.replace("_", "-") for name in demo)
+        raise ConfigError(f"{flags} only apply with --demo")
     logs.configure(settings.log_level)
-    code: int = _localstack().up(settings, services=not args.no_services, as_json=args.json)
+    code: int = _localstack().up(
+        settings,
+        services=not args.no_services,
+        as_json=args.json,
+        demo=demo if args.demo else None,
+    )
     return code
+
+
+def _ratio(text: str) -> float:
+    """An argparse type: a number in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    """An argparse type: a number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
 
 
 def _down(args: argparse.Namespace, settings: FirnSettings) -> int:

@@ -1,0 +1,289 @@
+"""``firn up --demo``: a synthetic CDC producer on the running stack, live progress,
+and a summary that checks the product's promise.
+
+The producer commits batches (``workload.py``) to the demo table at a steady rate
+through the public API (``Table.commit``), exactly as any producer would; the
+services notice the commits through Kafka and compact on their own. Once a second
+it shows what the catalog says (``firn.catalog.progress``). When stopped (Ctrl-C,
+``firn down`` or ``--duration``) it reads the table, compares it with the reference
+model it kept, and reports commit-to-compacted latency and what each process of the
+stack cost, idle and under load (``usage.py``). A table that differs from the model
+is an error: the demo exits 1.
+
+The demo table's properties make compaction visible within seconds on a laptop.
+Its files are all small (a few KiB), so the small-file count decides: with two
+buckets a major compaction is due at 24 small files, about five commits of a
+partition; the change ratio (3) and the minor trigger (12 files in a node) rarely
+come first, and ``major.interval-max`` (30 s) catches a partition the rate left idle.
+Lower thresholds compact after almost every commit; a minor-first setting
+(``minor.file-count`` 8, ``major.change-ratio`` 4) let unmerged files pile up into
+the hundreds on two cores.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from firn.catalog.catalog import Catalog
+from firn.catalog.progress import (
+    LatencySummary,
+    ProgressReading,
+    commit_points,
+    last_plan_id,
+    latency_summary,
+    merge_points,
+    read_progress,
+)
+from firn.errors import ConfigError, FirnError
+from firn.table.table import Table
+
+from .workload import (
+    PARTITION_BY,
+    PRIMARY_KEY,
+    SCHEMA,
+    ModelCheck,
+    ReferenceModel,
+    Workload,
+    to_changes,
+)
+
+log = logging.getLogger(__name__)
+
+DEMO_TABLE = "demo.orders"
+DEMO_PROPERTIES: dict[str, Any] = {
+    "change.buckets": 2,
+    "base.buckets": 2,
+    "minor.file-count": 12,
+    "major.file-count": 12,
+    "major.change-ratio": 3.0,
+    "major.interval-max": "30s",
+    "target-file-size": "8MiB",
+}
+PROGRESS_SECONDS = 1.0
+"""At most one progress line per this many seconds."""
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What ``firn up --demo`` produces; the CLI's options."""
+
+    table: str = DEMO_TABLE
+    rate: float = 2.0
+    """Commits per second."""
+    keys: int = 10_000
+    """Order ids are drawn from ``0 .. keys - 1``."""
+    batch: int = 100
+    """Rows (operations) per commit."""
+    delete_ratio: float = 0.1
+    """Share of operations that delete a live order; the rest upsert a random one."""
+    duration: float | None = None
+    """Seconds of producing before the demo stops by itself; None: until stopped."""
+    idle_seconds: float = 10.0
+    """How long the services' idle CPU is measured before producing (0: not at all)."""
+    seed: int | None = None
+    """Seed of the workload's random numbers; None: a different run every time."""
+
+    def __post_init__(self) -> None:
+        if not self.rate > 0:
+            raise ConfigError(f"the commit rate must be positive, got {self.rate}")
+        if self.duration is not None and not self.duration > 0:
+            raise ConfigError(f"the duration must be positive, got {self.duration}")
+        if self.idle_seconds < 0:
+            raise ConfigError(f"idle seconds must not be negative, got {self.idle_seconds}")
+        Workload(self.keys, self.batch, self.delete_ratio)  # validates the rest
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One progress line: the producer's counters and the catalog's."""
+
+    elapsed: float
+    commits: int
+    rows: int
+    """Change rows committed by this demo."""
+    live_rows: int
+    """Rows of the merged view, as the model has it."""
+    reading: ProgressReading
+
+    def as_dict(self) -> dict[str, Any]:
+        r = self.reading
+        return {
+            "event": "progress",
+            "elapsed_s": round(self.elapsed, 1),
+            "commits": self.commits,
+            "rows": self.rows,
+            "live_rows": self.live_rows,
+            "unmerged_files": r.unmerged_files,
+            "open_plans": r.open_plans,
+            "tasks": r.tasks,
+            "compactions": r.compacted,
+            "compactions_by_kind": r.compactions,
+            "last_compaction_wait_s": _round(r.last_compaction_wait),
+        }
+
+
+_TASK_LABELS = {
+    "Init": "init",
+    "Pending": "pending",
+    "Executing": "running",
+    "Prepared": "prepared",
+    "Committed": "done",
+    "Failed": "failed",
+    "Replaced": "replaced",
+}
+
+
+def format_progress(p: Progress) -> str:
+    """The progress line for people, short enough for one terminal line."""
+    r = p.reading
+    tasks = " ".join(f"{_TASK_LABELS.get(s, s)} {n}" for s, n in r.tasks.items()) or "none"
+    wait = "" if r.last_compaction_wait is None else f", last waited {r.last_compaction_wait:.1f}s"
+    return (
+        f"{p.elapsed:4.0f}s commits {p.commits} rows {p.rows:,} ({p.live_rows:,} live) | "
+        f"unmerged files {r.unmerged_files} | plans {r.open_plans} | tasks {tasks} | "
+        f"compactions {r.compacted}{wait}"
+    )
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What the producer did and what the table shows at the end."""
+
+    seconds: float
+    commits: int
+    rows: int
+    applied: dict[str, int]
+    """Operations by effect: insert, update, delete, delete-absent."""
+    reading: ProgressReading
+    latency: LatencySummary
+    check: ModelCheck
+    error: str | None = None
+    """Why producing stopped early, if it did."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.check.matches
+
+
+def open_demo_table(catalog: Catalog, name: str) -> Table:
+    """The demo table, created with the demo's schema and properties when missing."""
+    if name not in catalog.tables():
+        return catalog.create_table(
+            name, SCHEMA, list(PRIMARY_KEY), list(PARTITION_BY), DEMO_PROPERTIES
+        )
+    table = catalog.table(name)
+    shape = [(f.name, f.type) for f in table.schema]
+    if shape != [(f.name, f.type) for f in SCHEMA] or table.definition.primary_key != PRIMARY_KEY:
+        raise ConfigError(
+            f"table {name!r} exists with another schema or key; give the demo another "
+            "table with --table"
+        )
+    return table
+
+
+class DemoProducer:
+    """Commits the workload to the demo table and keeps the reference model.
+
+    The model starts as the table's current merged view, so a demo table kept from an
+    earlier run is checked as well. Not thread-safe (it uses its catalog's connection)."""
+
+    def __init__(self, catalog: Catalog, options: DemoOptions) -> None:
+        self.catalog = catalog
+        self.options = options
+        self.table = open_demo_table(catalog, options.table)
+        self.model = ReferenceModel.from_table(self.table.read())
+        # What this run adds is told apart from the table's history by these two.
+        self.start_seq = read_progress(catalog.conn, self.table.table_id).seq
+        self.start_plan = last_plan_id(catalog.conn, self.table.table_id)
+        self.workload = Workload(options.keys, options.batch, options.delete_ratio)
+        self.rng = random.Random(options.seed)
+        self.commits = 0
+        self.rows = 0
+        self.seconds = 0.0
+        """Seconds spent in ``run``."""
+        self.error: str | None = None
+
+    def commit_batch(self) -> int:
+        """Draw one batch, commit it, and apply it to the model once it landed."""
+        ops = self.workload.next_batch(self.model, self.rng)
+        seq = self.table.commit(to_changes(ops))
+        self.model.apply(ops)
+        self.commits += 1
+        self.rows += len(ops)
+        return seq
+
+    def progress(self) -> Progress:
+        return Progress(
+            elapsed=self.seconds,
+            commits=self.commits,
+            rows=self.rows,
+            live_rows=len(self.model),
+            reading=read_progress(self.catalog.conn, self.table.table_id, self.start_plan),
+        )
+
+    def run(
+        self,
+        stopping: threading.Event,
+        duration: float | None,
+        show: Callable[[Progress], None],
+    ) -> None:
+        """Commit at ``options.rate`` until ``stopping`` is set or ``duration`` has
+        passed, showing progress at most once a second. A commit that fails ends the
+        run (``error``); the commits before it stand. Behind schedule, it commits as
+        fast as it can but never bursts to catch up more than one commit."""
+        interval = 1.0 / self.options.rate
+        before = self.seconds  # earlier runs of this producer
+        began = time.monotonic()
+        deadline = None if duration is None else began + duration
+        next_commit = next_show = began
+        try:
+            while not stopping.is_set():
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    break
+                if now >= next_commit:
+                    try:
+                        self.commit_batch()
+                    except FirnError as exc:
+                        self.error = f"commit {self.commits + 1} failed: {exc}"
+                        log.error("%s", self.error)
+                        break
+                    next_commit = max(next_commit + interval, time.monotonic() - interval)
+                if time.monotonic() >= next_show:
+                    self.seconds = before + time.monotonic() - began
+                    show(self.progress())
+                    next_show = time.monotonic() + PROGRESS_SECONDS
+                wake = min(next_commit, next_show)
+                if deadline is not None:
+                    wake = min(wake, deadline)
+                stopping.wait(max(0.0, wake - time.monotonic()))
+        finally:
+            self.seconds = before + time.monotonic() - began
+
+    def finish(self) -> DemoResult:
+        """Read the table, compare it with the model, and sum up the latencies."""
+        conn, table_id = self.catalog.conn, self.table.table_id
+        check = self.model.compare(self.table.read())
+        latency = latency_summary(
+            commit_points(conn, table_id, self.start_seq), merge_points(conn, table_id)
+        )
+        return DemoResult(
+            seconds=self.seconds,
+            commits=self.commits,
+            rows=self.rows,
+            applied=dict(self.model.applied),
+            reading=read_progress(conn, table_id, self.start_plan),
+            latency=latency,
+            check=check,
+            error=self.error,
+        )
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)

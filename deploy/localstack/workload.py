@@ -1,0 +1,196 @@
+"""The demo's synthetic CDC workload and the reference model it is checked against.
+
+The demo table holds orders: ``order_id`` (the key, ``0 <= order_id < keys``) and
+``day``, one of four values fixed by the order id (a partition column must be part
+of the key, so a key never moves between partitions), plus a customer, an amount
+and a status. A batch is an ordered list of operations: with probability
+``delete_ratio`` an operation deletes a live order, otherwise it upserts an order
+drawn uniformly from the key space (an insert when the order is absent, an update
+when present). One key may appear several times in a batch; the table applies the
+batch in row order, and so does the model, so they must agree (SPEC 2).
+
+Pure: no I/O, randomness from the caller's ``random.Random``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import pyarrow as pa
+
+from firn.errors import ConfigError
+
+DAYS = ("2024-06-01", "2024-06-02", "2024-06-03", "2024-06-04")
+STATUSES = ("new", "paid", "shipped", "delivered", "returned")
+SCHEMA = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        pa.field("day", pa.string(), nullable=False),
+        pa.field("customer", pa.string()),
+        pa.field("amount", pa.float64()),
+        pa.field("status", pa.string()),
+    ]
+)
+PRIMARY_KEY = ("day", "order_id")
+PARTITION_BY = ("day",)
+
+Row = tuple[str, str | None, float | None, str | None]
+"""(day, customer, amount, status) of one order."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One change: ``U`` upserts ``row`` for ``order_id``, ``D`` deletes it."""
+
+    kind: Literal["U", "D"]
+    order_id: int
+    row: Row
+
+
+def day_of(order_id: int) -> str:
+    return DAYS[order_id % len(DAYS)]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """How batches are drawn: their size, the key space and the share of deletes."""
+
+    keys: int
+    batch: int
+    delete_ratio: float
+
+    def __post_init__(self) -> None:
+        if self.keys < 1 or self.batch < 1:
+            raise ConfigError("the demo needs at least one key and one row per batch")
+        if not 0 <= self.delete_ratio < 1:
+            raise ConfigError(f"delete ratio must be in [0, 1), got {self.delete_ratio}")
+
+    def next_batch(self, model: ReferenceModel, rng: random.Random) -> list[Op]:
+        """One batch against the model as it is now (the caller applies it after the
+        commit lands). A delete when nothing is live becomes an upsert."""
+        ops = []
+        for _ in range(self.batch):
+            victim = model.random_key(rng) if rng.random() < self.delete_ratio else None
+            if victim is not None:
+                ops.append(Op("D", victim, (day_of(victim), None, None, None)))
+                continue
+            order_id = rng.randrange(self.keys)
+            row = (
+                day_of(order_id),
+                f"c{rng.randrange(1000):03d}",
+                round(rng.uniform(1.0, 500.0), 2),
+                rng.choice(STATUSES),
+            )
+            ops.append(Op("U", order_id, row))
+        return ops
+
+
+def to_changes(ops: Iterable[Op]) -> pa.Table:
+    """A change set for ``Table.commit``: the table's columns plus ``_op``, in order."""
+    ops = list(ops)
+    columns = [
+        [op.order_id for op in ops],
+        *([op.row[i] for op in ops] for i in range(4)),
+    ]
+    arrays = [pa.array(col, f.type) for col, f in zip(columns, SCHEMA, strict=True)]
+    return pa.table(
+        [*arrays, pa.array([op.kind for op in ops], pa.string())],
+        schema=SCHEMA.append(pa.field("_op", pa.string())),
+    )
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """How the table's merged view compares with the model."""
+
+    expected_rows: int
+    actual_rows: int
+    missing: int
+    """Orders the model has and the table lacks."""
+    unexpected: int
+    """Orders the table has and the model lacks (or has twice)."""
+    different: int
+    """Orders in both with other values."""
+    examples: tuple[int, ...] = ()
+    """A few order ids that differ, for the error message."""
+
+    @property
+    def matches(self) -> bool:
+        return not (self.missing or self.unexpected or self.different)
+
+
+class ReferenceModel:
+    """The merged view the table must show: order id -> row, operations applied in
+    order. Keeps a dense list of live keys so a random one is drawn in O(1)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, Row] = {}
+        self._keys: list[int] = []
+        self._slot: dict[int, int] = {}
+        self.applied: Counter[str] = Counter()
+        """Operations applied so far: insert, update, delete, delete-absent."""
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @classmethod
+    def from_table(cls, table: pa.Table) -> ReferenceModel:
+        """A model holding what ``table`` (a merged view) holds."""
+        model = cls()
+        for r in table.select(SCHEMA.names).to_pylist():
+            model._put(r["order_id"], (r["day"], r["customer"], r["amount"], r["status"]))
+        return model
+
+    def apply(self, ops: Iterable[Op]) -> None:
+        for op in ops:
+            if op.kind == "U":
+                self.applied["update" if op.order_id in self.rows else "insert"] += 1
+                self._put(op.order_id, op.row)
+            elif op.order_id in self.rows:
+                self.applied["delete"] += 1
+                self._drop(op.order_id)
+            else:
+                self.applied["delete-absent"] += 1
+
+    def random_key(self, rng: random.Random) -> int | None:
+        return rng.choice(self._keys) if self._keys else None
+
+    def _put(self, key: int, row: Row) -> None:
+        if key not in self.rows:
+            self._slot[key] = len(self._keys)
+            self._keys.append(key)
+        self.rows[key] = row
+
+    def _drop(self, key: int) -> None:
+        del self.rows[key]
+        slot = self._slot.pop(key)
+        last = self._keys.pop()
+        if last != key:
+            self._keys[slot] = last
+            self._slot[last] = slot
+
+    def compare(self, actual: pa.Table) -> ModelCheck:
+        """Compare a merged view (``Table.read()``) with the model, row by row."""
+        seen: dict[int, Row] = {}
+        unexpected = 0
+        odd: list[int] = []
+        for r in actual.select(SCHEMA.names).to_pylist():
+            key = r["order_id"]
+            if key in seen or key not in self.rows:
+                unexpected += 1
+                odd.append(key)
+            seen[key] = (r["day"], r["customer"], r["amount"], r["status"])
+        missing = [k for k in self.rows if k not in seen]
+        different = [k for k, row in seen.items() if k in self.rows and self.rows[k] != row]
+        return ModelCheck(
+            expected_rows=len(self.rows),
+            actual_rows=actual.num_rows,
+            missing=len(missing),
+            unexpected=unexpected,
+            different=len(different),
+            examples=tuple(sorted([*missing, *odd, *different])[:5]),
+        )

@@ -1,0 +1,93 @@
+"""The demo producer of ``firn up --demo`` against the real catalog and Kafka: the
+table equals the producer's model after commits and a compaction, and the summary's
+latency and counters come out of the catalog's history."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import firn
+from firn.catalog.progress import commit_points
+from firn.settings import FirnSettings
+from firn_localstack.demo import DEMO_PROPERTIES, DemoOptions, DemoProducer, Progress
+from firn_localstack.demo_run import summary_data, summary_text
+from firn_localstack.workload import DAYS
+
+OPTIONS = DemoOptions(rate=20.0, keys=300, batch=40, delete_ratio=0.2, idle_seconds=0, seed=11)
+
+
+@pytest.fixture
+def catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
+    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
+        yield catalog
+
+
+def test_the_table_equals_the_model_and_latency_is_measured(catalog: firn.Catalog) -> None:
+    producer = DemoProducer(catalog, OPTIONS)
+    assert producer.table.properties.base_buckets == DEMO_PROPERTIES["base.buckets"]
+    shown: list[Progress] = []
+    producer.run(threading.Event(), duration=2.0, show=shown.append)
+    compacted_commits = producer.commits
+    assert compacted_commits > 0
+    compaction = firn.compact(producer.table, engine="local")
+    committed = [p for p in compaction["plans"] if p["outcome"] == "committed"]
+    assert committed
+    producer.run(threading.Event(), duration=1.0, show=shown.append)
+    result = producer.finish()
+
+    assert result.ok, result
+    assert result.commits > compacted_commits
+    assert result.rows == result.commits * OPTIONS.batch
+    assert sum(result.applied.values()) == result.rows
+    assert result.check.actual_rows == result.check.expected_rows > 0
+    assert result.reading.compactions == {"major": len(committed)}
+    assert result.reading.unmerged_files > 0  # the commits after the compaction
+    assert result.reading.last_compaction_wait is not None
+    assert result.reading.last_compaction_wait >= 0
+
+    latency = result.latency
+    pairs = commit_points(catalog.conn, producer.table.table_id, producer.start_seq)
+    assert latency.compacted + latency.waiting == len(pairs)
+    assert latency.compacted > 0
+    assert latency.waiting > 0
+    assert latency.median is not None
+    assert latency.p95 is not None
+    assert latency.max is not None
+    assert 0 <= latency.median <= latency.p95 <= latency.max
+
+    assert shown
+    assert shown[-1].reading.seq >= shown[0].reading.seq > 0
+    data = summary_data(result, OPTIONS.table, None, None)
+    assert data["ok"] is True
+    assert data["latency"]["compacted"] == latency.compacted
+    assert "read() equals the reference model" in summary_text(data)
+
+
+def test_a_kept_demo_table_is_checked_from_its_current_contents(catalog: firn.Catalog) -> None:
+    first = DemoProducer(catalog, OPTIONS)
+    first.commit_batch()
+    first.commit_batch()
+    firn.compact(first.table, engine="local")
+    again = DemoProducer(catalog, OPTIONS)
+    assert again.model.rows == first.model.rows
+    again.commit_batch()
+    result = again.finish()
+    assert result.ok, result
+    assert result.commits == 1
+    # Only this run counts: its one commit, once per partition it wrote, and none of
+    # the compactions before it.
+    assert result.reading.compactions == {}
+    assert result.latency.compacted == 0
+    assert 1 <= result.latency.waiting <= len(DAYS)
+
+
+def test_a_table_of_another_shape_is_not_taken_over(catalog: firn.Catalog) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    catalog.create_table("demo.other", schema, ["id"])
+    with pytest.raises(firn.ConfigError, match="exists with another schema"):
+        DemoProducer(catalog, DemoOptions(table="demo.other"))

@@ -1,0 +1,416 @@
+"""The pure parts of ``firn up --demo``: the workload and its reference model, the
+commit-to-compacted latency rule, the progress line, the summary and the CLI options."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import random
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from firn.catalog.progress import (
+    CommitPoint,
+    LatencySummary,
+    MergePoint,
+    ProgressReading,
+    latency_summary,
+    percentile,
+)
+from firn.cli import build_parser, main
+from firn.errors import ConfigError
+from firn_localstack import usage
+from firn_localstack.demo import DemoOptions, DemoResult, Progress, format_progress
+from firn_localstack.demo_run import ProgressPrinter, ResourceWindow, summary_data, summary_text
+from firn_localstack.workload import (
+    DAYS,
+    SCHEMA,
+    ModelCheck,
+    Op,
+    ReferenceModel,
+    Workload,
+    day_of,
+    to_changes,
+)
+
+T0 = dt.datetime(2024, 6, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def _at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def _filled(keys: range) -> ReferenceModel:
+    model = ReferenceModel()
+    model.apply(Op("U", k, (day_of(k), "c", 1.0, "new")) for k in keys)
+    return model
+
+
+# -- workload ---------------------------------------------------------------------
+
+
+def test_batches_respect_the_delete_ratio_and_the_key_space() -> None:
+    workload = Workload(keys=500, batch=1000, delete_ratio=0.3)
+    model = _filled(range(0, 500, 2))
+    rng = random.Random(7)
+    ops = [op for _ in range(20) for op in workload.next_batch(model, rng)]
+    kinds = Counter(op.kind for op in ops)
+    assert kinds["D"] / len(ops) == pytest.approx(0.3, abs=0.02)
+    assert all(0 <= op.order_id < 500 for op in ops)
+    assert all(op.row[0] == day_of(op.order_id) for op in ops)
+    # Deletes hit live orders (the model was not advanced, so the even ones).
+    assert all(op.order_id % 2 == 0 for op in ops if op.kind == "D")
+    assert all(op.row[1:] == (None, None, None) for op in ops if op.kind == "D")
+    # Upserts are spread over the whole key space, present and absent alike.
+    upserted = {op.order_id for op in ops if op.kind == "U"}
+    assert len(upserted) > 450
+
+
+def test_a_delete_with_nothing_live_becomes_an_upsert() -> None:
+    ops = Workload(keys=10, batch=50, delete_ratio=0.9).next_batch(
+        ReferenceModel(), random.Random(1)
+    )
+    assert {op.kind for op in ops} == {"U"}
+
+
+@pytest.mark.parametrize(
+    ("keys", "batch", "ratio"), [(0, 10, 0.1), (10, 0, 0.1), (10, 10, 1.0), (10, 10, -0.1)]
+)
+def test_bad_workloads_are_config_errors(keys: int, batch: int, ratio: float) -> None:
+    with pytest.raises(ConfigError):
+        Workload(keys, batch, ratio)
+
+
+def test_the_model_applies_a_batch_in_order() -> None:
+    model = _filled(range(3))
+    model.apply(
+        [
+            Op("U", 5, (day_of(5), "a", 2.0, "new")),  # insert
+            Op("D", 5, (day_of(5), None, None, None)),  # insert-then-delete: gone
+            Op("D", 1, (day_of(1), None, None, None)),
+            Op("U", 1, (day_of(1), "b", 3.0, "paid")),  # delete-then-insert: kept
+            Op("U", 2, (day_of(2), "c", 4.0, "shipped")),  # update
+            Op("D", 9, (day_of(9), None, None, None)),  # absent: harmless
+        ]
+    )
+    assert model.rows == {
+        0: (day_of(0), "c", 1.0, "new"),
+        1: (day_of(1), "b", 3.0, "paid"),
+        2: (day_of(2), "c", 4.0, "shipped"),
+    }
+    assert model.applied == Counter({"insert": 5, "update": 1, "delete": 2, "delete-absent": 1})
+    assert {model.random_key(random.Random(s)) for s in range(50)} == {0, 1, 2}
+
+
+def test_change_sets_carry_every_column_and_the_operations_in_order() -> None:
+    ops = [Op("U", 4, (DAYS[0], "c1", 9.5, "new")), Op("D", 4, (DAYS[0], None, None, None))]
+    changes = to_changes(ops)
+    assert changes.schema == SCHEMA.append(pa.field("_op", pa.string()))
+    assert changes.to_pylist() == [
+        {
+            "order_id": 4,
+            "day": DAYS[0],
+            "customer": "c1",
+            "amount": 9.5,
+            "status": "new",
+            "_op": "U",
+        },
+        {
+            "order_id": 4,
+            "day": DAYS[0],
+            "customer": None,
+            "amount": None,
+            "status": None,
+            "_op": "D",
+        },
+    ]
+
+
+def test_the_model_check_names_what_differs() -> None:
+    model = _filled(range(4))
+    rows = [
+        {"order_id": k, "day": day_of(k), "customer": "c", "amount": 1.0, "status": "new"}
+        for k in range(4)
+    ]
+    assert model.compare(pa.Table.from_pylist(rows, SCHEMA)).matches
+    rows[1]["amount"] = 2.0  # different
+    del rows[2]  # missing
+    rows.append({**rows[0]})  # duplicated
+    rows.append({"order_id": 7, "day": day_of(7), "customer": "c", "amount": 1.0, "status": "x"})
+    check = model.compare(pa.Table.from_pylist(rows, SCHEMA))
+    assert check == ModelCheck(
+        expected_rows=4, actual_rows=5, missing=1, unexpected=2, different=1, examples=(0, 1, 2, 7)
+    )
+    assert not check.matches
+    assert ReferenceModel.from_table(pa.Table.from_pylist(rows[:2], SCHEMA)).rows == {
+        0: (day_of(0), "c", 1.0, "new"),
+        1: (day_of(1), "c", 2.0, "new"),
+    }
+
+
+# -- latency ----------------------------------------------------------------------
+
+
+def test_latency_is_commit_to_the_first_merge_reaching_its_seq() -> None:
+    commits = [
+        CommitPoint("day=a", 1, _at(0)),
+        CommitPoint("day=b", 1, _at(0)),
+        CommitPoint("day=a", 2, _at(1)),
+        CommitPoint("day=a", 3, _at(2)),
+        CommitPoint("day=b", 3, _at(2)),
+        CommitPoint("day=a", 4, _at(3)),  # not compacted yet
+        CommitPoint("day=c", 4, _at(3)),  # a partition never compacted
+    ]
+    merges = [
+        MergePoint("day=a", 10, 2, _at(5)),  # folds a:1 (5s) and a:2 (4s)
+        MergePoint("day=b", 11, 3, _at(6)),  # folds b:1 (6s) and b:3 (4s)
+        MergePoint("day=a", 12, 3, _at(12)),  # folds a:3 (10s)
+    ]
+    summary = latency_summary(commits, reversed(merges))
+    assert summary == LatencySummary(compacted=5, waiting=2, median=5.0, p95=10.0, max=10.0)
+    assert summary.as_dict() == {
+        "compacted": 5,
+        "waiting": 2,
+        "median_s": 5.0,
+        "p95_s": 10.0,
+        "max_s": 10.0,
+    }
+
+
+def test_latency_without_compactions_has_no_statistics() -> None:
+    summary = latency_summary([CommitPoint("", 1, T0)], [])
+    assert summary == LatencySummary(compacted=0, waiting=1)
+    assert summary.as_dict()["median_s"] is None
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = list(range(1, 101))
+    assert percentile(values, 0.95) == 95
+    assert percentile(values, 0.5) == 50
+    assert percentile([3.0], 0.95) == 3.0
+    assert percentile([1, 2], 0.95) == 2
+
+
+# -- progress and summary ---------------------------------------------------------
+
+READING = ProgressReading(
+    seq=84,
+    unmerged_files=23,
+    open_plans=2,
+    tasks={"Pending": 1, "Executing": 2, "Committed": 40},
+    compactions={"major": 15, "minor": 2},
+    last_compaction_wait=6.24,
+)
+
+
+def test_progress_line() -> None:
+    progress = Progress(elapsed=42.3, commits=84, rows=16800, live_rows=9321, reading=READING)
+    assert format_progress(progress) == (
+        "  42s commits 84 rows 16,800 (9,321 live) | unmerged files 23 | plans 2 | "
+        "tasks pending 1 running 2 done 40 | compactions 17, last waited 6.2s"
+    )
+    assert progress.as_dict() == {
+        "event": "progress",
+        "elapsed_s": 42.3,
+        "commits": 84,
+        "rows": 16800,
+        "live_rows": 9321,
+        "unmerged_files": 23,
+        "open_plans": 2,
+        "tasks": {"Pending": 1, "Executing": 2, "Committed": 40},
+        "compactions": 17,
+        "compactions_by_kind": {"major": 15, "minor": 2},
+        "last_compaction_wait_s": 6.2,
+    }
+    assert json.loads(json.dumps(progress.as_dict())) == progress.as_dict()
+    quiet = Progress(0.0, 0, 0, 0, ProgressReading(seq=0, unmerged_files=0, open_plans=0))
+    assert format_progress(quiet).endswith("tasks none | compactions 0")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_rewritten_in_place_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda: os.terminal_size((61, 24)))
+    progress = Progress(elapsed=1.0, commits=2, rows=200, live_rows=150, reading=READING)
+    terminal = _Terminal()
+    printer = ProgressPrinter(as_json=False, out=io.StringIO(), err=terminal)
+    printer.show(progress)
+    printer.show(progress)
+    printer.close()
+    printer.close()
+    line = format_progress(progress)
+    # Cut to the terminal's width: a wrapped line could not be rewritten in place.
+    assert terminal.getvalue() == f"\r\x1b[K{line[:60]}" * 2 + "\n"
+
+    log = io.StringIO()
+    printer = ProgressPrinter(as_json=False, out=io.StringIO(), err=log)
+    printer.show(progress)
+    printer.close()
+    assert log.getvalue() == f"firn demo: {line}\n"
+
+    out, err = io.StringIO(), _Terminal()
+    printer = ProgressPrinter(as_json=True, out=out, err=err)
+    printer.show(progress)
+    printer.close()
+    assert json.loads(out.getvalue()) == progress.as_dict()
+    assert err.getvalue() == ""
+
+
+def _usage(cpu: float, rss: int, peak: int) -> usage.Usage:
+    return usage.Usage(cpu_seconds=cpu, rss_bytes=rss << 20, peak_rss_bytes=peak << 20, processes=2)
+
+
+def test_summary_data_and_text_agree() -> None:
+    result = DemoResult(
+        seconds=90.0,
+        commits=180,
+        rows=18000,
+        applied={"insert": 1000, "update": 15200, "delete": 1800},
+        reading=READING,
+        latency=LatencySummary(compacted=700, waiting=12, median=6.1, p95=13.04, max=17.2),
+        check=ModelCheck(
+            expected_rows=9012, actual_rows=9012, missing=0, unexpected=0, different=0
+        ),
+    )
+    idle = ResourceWindow(10.0, {"planner": _usage(1.0, 90, 95)}, {"planner": _usage(1.5, 91, 96)})
+    load = ResourceWindow(
+        90.0, {"planner": _usage(2.0, 91, 96)}, {"planner": _usage(11.0, 120, 130)}
+    )
+    data = summary_data(result, "demo.orders", idle, load)
+    assert data["ok"] is True
+    assert data["latency"] == {
+        "compacted": 700,
+        "waiting": 12,
+        "median_s": 6.1,
+        "p95_s": 13.04,
+        "max_s": 17.2,
+    }
+    assert data["resources"]["idle"]["processes"]["planner"]["cpu_s"] == 0.5
+    assert data["resources"]["load"]["processes"]["planner"] == {
+        "cpu_s": 9.0,
+        "cores": 0.1,
+        "rss_mib": 120.0,
+        "peak_rss_mib": 130.0,
+        "processes": 2,
+    }
+    text = summary_text(json.loads(json.dumps(data)))
+    assert "180 commits in 90.0s (2.0/s)" in text
+    assert "median 6.1s, p95 13.0s, max 17.2s; 12 still waiting" in text
+    assert "compactions  17 committed (major 15, minor 2)" in text
+    assert "read() equals the reference model (9,012 rows)" in text
+    assert "23 unmerged change files left" in text
+    assert any(line.split()[:3] == ["planner", "0.5", "0.05"] for line in text.splitlines())
+
+    bad = DemoResult(
+        seconds=1.0,
+        commits=1,
+        rows=1,
+        applied={},
+        reading=READING,
+        latency=LatencySummary(compacted=0, waiting=1),
+        check=ModelCheck(4, 3, missing=1, unexpected=0, different=0, examples=(2,)),
+    )
+    data = summary_data(bad, "demo.orders", None, None)
+    assert data["ok"] is False
+    text = summary_text(data)
+    assert "read() DIFFERS from the reference model" in text
+    assert "nothing compacted yet; 1 still waiting" in text
+    assert "not measured" in text
+
+
+# -- process usage from /proc -----------------------------------------------------
+
+
+def _fake_process(
+    proc: Path, pid: int, ticks: tuple[int, int, int, int], kb: tuple[int, int], kids: list[int]
+) -> None:
+    (proc / str(pid) / "task" / str(pid)).mkdir(parents=True)
+    # comm with a space and a parenthesis, as the kernel allows
+    fields = ["S", *["0"] * 10, *map(str, ticks), *["0"] * 30]
+    (proc / str(pid) / "stat").write_text(f"{pid} (odd) name) {' '.join(fields)}\n")
+    (proc / str(pid) / "status").write_text(f"Name:\tx\nVmHWM:\t{kb[1]} kB\nVmRSS:\t{kb[0]} kB\n")
+    (proc / str(pid) / "task" / str(pid) / "children").write_text(" ".join(map(str, kids)))
+
+
+def test_process_trees_are_read_from_proc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(usage, "_PROC", tmp_path)
+    monkeypatch.setattr(usage, "_TICKS", 100)
+    _fake_process(tmp_path, 10, (100, 50, 30, 20), (1000, 2000), [11])
+    _fake_process(tmp_path, 11, (200, 0, 0, 0), (3000, 5000), [12])
+    _fake_process(tmp_path, 12, (10, 10, 0, 0), (24, 24), [])
+    assert usage.descendants(10) == [10, 11, 12]
+    tree = usage.read_usage(10)
+    assert tree is not None
+    assert tree.cpu_seconds == pytest.approx(4.2)
+    assert (tree.rss_bytes, tree.peak_rss_bytes, tree.processes) == (4024 << 10, 7024 << 10, 3)
+    own = usage.read_usage(10, tree=False)
+    assert own is not None
+    assert (own.cpu_seconds, own.processes) == (1.5, 1)
+    assert usage.read_usage(99) is None
+    readings = usage.read_all({"svc": 10, "me": 11, "gone": 99}, own="me")
+    assert set(readings) == {"svc", "me"}
+    assert readings["me"].processes == 1
+    later = {"svc": usage.Usage(5.0, 0, 0, 3)}
+    assert usage.delta(readings, later) == {"svc": pytest.approx(0.8)}
+
+
+# -- CLI --------------------------------------------------------------------------
+
+
+def test_demo_options_are_parsed() -> None:
+    argv = "up --demo --rate 5 --keys 100 --batch 10 --delete-ratio 0 --duration 30"
+    args = build_parser().parse_args([*argv.split(), "--idle-seconds", "0", "--seed", "3"])
+    assert (args.demo, args.rate, args.keys, args.batch) == (True, 5.0, 100, 10)
+    assert (args.delete_ratio, args.duration, args.idle_seconds, args.seed) == (0.0, 30.0, 0.0, 3)
+    assert DemoOptions().rate == 2.0
+    with pytest.raises(ConfigError, match="rate"):
+        DemoOptions(rate=0)
+    with pytest.raises(ConfigError, match="delete ratio"):
+        DemoOptions(delete_ratio=1.5)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["up", "--demo", "--delete-ratio", "1"], "must be at least 0 and below 1"),
+        (["up", "--demo", "--rate", "0"], "must be greater than 0"),
+        (["up", "--demo", "--keys", "0"], "must be at least 1"),
+        (["up", "--demo", "--idle-seconds", "-1"], "must not be negative"),
+    ],
+)
+def test_bad_demo_options_are_usage_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["up", "--rate", "3", "--keys", "9"], "--rate, --keys only apply with --demo"),
+        (["up", "--demo", "--no-services"], "--demo needs the services"),
+    ],
+)
+def test_demo_option_conflicts_fail_before_starting_anything(
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FIRN_HOME", "/nonexistent/firn-home")
+    assert main([*argv, "--json"]) == 1
+    assert message in json.loads(capsys.readouterr().out)["error"]
