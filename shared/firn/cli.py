@@ -190,7 +190,10 @@ def _down(args: argparse.Namespace, settings: FirnSettings) -> int:
 
 def _service(args: argparse.Namespace, settings: FirnSettings) -> int:
     logs.configure(settings.log_level)
-    importlib.import_module(f"firn_services.{SERVICES[args.name]}.main").main(settings)
+    # Beside a running `firn up`, a service started by hand joins that stack: this is
+    # how one more dispatcher (or any service) is added to share the work.
+    module = importlib.import_module(f"firn_services.{SERVICES[args.name]}.main")
+    module.main(settings.with_local_stack())
     return 0
 
 
