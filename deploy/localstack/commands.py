@@ -7,6 +7,7 @@ has printed its summary, whether it ended by itself (``--duration``) or was stop
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -160,13 +161,15 @@ def down(settings: FirnSettings, *, as_json: bool = False, timeout: float = 90.0
         return 0
     supervisor = state.get("supervisor_pid")
     if _alive(supervisor):
-        os.kill(supervisor, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(supervisor, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while _alive(supervisor) and time.monotonic() < deadline:
             time.sleep(0.2)
     leftovers = [pid for pid in state.get("pids", {}).values() if _alive(pid)]
     for pid in leftovers:
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it ended since we looked
+            os.kill(pid, signal.SIGKILL)
     (settings.home / "stack.json").unlink(missing_ok=True)
     _print(
         {"status": "down", "killed_leftovers": leftovers},

@@ -156,5 +156,6 @@ def test_a_killed_supervisor_takes_its_children_with_it(home: Path) -> None:
     assert _processes_under(home) == []
     # A later `firn down` finds the stale state, reports it and cleans it up.
     down = _firn("down", "--json", env=env)
+    assert down.returncode == 0, down.stderr
     assert json.loads(down.stdout)["status"] == "down"
     assert not (home / "stack.json").exists()
