@@ -80,7 +80,7 @@ def create_app(
 
     async def send_updates(found: list[tuple[str, Update]]) -> None:
         for key, update in found:
-            await updates.send(key=key.encode(), value=update)
+            await _delivered(updates, key=key.encode(), value=update)
 
     async def park(event: Any, reason: str) -> None:
         message = event.message
@@ -101,7 +101,8 @@ def create_app(
             reason=reason,
             payload=_text(event.value) or "",
         )
-        await dlq.send(
+        await _delivered(
+            dlq,
             key=event.key,
             value=letter.to_json(),
             headers={"firn.reason": reason.encode(), "firn.service": b"metrics"},
@@ -154,7 +155,8 @@ def create_app(
                     request.score,
                     "; ".join(request.reasons),
                 )
-                await plan_requests.send(
+                await _delivered(
+                    plan_requests,
                     key=f"{tracked.table}/{tracked.partition_key}".encode(),
                     value=planned.to_json(),
                 )
@@ -174,6 +176,13 @@ def create_app(
     if on_timer is not None:
         app.timer(settings.service_heartbeat_seconds)(on_timer)
     return app
+
+
+async def _delivered(topic: Any, **message: Any) -> None:
+    """Send and wait for the broker's acknowledgement. Faust commits an event's offset
+    once the agent moves past it, so what the event caused must be durable by then."""
+    pending = await topic.send(**message)
+    await pending
 
 
 async def _retrying(call: Callable[..., Any], *args: Any) -> Any:
