@@ -1,8 +1,8 @@
 """Faults on the real stack, with the four services as separate processes.
 
 While a producer streams changes: kill -9 the executor-dispatcher while it runs a
-task, the committer while a plan waits to be committed, and the planner while it has
-plan requests to serve; restart each. Malformed events are sent to three services'
+task, the committer while a plan waits to be committed, the planner while it has
+plan requests to serve, and metrics; restart each. Malformed events are sent to three services'
 topics. Afterwards all work completes, read() equals the model, no task is stuck, no
 plan is committed twice, and replaying every event of the run changes nothing.
 
@@ -153,6 +153,11 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
                 killed["planner"] = "while metrics kept requesting plans"
             elif n == 160:
                 services.start("planner")
+            elif n == 180:
+                services.kill("metrics")  # its Faust table comes back from the changelog
+                killed["metrics"] = "mid-stream"
+            elif n == 190:
+                services.start("metrics")
             elif n == 170:
                 garbage = producer(settings)
                 for topic in (topics.plan_requests, topics.plan_tasks, topics.task_results):
@@ -160,7 +165,7 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
                 assert garbage.flush(10) == 0
 
         workload.run(commits=220, per_second=8, between=faults)
-        assert set(killed) == {"dispatcher", "committer", "planner"}
+        assert set(killed) == {"dispatcher", "committer", "planner", "metrics"}
         wait_until_settled(table, timeout=300, alive=services.assert_running)
         workload.check()
         _assert_committed_once(conn, table.table_id)
