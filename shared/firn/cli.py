@@ -192,7 +192,10 @@ def _service(args: argparse.Namespace, settings: FirnSettings) -> int:
     logs.configure(settings.log_level)
     # Beside a running `firn up`, a service started by hand joins that stack: this is
     # how one more dispatcher (or any service) is added to share the work.
-    module = importlib.import_module(f"firn_services.{SERVICES[args.name]}.main")
+    service = SERVICES[args.name]
+    module = importlib.import_module(f"firn_services.{service}.main")
+    if "application_name" not in settings.model_fields_set:
+        settings = settings.model_copy(update={"application_name": f"firn-{service}"})
     module.main(settings.with_local_stack())
     return 0
 

@@ -93,6 +93,11 @@ class FirnSettings(BaseSettings):
         description="How often the metrics service re-reads every partition from the "
         "catalog (lost commit events, restarts, time-based triggers); seconds or e.g. '10min'.",
     )
+    application_name: str = Field(
+        default="firn",
+        description="Postgres application_name of Firn's connections; each service sets "
+        "firn-NAME, so pg_stat_activity shows which service holds or waits for what.",
+    )
     log_level: str = Field(default="INFO", description="Python logging level.")
 
     @field_validator("database_schema")

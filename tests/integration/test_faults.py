@@ -1,8 +1,9 @@
 """Faults on the real stack, with the four services as separate processes.
 
 While a producer streams changes: kill -9 the executor-dispatcher while it runs a
-task, the committer while a plan waits to be committed, the planner while it has
-plan requests to serve, and metrics; restart each. Malformed events are sent to three services'
+task, the committer inside a plan commit transaction, the planner inside the
+transaction that stores a plan (each held there by a row lock the test takes), and
+metrics; restart each. Malformed events are sent to three services'
 topics. Afterwards all work completes, read() equals the model, no task is stuck, no
 plan is committed twice, and replaying every event of the run changes nothing.
 
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ import pytest
 
 import firn
 from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.postgres import connect
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
 from tests.integration.cdc_workload import PROPERTIES, SCHEMA, CdcProducer, wait_until_settled
@@ -47,6 +50,24 @@ def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"never saw {what} within {timeout:.0f}s")
         time.sleep(0.05)
+
+
+@contextmanager
+def _holding(settings: FirnSettings, lock: str, *args: Any) -> Iterator[None]:
+    """Hold row locks in a transaction of our own until the block ends."""
+    with connect(settings) as holder, holder.transaction():
+        holder.execute(lock, args)
+        yield
+
+
+def _waiting(conn: Connection, application: str) -> bool:
+    """Whether a connection of that service waits for a lock (inside a transaction)."""
+    return _exists(
+        conn,
+        "SELECT 1 FROM pg_stat_activity WHERE application_name = %s "
+        "AND wait_event_type = 'Lock' AND state = 'active'",
+        application,
+    )
 
 
 def _state(conn: Connection, table_id: int) -> dict[str, Any]:
@@ -138,19 +159,29 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
             elif n == 75:
                 services.start("dispatcher")
             elif n == 100:
-                services.kill("committer")
-                # With the committer down, prepared work piles up until it is back.
-                _wait_for(
-                    lambda: _exists(conn, in_plan, table.table_id, "Prepared"),
-                    60,
-                    "a Prepared task",
-                )
-                killed["committer"] = "with a plan waiting to be committed"
+                # Hold the table row: the committer's next plan commit blocks inside its
+                # transaction (producers take it too, but this one is paused here).
+                with _holding(
+                    settings,
+                    "SELECT 1 FROM catalog_table WHERE table_id = %s FOR UPDATE",
+                    table.table_id,
+                ):
+                    _wait_for(lambda: _waiting(conn, "firn-committer"), 90, "a plan commit")
+                    services.kill("committer")
+                killed["committer"] = "inside a plan commit transaction"
             elif n == 120:
                 services.start("committer")
             elif n == 140:
-                services.kill("planner")
-                killed["planner"] = "while metrics kept requesting plans"
+                # Hold the partitions: the planner's next plan blocks inside its
+                # transaction, after drafting and before storing anything.
+                with _holding(
+                    settings,
+                    "SELECT 1 FROM catalog_partition WHERE table_id = %s FOR UPDATE",
+                    table.table_id,
+                ):
+                    _wait_for(lambda: _waiting(conn, "firn-planner"), 90, "a plan being stored")
+                    services.kill("planner")
+                killed["planner"] = "inside a plan transaction"
             elif n == 160:
                 services.start("planner")
             elif n == 180:

@@ -22,7 +22,9 @@ def connect(settings: FirnSettings, *, autocommit: bool = False) -> Connection:
     dsn = settings.database_dsn()
     schema = settings.database_schema
     try:
-        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10, application_name="firn")
+        conn = psycopg.connect(
+            dsn, autocommit=True, connect_timeout=10, application_name=settings.application_name
+        )
     except psycopg.OperationalError as exc:
         raise ServiceError(f"cannot connect to Postgres: {exc}") from exc
     conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
