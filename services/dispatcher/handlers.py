@@ -26,12 +26,14 @@ from firn.catalog.plans import (
     claim_task,
     expire_leases,
     extend_lease,
+    move_task,
     pending_tasks_of,
     record_result,
-    stale_pending_tasks,
+    stale_waiting_tasks,
 )
 from firn.compaction.execution import Claim
 from firn.compaction.kernel import KernelLimits
+from firn.compaction.states import TaskState
 from firn.compaction.tasks import TaskResult
 from firn.errors import FirnError
 from firn.events.plans import PlanTaskEvent
@@ -100,15 +102,19 @@ class Dispatcher:
         self._flush()
 
     def sweep(self, min_age_seconds: float = 60.0) -> list[int]:
-        """Expire leases; re-announce Pending tasks untouched for ``min_age_seconds``."""
+        """Expire leases; announce Init and Pending tasks untouched for
+        ``min_age_seconds`` (Init ones are then Pending)."""
         conn = self.catalog.conn
         expired = expire_leases(conn)
         if expired:
             log.warning("leases expired, tasks back to Pending: %s", expired)
-        waiting = stale_pending_tasks(conn, min_age_seconds)
+        waiting = stale_waiting_tasks(conn, min_age_seconds)
         for task in waiting:
             self._announce(task)
         self._flush()
+        for task in waiting:
+            if task.state == TaskState.INIT:  # the planner died before releasing it
+                move_task(conn, task.task_id, TaskState.INIT, TaskState.PENDING, reason="swept")
         return [t.task_id for t in waiting]
 
     def _announce(self, task: WaitingTask) -> None:

@@ -133,3 +133,23 @@ def test_failed_attempts_go_back_to_pending_and_the_sweep_announces_them(
     working = Dispatcher(catalog, producer(settings), topics, run_local, owner="test")
     working.plan_task(task_event(table, record, 0))
     assert states(catalog, record) == [("Prepared", 2)] * len(record.tasks)
+
+
+def test_the_sweep_announces_a_plan_the_planner_stored_but_never_released(
+    settings: FirnSettings, catalog: firn.Catalog, unique: str
+) -> None:
+    topics = Topics.from_settings(settings)
+    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    table = catalog.create_table("orphaned_plan", SCHEMA, ["id"], [], {"base.buckets": 2})
+    table.upsert(pa.table({"id": np.arange(50), "v": ["x"] * 50}))
+    record = plan_now(table, "", "major")  # stored; the planner died before releasing
+    assert isinstance(record, PlanRecord)
+    assert {s for s, _ in states(catalog, record)} == {"Init"}
+
+    dispatcher = Dispatcher(catalog, producer(settings), topics, run_local, owner="test")
+    assert dispatcher.sweep(min_age_seconds=60) == [], "too fresh: the planner may be at it"
+    swept = dispatcher.sweep(min_age_seconds=0)
+    assert sorted(swept) == sorted(t.task_id for t in record.tasks)
+    assert {s for s, _ in states(catalog, record)} == {"Pending"}
+    announced = drain(settings, topics.plan_tasks, f"tasks-{unique}", expect=len(record.tasks))
+    assert sorted(e["task_id"] for e in announced) == sorted(swept)

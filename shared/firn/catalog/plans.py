@@ -494,20 +494,21 @@ def pending_tasks_of(conn: Connection, plan_id: int, limit: int) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def stale_pending_tasks(conn: Connection, min_age_seconds: float) -> list[WaitingTask]:
-    """Pending tasks of open plans to announce again: retries whose backoff just
-    passed, and tasks untouched for ``min_age_seconds`` (their event was lost); each
-    is touched, so the next sweep does not announce it again at once."""
+def stale_waiting_tasks(conn: Connection, min_age_seconds: float) -> list[WaitingTask]:
+    """Init and Pending tasks of open plans to announce (again): retries whose backoff
+    just passed, and tasks untouched for ``min_age_seconds`` (their event was lost, or
+    the planner died between storing the plan and announcing it); each is touched, so
+    the next sweep does not announce it again at once."""
     rows = conn.execute(
         "UPDATE compaction_task t SET updated_at = now() FROM compaction_plan p "
-        "WHERE p.plan_id = t.plan_id AND p.state = ANY(%s) AND t.state = %s "
+        "WHERE p.plan_id = t.plan_id AND p.state = ANY(%s) AND t.state = ANY(%s) "
         "AND coalesce(t.not_before, '-infinity') <= now() "
         "AND (t.updated_at < now() - make_interval(secs => %s) "
         "     OR t.updated_at < t.not_before) "
         "RETURNING t.plan_id, t.task_id, t.state, t.attempt, t.input_bytes",
         (
             [s.value for s in OPEN_PLAN_STATES],
-            TaskState.PENDING.value,
+            [TaskState.INIT.value, TaskState.PENDING.value],
             min_age_seconds,
         ),
     ).fetchall()
