@@ -1,4 +1,5 @@
-"""Commit-to-compacted latency and the services' CPU and memory, on the whole stack.
+"""Commit-to-compacted latency, write amplification and the services' CPU and memory,
+on the whole stack.
 
 Runs `firn up --demo --json` (Postgres, Kafka, the four services, the synthetic CDC
 producer) in a throwaway home for --duration seconds, then prints what the demo
@@ -92,6 +93,13 @@ def _report(summary: dict[str, Any], rate: float) -> None:
         print(
             f"  = median {latency['median_s'] / interval:.1f}x, "
             f"p95 {latency['p95_s'] / interval:.1f}x the commit interval ({interval:.2f} s)"
+        )
+    written = summary["written"]
+    if written["amplification"] is not None:
+        print(
+            f"written: {written['committed_bytes'] / 2**20:.1f} MiB committed, "
+            f"{written['compacted_bytes'] / 2**20:.1f} MiB by compactions: "
+            f"write amplification {written['amplification']:.2f}x"
         )
     print(f"{'process':<11} {'idle cores':>10} {'load cores':>10} {'peak RSS MiB':>13}")
     idle = (summary["resources"]["idle"] or {}).get("processes", {})

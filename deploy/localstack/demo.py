@@ -34,11 +34,13 @@ from firn.catalog.catalog import Catalog
 from firn.catalog.progress import (
     LatencySummary,
     ProgressReading,
+    WrittenBytes,
     commit_points,
     last_plan_id,
     latency_summary,
     merge_points,
     read_progress,
+    written_bytes,
 )
 from firn.errors import ConfigError, FirnError
 from firn.table.table import Table
@@ -163,6 +165,7 @@ class DemoResult:
     reading: ProgressReading
     latency: LatencySummary
     check: ModelCheck
+    written: WrittenBytes
     error: str | None = None
     """Why producing stopped early, if it did."""
 
@@ -201,6 +204,7 @@ class DemoProducer:
         # What this run adds is told apart from the table's history by these two.
         self.start_seq = read_progress(catalog.conn, self.table.table_id).seq
         self.start_plan = last_plan_id(catalog.conn, self.table.table_id)
+        self.start_snapshot = self.table.current_snapshot()
         self.workload = Workload(options.keys, options.batch, options.delete_ratio)
         self.rng = random.Random(options.seed)
         self.commits = 0
@@ -281,6 +285,7 @@ class DemoProducer:
             reading=read_progress(conn, table_id, self.start_plan),
             latency=latency,
             check=check,
+            written=written_bytes(conn, table_id, self.start_snapshot),
             error=self.error,
         )
 

@@ -127,6 +127,7 @@ def summary_data(
         "live_rows": check.expected_rows,
         "compactions": result.reading.compactions,
         "latency": result.latency.as_dict(),
+        "written": result.written.as_dict(),
         "unmerged_files": result.reading.unmerged_files,
         "model_check": {
             "matches": check.matches,
@@ -162,6 +163,7 @@ def summary_text(data: dict[str, Any]) -> str:
         f"  compactions  {sum(data['compactions'].values())} committed"
         f"{f' ({kinds})' if kinds else ''}",
         f"  latency      {_latency_text(data['latency'])}",
+        f"  written      {_written_text(data['written'])}",
         f"  model check  {_check_text(data['model_check'])}",
     ]
     if data["error"]:
@@ -178,6 +180,15 @@ def _latency_text(latency: dict[str, Any]) -> str:
         f"commit to compacted over {latency['compacted']} (commit, partition) pairs: "
         f"median {latency['median_s']:.1f}s, p95 {latency['p95_s']:.1f}s, "
         f"max {latency['max_s']:.1f}s{waiting}"
+    )
+
+
+def _written_text(written: dict[str, Any]) -> str:
+    amplification = written["amplification"]
+    ratio = "" if amplification is None else f": write amplification {amplification:.2f}x"
+    return (
+        f"{written['committed_bytes'] / MiB:.1f} MiB committed, "
+        f"{written['compacted_bytes'] / MiB:.1f} MiB rewritten by compactions{ratio}"
     )
 
 

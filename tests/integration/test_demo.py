@@ -60,6 +60,20 @@ def test_the_table_equals_the_model_and_latency_is_measured(catalog: firn.Catalo
     assert latency.max is not None
     assert 0 <= latency.median <= latency.p95 <= latency.max
 
+    # Bytes written: every change file committed, and the compaction's outputs.
+    files = producer.table.files()
+    live_change = sum(
+        size
+        for store, size in zip(
+            files.column("store").to_pylist(), files.column("size").to_pylist(), strict=True
+        )
+        if store == "change"
+    )
+    assert result.written.committed > live_change > 0  # merged ones count too
+    assert result.written.compacted > 0
+    assert result.written.amplification is not None
+    assert result.written.amplification > 1
+
     assert shown
     assert shown[-1].reading.seq >= shown[0].reading.seq > 0
     data = summary_data(result, OPTIONS.table, None, None)

@@ -20,6 +20,7 @@ from firn.catalog.progress import (
     LatencySummary,
     MergePoint,
     ProgressReading,
+    WrittenBytes,
     latency_summary,
     percentile,
 )
@@ -282,6 +283,7 @@ def test_summary_data_and_text_agree() -> None:
         check=ModelCheck(
             expected_rows=9012, actual_rows=9012, missing=0, unexpected=0, different=0
         ),
+        written=WrittenBytes(committed=40 << 20, compacted=90 << 20),
     )
     idle = ResourceWindow(10.0, {"planner": _usage(1.0, 90, 95)}, {"planner": _usage(1.5, 91, 96)})
     load = ResourceWindow(
@@ -310,6 +312,10 @@ def test_summary_data_and_text_agree() -> None:
     assert "compactions  17 committed (major 15, minor 2)" in text
     assert "read() equals the reference model (9,012 rows)" in text
     assert "23 unmerged change files left" in text
+    assert (
+        "40.0 MiB committed, 90.0 MiB rewritten by compactions: write amplification 3.25x" in text
+    )
+    assert data["written"]["amplification"] == 3.25
     assert any(line.split()[:3] == ["planner", "0.5", "0.05"] for line in text.splitlines())
 
     bad = DemoResult(
@@ -320,6 +326,7 @@ def test_summary_data_and_text_agree() -> None:
         reading=READING,
         latency=LatencySummary(compacted=0, waiting=1),
         check=ModelCheck(4, 3, missing=1, unexpected=0, different=0, examples=(2,)),
+        written=WrittenBytes(committed=0, compacted=0),
     )
     data = summary_data(bad, "demo.orders", None, None)
     assert data["ok"] is False

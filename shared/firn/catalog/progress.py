@@ -228,5 +228,43 @@ def merge_points(conn: Connection, table_id: int) -> list[MergePoint]:
     return [MergePoint(part, int(snap), int(mms), at) for part, snap, mms, at in rows]
 
 
+@dataclass(frozen=True)
+class WrittenBytes:
+    """Bytes written to storage: by producer commits, and by compactions rewriting them."""
+
+    committed: int
+    compacted: int
+
+    @property
+    def amplification(self) -> float | None:
+        """Everything written per byte committed; None before any commit."""
+        if self.committed == 0:
+            return None
+        return (self.committed + self.compacted) / self.committed
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        amplification = self.amplification
+        return {
+            "committed_bytes": self.committed,
+            "compacted_bytes": self.compacted,
+            "amplification": None if amplification is None else round(amplification, 2),
+        }
+
+
+def written_bytes(conn: Connection, table_id: int, after_snapshot: int = 0) -> WrittenBytes:
+    """Bytes of the files added after ``after_snapshot``, live or since removed
+    (files already expired by retention are no longer counted)."""
+    row = conn.execute(
+        "SELECT coalesce(sum(f.size_bytes) FILTER (WHERE s.kind = 'commit'), 0), "
+        "coalesce(sum(f.size_bytes) FILTER (WHERE s.kind = 'compaction'), 0) "
+        "FROM data_file f JOIN snapshot s "
+        "ON s.table_id = f.table_id AND s.snapshot_id = f.added_snapshot "
+        "WHERE f.table_id = %s AND f.added_snapshot > %s",
+        (table_id, after_snapshot),
+    ).fetchone()
+    committed, compacted = row if row is not None else (0, 0)
+    return WrittenBytes(int(committed), int(compacted))
+
+
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
