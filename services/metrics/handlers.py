@@ -113,8 +113,9 @@ def plan_request_event(tracked: TrackedPartition, request: Request) -> PlanReque
 
 class CatalogReader:
     """Readings and table properties from the catalog, for the async side to call in
-    a worker thread. Properties are cached for ``ttl`` seconds (the check interval),
-    so a changed threshold takes effect at the next check at the latest."""
+    a worker thread. Properties are cached for ``ttl`` seconds and reloaded at every
+    periodic check, so a changed threshold takes effect at the next check at the
+    latest."""
 
     def __init__(self, connect: Callable[[], firn.Catalog], ttl: float) -> None:
         self._connect = connect
@@ -143,14 +144,18 @@ class CatalogReader:
             cached = self._properties.get(table_id)
             if cached is not None and time.monotonic() - cached[0] < self.ttl:
                 return cached[1]
-            try:
-                found = self.catalog.table(table)
-            except ConfigError:
-                return None
-            if found.table_id != table_id:
-                return None
-            self._properties[table_id] = (time.monotonic(), found.properties)
-            return found.properties
+            found = self._load(table)
+        return None if found is None or found.table_id != table_id else found.properties
+
+    def _load(self, name: str) -> firn.Table | None:
+        """The table called ``name`` (None if there is none), its properties cached.
+        The caller holds the lock."""
+        try:
+            found = self.catalog.table(name)
+        except ConfigError:
+            return None
+        self._properties[found.table_id] = (time.monotonic(), found.properties)
+        return found
 
     def readings(
         self, table: str, table_id: int, partition_key: str | None = None
@@ -184,15 +189,11 @@ class CatalogReader:
         return self.readings(compaction.table, compaction.table_id, compaction.partition_key)
 
     def all_readings(self) -> list[tuple[str, Update]]:
-        """A reading of every partition of every table: the periodic check."""
+        """A reading of every partition of every table: the periodic check. Each
+        table's properties are loaded afresh on the way."""
         with self._lock:
-            names = self.catalog.tables()
+            tables = [t for name in self.catalog.tables() if (t := self._load(name))]
         updates = []
-        for name in names:
-            with self._lock:
-                try:
-                    table_id = self.catalog.table(name).table_id
-                except ConfigError:
-                    continue  # dropped since listed
-            updates += self.readings(name, table_id)
+        for table in tables:
+            updates += self.readings(table.name, table.table_id)
         return updates

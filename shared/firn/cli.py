@@ -23,7 +23,13 @@ from pydantic import ValidationError
 
 from firn import __version__, logs
 from firn.commands import compact, expire, status, tables
-from firn.commands.output import Output, positive_float, positive_int
+from firn.commands.output import (
+    Output,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    ratio,
+)
 from firn.errors import ConfigError, FirnError
 from firn.settings import FirnSettings
 
@@ -93,7 +99,7 @@ def _add_demo_options(up: argparse.ArgumentParser) -> None:
     demo.add_argument("--batch", type=positive_int, help="rows per commit (default 100)")
     demo.add_argument(
         "--delete-ratio",
-        type=_ratio,
+        type=ratio,
         metavar="D",
         help="share of rows that delete a live order, in [0, 1) (default 0.1); "
         "the rest insert or update a random order",
@@ -106,7 +112,7 @@ def _add_demo_options(up: argparse.ArgumentParser) -> None:
     )
     demo.add_argument(
         "--idle-seconds",
-        type=_non_negative_float,
+        type=non_negative_float,
         metavar="SECONDS",
         help="measure the idle stack this long before producing (default 10; 0: skip)",
     )
@@ -158,28 +164,6 @@ def _up(args: argparse.Namespace, settings: FirnSettings) -> int:
         demo=demo if args.demo else None,
     )
     return code
-
-
-def _ratio(text: str) -> float:
-    """An argparse type: a number in [0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    """An argparse type: a number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
-    return value
 
 
 def _down(args: argparse.Namespace, settings: FirnSettings) -> int:

@@ -146,6 +146,14 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
         in_plan = "SELECT 1 FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
         in_plan += "WHERE p.table_id = %s AND t.state = %s"
 
+        def kill_blocked(service: str, locked: str, what: str) -> None:
+            """Kill ``service`` while it waits inside a transaction for rows of
+            ``locked`` (this table's) that the test holds."""
+            lock = f"SELECT 1 FROM {locked} WHERE table_id = %s FOR UPDATE"
+            with _holding(settings, lock, table.table_id):
+                _wait_for(lambda: _waiting(conn, f"firn-{service}"), 90, what)
+                services.kill(service)
+
         def faults(n: int) -> None:
             services.assert_running()
             if n == 60:
@@ -161,26 +169,14 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
             elif n == 100:
                 # Hold the table row: the committer's next plan commit blocks inside its
                 # transaction (producers take it too, but this one is paused here).
-                with _holding(
-                    settings,
-                    "SELECT 1 FROM catalog_table WHERE table_id = %s FOR UPDATE",
-                    table.table_id,
-                ):
-                    _wait_for(lambda: _waiting(conn, "firn-committer"), 90, "a plan commit")
-                    services.kill("committer")
+                kill_blocked("committer", "catalog_table", "a plan commit")
                 killed["committer"] = "inside a plan commit transaction"
             elif n == 120:
                 services.start("committer")
             elif n == 140:
                 # Hold the partitions: the planner's next plan blocks inside its
                 # transaction, after drafting and before storing anything.
-                with _holding(
-                    settings,
-                    "SELECT 1 FROM catalog_partition WHERE table_id = %s FOR UPDATE",
-                    table.table_id,
-                ):
-                    _wait_for(lambda: _waiting(conn, "firn-planner"), 90, "a plan being stored")
-                    services.kill("planner")
+                kill_blocked("planner", "catalog_partition", "a plan being stored")
                 killed["planner"] = "inside a plan transaction"
             elif n == 160:
                 services.start("planner")

@@ -76,6 +76,10 @@ def test_task_states_and_limits_are_parsed() -> None:
         (["table", "create", "t", "--schema", "id:int64"], "one of the arguments"),
         (["table", "create", "t", "--primary-key", "id"], "--schema"),
         (["table", "drop", "t"], "invalid choice: 'drop'"),
+        (["up", "--demo", "--delete-ratio", "1"], "must be at least 0 and below 1"),
+        (["up", "--demo", "--rate", "0"], "must be greater than 0"),
+        (["up", "--demo", "--keys", "0"], "must be at least 1"),
+        (["up", "--demo", "--idle-seconds", "-1"], "must not be negative"),
     ],
 )
 def test_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from firn.settings import FirnSettings
+
+T = TypeVar("T", int, float)
 
 
 @dataclass(frozen=True)
@@ -57,23 +59,24 @@ def partition_name(key: str) -> str:
     return key or "(all)"
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _number_type(
+    parse: Callable[[str], T], accept: Callable[[T], bool], requirement: str, kind: str
+) -> Callable[[str], T]:
+    """An argparse type: ``parse`` the text, then refuse values ``accept`` rejects."""
+
+    def convert(text: str) -> T:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {kind}: {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"{requirement}, got {text}")
+        return value
+
+    return convert
 
 
-def positive_float(text: str) -> float:
-    """An argparse type: a number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
-    return value
+positive_int = _number_type(int, lambda v: v >= 1, "must be at least 1", "an integer")
+positive_float = _number_type(float, lambda v: v > 0, "must be greater than 0", "a number")
+non_negative_float = _number_type(float, lambda v: v >= 0, "must not be negative", "a number")
+ratio = _number_type(float, lambda v: 0 <= v < 1, "must be at least 0 and below 1", "a number")
