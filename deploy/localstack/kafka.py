@@ -52,8 +52,14 @@ def broker_jars(cache: Path) -> Path:
     return libs
 
 
-def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def cluster_id() -> str:
+    """A random cluster id as Kafka makes them (``Uuid.randomUuid``): URL-safe base64
+    of 16 bytes, never starting with '-', which the storage tool would take for an
+    option (one id in 64 did, and `firn up` failed at random)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 @dataclass
@@ -98,7 +104,7 @@ class KafkaBroker:
                     "format",
                     "--standalone",
                     "-t",
-                    _cluster_id(),
+                    cluster_id(),
                     "-c",
                     str(config),
                 ],
