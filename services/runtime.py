@@ -23,7 +23,7 @@ from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
 from firn.kafka.loop import ConsumeLoop, EventHandler
 from firn.postgres import apply_migrations, connect, registry
 from firn.postgres.connection import Connection, ReconnectingConnection
-from firn.postgres.retry import is_transient
+from firn.postgres.retry import is_transient, retrying_transient
 from firn.settings import FirnSettings
 
 log = logging.getLogger(__name__)
@@ -47,15 +47,34 @@ class ServiceContext:
 
 
 def prepare(name: str, settings: FirnSettings) -> ServiceContext:
-    """Connect, migrate, create topics, register: the common start-up of every service."""
+    """Connect, migrate, create topics, register: the common start-up of every
+    service. A database or broker that is not there yet (or restarting) is waited
+    for, with backoff, for up to ``STARTUP_PATIENCE`` seconds."""
+    return retrying_transient(
+        lambda: _prepare(name, settings),
+        what=f"{name} start-up",
+        deadline_seconds=STARTUP_PATIENCE,
+    )
+
+
+STARTUP_PATIENCE = 300.0
+
+
+def _prepare(name: str, settings: FirnSettings) -> ServiceContext:
     conn = connect(settings)
-    apply_migrations(conn)
-    conn.autocommit = True
-    topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all())
+    try:
+        apply_migrations(conn)
+        conn.autocommit = True
+        topics = Topics.from_settings(settings)
+        ensure_topics(admin_client(settings), topics.all())
+        instance_id = registry.register(conn, name)
+    except BaseException:
+        conn.close()
+        raise
     db = ReconnectingConnection(settings, conn=conn)
-    context = ServiceContext(name=name, settings=settings, topics=topics, db=db)
-    context.instance_id = registry.register(conn, name)
+    context = ServiceContext(
+        name=name, settings=settings, topics=topics, db=db, instance_id=instance_id
+    )
     log.info("%s started as %s", name, context.instance_id)
     return context
 

@@ -12,6 +12,7 @@ import logging
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -27,8 +28,33 @@ log = logging.getLogger(__name__)
 
 SERVICES = ("metrics", "planner", "dispatcher", "committer")
 
-_RESTART_LIMIT = 5
-"""Restarts of one service before the supervisor gives up on the stack."""
+RESTART_LIMIT = 5
+"""Exits of one service within ``RESTART_WINDOW`` after which the supervisor gives up."""
+RESTART_WINDOW = 600.0
+"""Seconds over which exits are counted: a service that exits now and then (a broker
+outage it could not ride out) is restarted for as long as the stack runs; one that
+exits again and again is broken and stops the stack with its log."""
+RESTART_BACKOFF = (1.0, 30.0)
+"""Wait before a restart: the first, doubled for each exit still in the window, capped."""
+
+
+class RestartBudget:
+    """When to restart one service, and when to give up on it."""
+
+    def __init__(self, limit: int = RESTART_LIMIT, window: float = RESTART_WINDOW) -> None:
+        self.limit = limit
+        self.window = window
+        self._exits: deque[float] = deque()
+
+    def exited(self, now: float) -> float | None:
+        """Record an exit at ``now``; the time to restart at, or None to give up."""
+        self._exits.append(now)
+        while self._exits and self._exits[0] < now - self.window:
+            self._exits.popleft()
+        if len(self._exits) > self.limit:
+            return None
+        first, cap = RESTART_BACKOFF
+        return now + min(first * 2.0 ** (len(self._exits) - 1), cap)
 
 
 class ServiceProcesses:
@@ -37,7 +63,8 @@ class ServiceProcesses:
         self._logs = logs
         self._names = names
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._restarts: dict[str, int] = dict.fromkeys(names, 0)
+        self._budgets = {name: RestartBudget() for name in names}
+        self._restart_at: dict[str, float] = {}
 
     @property
     def pids(self) -> dict[str, int]:
@@ -89,22 +116,33 @@ class ServiceProcesses:
             f"see the logs in {self._logs}"
         )
 
-    def restart_exited(self) -> list[str]:
-        """Restart any service that has exited; give up after repeated failures."""
+    def restart_exited(self, now: float | None = None) -> list[str]:
+        """Restart services that have exited, each after its backoff; give up (raise)
+        when one exits more than ``RESTART_LIMIT`` times within ``RESTART_WINDOW``."""
+        now = time.monotonic() if now is None else now
         restarted = []
         for name, proc in list(self._procs.items()):
             if proc.poll() is None:
                 continue
-            self._restarts[name] += 1
-            if self._restarts[name] > _RESTART_LIMIT:
-                raise StackError(
-                    f"service {name} keeps exiting (code {proc.returncode}); "
-                    f"last lines of {self.log_path(name)}:\n"
-                    f"{tail(self.log_path(name))}"
+            if name not in self._restart_at:
+                at = self._budgets[name].exited(now)
+                if at is None:
+                    raise StackError(
+                        f"service {name} exited more than {RESTART_LIMIT} times within "
+                        f"{RESTART_WINDOW:.0f}s (last code {proc.returncode}); last lines "
+                        f"of {self.log_path(name)}:\n{tail(self.log_path(name))}"
+                    )
+                log.warning(
+                    "service %s exited with code %s; restarting it in %.0fs",
+                    name,
+                    proc.returncode,
+                    at - now,
                 )
-            log.warning("service %s exited with code %s; restarting it", name, proc.returncode)
-            self._start_one(name)
-            restarted.append(name)
+                self._restart_at[name] = at
+            if now >= self._restart_at[name]:
+                del self._restart_at[name]
+                self._start_one(name)
+                restarted.append(name)
         return restarted
 
     def stop(self) -> None:

@@ -1,15 +1,27 @@
-"""Wiring of the metrics service: registry, topics, then the Faust worker."""
+"""Wiring of the metrics service: registry, topics, then the Faust worker.
+
+A Faust worker ends when its Kafka clients cannot reach the broker at a bad moment
+(it once did while starting during a broker restart). That is weather, not a reason
+for the process to exit: the worker is built again on a fresh event loop after a
+backoff once the broker answers again, and its table comes back from the changelog.
+Only a worker that fails ``WORKER_FAILURE_LIMIT`` times within
+``WORKER_FAILURE_WINDOW`` seconds while the broker answers (a bug, not weather) ends
+the process.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import faust
+from confluent_kafka import KafkaException
 
 import firn
+from firn.kafka import admin_client
 from firn.postgres import registry
-from firn.postgres.retry import is_transient
+from firn.postgres.retry import backoff, is_transient
 from firn.settings import FirnSettings
 from firn_services.metrics.app import create_app
 from firn_services.metrics.handlers import CatalogReader
@@ -37,10 +49,49 @@ def main(settings: FirnSettings) -> None:
                 raise
             log.warning("heartbeat failed, retried at the next one: %r", exc)
 
-    app = create_app(settings, reader, on_timer=heartbeat)
-    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
+    failures: list[float] = []
     try:
-        worker.execute_from_commandline()
+        while True:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            app = create_app(settings, reader, on_timer=heartbeat)
+            worker = faust.Worker(app, loop=loop, loglevel=settings.log_level, quiet=True)
+            try:
+                worker.execute_from_commandline()
+            except SystemExit as exc:
+                if exc.code in (None, 0):
+                    return  # stopped by a signal
+                if _broker_answers(settings):  # not weather: count it
+                    now = time.monotonic()
+                    failures[:] = [t for t in failures if t > now - WORKER_FAILURE_WINDOW]
+                    failures.append(now)
+                    if len(failures) > WORKER_FAILURE_LIMIT:
+                        raise
+                    time.sleep(backoff(len(failures)))
+                else:
+                    _wait_for_broker(settings)
+                log.warning("the Faust worker ended (exit %s); starting it again", exc.code)
     finally:
         reader.close()
         stopped(context)
+
+
+WORKER_FAILURE_LIMIT = 5
+WORKER_FAILURE_WINDOW = 600.0
+
+
+def _broker_answers(settings: FirnSettings) -> bool:
+    try:
+        admin_client(settings).list_topics(timeout=5)
+    except KafkaException:
+        return False
+    return True
+
+
+def _wait_for_broker(settings: FirnSettings) -> None:
+    attempt = 0
+    while not _broker_answers(settings):
+        attempt += 1
+        wait = backoff(attempt)
+        log.warning("Kafka does not answer; trying again in %.1fs", wait)
+        time.sleep(wait)

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 import firn
+from firn.errors import CommitStateUnknownError, FirnError
 from firn.postgres.connection import Connection
 
 SCHEMA = pa.schema(
@@ -68,7 +69,7 @@ class CdcProducer:
             else:
                 rows.append(self._upsert(day, key))
         changes = pa.Table.from_pylist(rows, schema=SCHEMA.append(pa.field("_op", pa.string())))
-        seq = self.table.commit(changes)
+        seq = self._commit(changes)
         for row in rows:
             key = (row["day"], row["id"])
             if row["_op"] == "D":
@@ -77,6 +78,21 @@ class CdcProducer:
                 self.model[key] = (row["day"], row["id"], row["amount"], row["note"])
         self.commits += 1
         return seq
+
+    def _commit(self, changes: pa.Table, patience: float = 120.0) -> int:
+        """Commit as a careful producer does: a commit refused for a transient
+        reason (the database restarting) is retried; nothing of it was visible. An
+        unknown outcome is raised: the model could not say what the table holds."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                return self.table.commit(changes)
+            except FirnError as exc:
+                if isinstance(exc, CommitStateUnknownError) or not exc.retryable:
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def _upsert(self, day: str, key: int) -> dict[str, Any]:
         amount = round(self.rng.uniform(0, 1000), 2)

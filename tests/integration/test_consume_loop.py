@@ -85,7 +85,7 @@ def test_bad_events_are_parked_with_a_reason_and_the_loop_goes_on(
         assert letter["reason"] == reason
         assert letter["source_topic"] == topics.commits
         assert letter["service"] == "test"
-    # The original message travels whole, as text, in the dead letter.
+    # A small original travels whole, as text, in the dead letter.
     assert [letter["payload"].encode() for letter in letters] == [
         b"not json",
         _event("mystery", 1),
@@ -135,3 +135,81 @@ def test_a_retryable_failure_is_handled_again_not_skipped(
     _run_until(loop, done)
     assert handled == [0, 1, 2]
     assert failures["left"] == 0
+
+
+def test_a_handler_longer_than_the_poll_interval_keeps_the_group_membership(
+    settings: FirnSettings, unique: str
+) -> None:
+    """A Spark job may outlast ``max.poll.interval.ms``; the loop keeps polling with
+    the assignment paused, so the member is not evicted, its commit is accepted, and
+    the message is not handled twice."""
+    topics = _publish(settings, [_event("slow", 0), _event("slow", 1)])
+    handled: list[int] = []
+    done = threading.Event()
+
+    def slow(event: Mapping[str, Any]) -> None:
+        if event["n"] == 0:
+            time.sleep(10)  # well past max.poll.interval.ms below
+        handled.append(event["n"])
+        if len(handled) >= 2:
+            done.set()
+
+    group = f"slow-{unique}"
+    tight = {"max.poll.interval.ms": 6000, "session.timeout.ms": 6000}
+    loop = ConsumeLoop(
+        consumer(settings, group, **tight),
+        producer(settings),
+        topics=[topics.commits],
+        handlers={"slow": slow},
+        dlq_topic=topics.dlq,
+        service="test",
+    )
+    _run_until(loop, done)
+    assert handled == [0, 1]
+    again = consumer(settings, group)
+    again.subscribe([topics.commits])
+    deadline = time.monotonic() + 8
+    leftovers = []
+    while time.monotonic() < deadline:
+        message = again.poll(0.5)
+        if message is not None and message.error() is None:
+            leftovers.append(message.value())
+    again.close()
+    assert leftovers == [], "an offset was not committed: the member had been evicted"
+
+
+def test_an_unexpected_error_parks_the_message_and_a_transient_one_retries_it(
+    settings: FirnSettings, unique: str
+) -> None:
+    topics = _publish(settings, [_event("ping", n) for n in range(3)])
+    handled: list[int] = []
+    blips = {"left": 2}
+    done = threading.Event()
+
+    def buggy(event: Mapping[str, Any]) -> None:
+        if event["n"] == 0:
+            raise KeyError("a bug for this one message")
+        if event["n"] == 1 and blips["left"] > 0:
+            blips["left"] -= 1
+            raise ConnectionResetError("database restarting")
+        handled.append(event["n"])
+        if len(handled) == 2:
+            done.set()
+
+    loop = ConsumeLoop(
+        consumer(settings, f"bug-{unique}"),
+        producer(settings),
+        topics=[topics.commits],
+        handlers={"ping": buggy},
+        dlq_topic=topics.dlq,
+        service="test",
+        transient=lambda exc: isinstance(exc, ConnectionResetError),
+        retry_backoff=0.1,
+    )
+    _run_until(loop, done)
+    assert handled == [1, 2]
+    assert loop.transient_failures == 2
+    parked = _drain(settings, topics.dlq, f"dlq-{unique}", expect=1)
+    assert [json.loads(m.value())["reason"] for m in parked] == [
+        "unexpected KeyError in the handler: 'a bug for this one message'"
+    ]

@@ -50,6 +50,10 @@ class _CheckFailedError(Exception):
 
 def commit_plan(conn: Connection, plan_id: int) -> PlanCommit:
     """Commit ``plan_id`` if every task is Prepared; idempotent."""
+    if _still_running(conn, plan_id):
+        # Most calls (one per prepared task) find the plan incomplete: say so without
+        # taking the table lock that producers' commits wait for.
+        return PlanCommit(plan_id, "waiting", reason="not every task is Prepared")
     try:
         with conn.transaction():
             return _commit(conn, plan_id)
@@ -58,7 +62,29 @@ def commit_plan(conn: Connection, plan_id: int) -> PlanCommit:
         return PlanCommit(plan_id, "failed", reason=str(exc))
 
 
+def _still_running(conn: Connection, plan_id: int) -> bool:
+    row = conn.execute(
+        "SELECT p.state, bool_or(t.state <> %s) FROM compaction_plan p "
+        "JOIN compaction_task t USING (plan_id) WHERE p.plan_id = %s GROUP BY p.state",
+        (TaskState.PREPARED.value, plan_id),
+    ).fetchone()
+    open_states = (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)
+    return row is not None and row[0] in open_states and bool(row[1])
+
+
 def _commit(conn: Connection, plan_id: int) -> PlanCommit:
+    where = conn.execute(
+        "SELECT table_id, partition_key FROM compaction_plan WHERE plan_id = %s", (plan_id,)
+    ).fetchone()
+    if where is None:
+        return PlanCommit(plan_id, "stale", reason="no such plan")
+    # Locks in the one order every writer uses (see firn.catalog.plans): the table row
+    # (as producers do), the partition, the plan, its tasks.
+    conn.execute("SELECT 1 FROM catalog_table WHERE table_id = %s FOR UPDATE", (where[0],))
+    conn.execute(
+        "SELECT 1 FROM catalog_partition WHERE table_id = %s AND partition_key = %s FOR UPDATE",
+        where,
+    )
     plan = conn.execute(
         "SELECT table_id, partition_key, kind, state, from_merged_seq, to_seq, "
         "committed_snapshot FROM compaction_plan WHERE plan_id = %s FOR UPDATE",

@@ -6,6 +6,13 @@ when a redelivered or stale event asks for a move that already happened (or that
 newer attempt overtook), no row matches and the caller learns it was a no-op. The
 machine's transition table (``firn.compaction.states``) is consulted first, so a
 move the SPEC does not allow is a bug that raises instead of a silent write.
+
+Lock order, the same in every transaction that takes more than one of these row
+locks, so that no two of them can deadlock: the table row (producer commits, plan
+commits), then the partition row, then the plan row, then its task rows. Claiming a
+task and recording its result therefore lock the plan before the task. A deadlock
+or serialization failure that happens anyway is a transient error: the whole
+transaction is retried by its caller.
 """
 
 from __future__ import annotations
@@ -239,6 +246,7 @@ def claim_task(
     """Pending -> Executing with a new attempt and a lease; ``None`` if another
     executor got it first (or it is no longer pending)."""
     with conn.transaction():
+        _lock_plan_of(conn, task_id)
         backing_off = conn.execute(
             "SELECT 1 FROM compaction_task WHERE task_id = %s AND not_before > now()", (task_id,)
         ).fetchone()
@@ -271,6 +279,7 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
     plan failed: no attempts left) or ``stale`` (this attempt no longer owns the task;
     its outputs are recorded as orphans)."""
     with conn.transaction():
+        _lock_plan_of(conn, result.task_id)
         stray = _outputs_outside_attempt(conn, result)
         if stray:
             # Never registered, and never deleted either: such a path may be a live file.
@@ -327,6 +336,15 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
             f"task {result.task_id} failed {result.attempt} times: {result.error}",
         )
         return "failed"
+
+
+def _lock_plan_of(conn: Connection, task_id: int) -> None:
+    """Lock the plan of a task before the task itself (the lock order above)."""
+    conn.execute(
+        "SELECT 1 FROM compaction_plan WHERE plan_id = "
+        "(SELECT plan_id FROM compaction_task WHERE task_id = %s) FOR UPDATE",
+        (task_id,),
+    )
 
 
 def _outputs_outside_attempt(conn: Connection, result: TaskResult) -> list[str]:

@@ -54,6 +54,9 @@ _REBALANCED = {
 }
 """Commit errors that mean: this member no longer owns the partition."""
 
+_COMMIT_TRIES = 5
+"""Offset commits tried while the broker refuses them for a passing reason."""
+
 _KEEPALIVE_SECONDS = 0.5
 """A handler running longer than this gets the assignment paused and polls kept up."""
 
@@ -227,18 +230,37 @@ class ConsumeLoop:
         """Commit past ``message``. If the group rebalanced while it was handled, the
         partition may belong to another member now: the commit is refused, the new
         owner handles the message again (handlers are idempotent), and this member
-        carries on with what it was given."""
-        try:
-            self._consumer.commit(message=message, asynchronous=False)
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() not in _REBALANCED:
-                raise
-            log.warning(
-                "offset of %s not committed, the group rebalanced: %s",
-                _where(message),
-                error.str(),
-            )
+        carries on with what it was given. A broker that is restarting (coordinator
+        loading or moved, timeouts) gets a few tries with backoff; if it still refuses,
+        the loop goes on: the next commit covers this offset, and until then a
+        redelivery would only repeat an idempotent handler."""
+        attempt = 0
+        while True:
+            try:
+                self._consumer.commit(message=message, asynchronous=False)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() in _REBALANCED:
+                    log.warning(
+                        "offset of %s not committed, the group rebalanced: %s",
+                        _where(message),
+                        error.str(),
+                    )
+                    return
+                if error.fatal():
+                    raise
+                attempt += 1
+                if attempt > _COMMIT_TRIES or self.stopping.is_set():
+                    log.warning(
+                        "offset of %s not committed after %d tries, going on: %s",
+                        _where(message),
+                        attempt,
+                        error.str(),
+                    )
+                    return
+                self.transient_failures += 1
+                self.stopping.wait(min(self._retry_backoff * 2.0 ** (attempt - 1), 8.0))
 
     def _park(self, message: Message, reason: str) -> None:
         """Send a bounded dead letter for the message and wait until the broker has

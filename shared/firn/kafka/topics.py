@@ -89,3 +89,5 @@ def ensure_topics(
             if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 continue
             raise ServiceError(f"cannot create topic {name}: {exc}") from exc
+        except TimeoutError as exc:  # the broker is away: worth trying again
+            raise ServiceError(f"no answer from Kafka creating topic {name}") from exc
