@@ -28,7 +28,7 @@ def changes(**columns: list) -> pa.Table:
     base = {
         "region": ["eu", "eu"],
         "id": [1, 2],
-        "qty": [5, None],
+        "qty": pa.array([5, None], pa.int32()),
         "note": ["a", None],
         "_op": ["U", "D"],
     }
@@ -61,7 +61,7 @@ def test_delete_rows_need_only_key_columns() -> None:
         (changes(_op=["U", "X"]), r"unknown '_op' values \['X'\]"),
         (changes(_op=["U", None]), "'_op' has nulls"),
         (changes(_op=[1, 2]), "'_op' must be a string"),
-        (changes(qty=[None, 1]), "non-nullable but an upsert row has a null"),
+        (changes(qty=pa.array([None, 1], pa.int32())), "non-nullable but an upsert row has a null"),
         (changes(id=["one", "two"]), "column 'id' has type string"),
         (changes(id=[1.5, 2.0]), "column 'id' has type double"),
         (changes().drop_columns(["note"]), r"missing \['note'\]"),

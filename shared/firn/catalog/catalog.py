@@ -107,7 +107,8 @@ class Catalog:
             raise ConfigError(f"no table named {name!r}")
         table_id, ipc, key, parts, props, location = row
         definition = TableSchema(name, TableSchema.schema_from_ipc(ipc), tuple(key), tuple(parts))
-        return Table(self, table_id, definition, TableProperties.parse(props), location)
+        properties = TableProperties.from_catalog(props, name)
+        return Table(self, table_id, definition, properties, location)
 
     def tables(self) -> list[str]:
         rows = self.conn.execute("SELECT name FROM catalog_table ORDER BY name").fetchall()
