@@ -98,6 +98,9 @@ class Catalog:
 
     def table(self, name: str) -> Table:
         """The table called ``name``; ``ConfigError`` if there is none."""
+        if not isinstance(name, str) or "\x00" in name:
+            # Postgres cannot even compare such a name; no table can have it.
+            raise ConfigError(f"no table named {name!r}")
         row = self.conn.execute(
             "SELECT table_id, schema_ipc, primary_key, partition_by, properties, location "
             "FROM catalog_table WHERE name = %s",

@@ -112,7 +112,10 @@ def _tables(conn: Connection, name: str | None) -> list[_TableRow]:
     if name is None:
         found = conn.execute(f"{query} ORDER BY name").fetchall()
     else:
-        found = conn.execute(f"{query} WHERE name = %s", (name,)).fetchall()
+        # Postgres cannot compare a name with NUL in it; no table has one.
+        found = (
+            [] if "\x00" in name else conn.execute(f"{query} WHERE name = %s", (name,)).fetchall()
+        )
         if not found:
             raise ConfigError(f"no table named {name!r}")
     return [_TableRow(tid, n, TableProperties.from_catalog(p, n), loc) for tid, n, p, loc in found]
