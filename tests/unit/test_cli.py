@@ -122,6 +122,28 @@ def test_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixtu
             ["table", "create", "t", "--schema", "id:int64", "--append-only", "--property", "x"],
             "--property takes KEY=VALUE, got 'x'",
         ),
+        (
+            ["table", "create", "t\n", "--schema", "id:int64", "--primary-key", "id"],
+            "table name 't\\n' must start with a letter",
+        ),
+        (
+            ["table", "create", "t", "--schema", "at:timestamp[us, Mars/Olympus]", "--append-only"],
+            "unknown time zone 'Mars/Olympus'",
+        ),
+        *(
+            (
+                ["table", "create", "t", "--schema", "id:int64", "--append-only", "--property", p],
+                message,
+            )
+            for p, message in (
+                ("snapshot.retention=1000000000000", "snapshot.retention: must be from 0s to"),
+                ("target-file-size=4", "target-file-size: must be from 1KiB to 16GiB, got 4B"),
+                ("base.buckets=65536", "base.buckets: must be from 1 to 1024"),
+                ("base.buckets=128", "within a factor of 16"),
+                ("task.max-attempts=99999999999999999999", "task.max-attempts: must be from"),
+                ("major.delete-ratio=nan", "major.delete-ratio: Input should be a finite"),
+            )
+        ),
     ],
 )
 def test_bad_input_fails_before_touching_the_catalog(
