@@ -121,6 +121,14 @@ class FirnSettings(BaseSettings):
             )
         return value
 
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, value: Path) -> Path:
+        # Relative paths meant different places to Maven, Java and the services
+        # (`make demo` on a fresh clone once fetched the Kafka jars into a nested
+        # folder); every process gets the same absolute home instead.
+        return value.expanduser().resolve()
+
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:
