@@ -23,15 +23,11 @@ from pydantic import ValidationError
 
 from firn import __version__, logs
 from firn.commands import compact, expire, status, tables
-from firn.commands.output import (
-    Output,
-    non_negative_float,
-    positive_float,
-    positive_int,
-    ratio,
-)
+from firn.commands.output import Output, int_between, positive_up_to, ratio, seconds_up_to
 from firn.errors import ConfigError, FirnError
 from firn.settings import FirnSettings
+
+DAY = 86400.0
 
 SERVICES = {
     "metrics": "metrics",
@@ -94,9 +90,11 @@ def _add_demo_options(up: argparse.ArgumentParser) -> None:
         "--demo", action="store_true", help="also run the demo producer (needs the services)"
     )
     demo.add_argument("--table", help="demo table (default demo.orders; created when missing)")
-    demo.add_argument("--rate", type=positive_float, help="commits per second (default 2)")
-    demo.add_argument("--keys", type=positive_int, help="order ids 0..KEYS-1 (default 10000)")
-    demo.add_argument("--batch", type=positive_int, help="rows per commit (default 100)")
+    demo.add_argument("--rate", type=positive_up_to(1000), help="commits per second (default 2)")
+    demo.add_argument(
+        "--keys", type=int_between(1, 10**9), help="order ids 0..KEYS-1 (default 10000)"
+    )
+    demo.add_argument("--batch", type=int_between(1, 100_000), help="rows per commit (default 100)")
     demo.add_argument(
         "--delete-ratio",
         type=ratio,
@@ -106,17 +104,17 @@ def _add_demo_options(up: argparse.ArgumentParser) -> None:
     )
     demo.add_argument(
         "--duration",
-        type=positive_float,
+        type=seconds_up_to(DAY * 30),
         metavar="SECONDS",
         help="stop after producing this long (default: until Ctrl-C)",
     )
     demo.add_argument(
         "--idle-seconds",
-        type=non_negative_float,
+        type=seconds_up_to(3600, zero=True),
         metavar="SECONDS",
         help="measure the idle stack this long before producing (default 10; 0: skip)",
     )
-    demo.add_argument("--seed", type=int, help="random seed of the workload")
+    demo.add_argument("--seed", type=int_between(0, 2**63 - 1), help="random seed of the workload")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,7 +16,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from firn.errors import ConfigError
 from firn.table.properties import Bytes, Seconds
 
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# Matched whole (fullmatch): with ``$`` a trailing newline would pass.
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_TOPIC_PREFIX = re.compile(r"[A-Za-z0-9._\-]{0,200}")
+"""Kafka's topic characters; 200 leaves room for the longest name made from it
+(``<prefix>metrics-partitions-changelog``) within Kafka's 249."""
 
 
 class FirnSettings(BaseSettings):
@@ -103,8 +107,18 @@ class FirnSettings(BaseSettings):
     @field_validator("database_schema")
     @classmethod
     def _schema_is_identifier(cls, value: str) -> str:
-        if not _SCHEMA_NAME.match(value):
+        if not _SCHEMA_NAME.fullmatch(value):
             raise ValueError(f"database_schema must be a lower-case SQL identifier, got {value!r}")
+        return value
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _prefix_makes_topic_names(cls, value: str) -> str:
+        if not _TOPIC_PREFIX.fullmatch(value):
+            raise ValueError(
+                "topic_prefix may use only letters, digits, '.', '_', '-' "
+                f"(at most 200), got {value!r}"
+            )
         return value
 
     @field_validator("home")

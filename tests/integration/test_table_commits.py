@@ -142,7 +142,7 @@ def _catalog_counts(catalog: firn.Catalog) -> tuple[int, ...]:
         ),
         (
             pa.table({"region": ["eu"], "id": ["a"], "amount": [1.0], "note": ["x"], "_op": ["U"]}),
-            "does not convert",
+            "column 'id' has type string, which is not the table's int64",
         ),
         (
             pa.table({"region": [None], "id": [1], "amount": [None], "note": [None], "_op": ["D"]}),

@@ -69,17 +69,29 @@ def test_task_states_and_limits_are_parsed() -> None:
     ("argv", "message"),
     [
         (["tasks", "--state", "Sleeping"], "unknown task state 'Sleeping'"),
-        (["tasks", "--limit", "0"], "must be at least 1"),
+        (["tasks", "--limit", "0"], "must be from 1 to 100,000"),
+        (["tasks", "--limit", "99999999999999999999"], "must be from 1 to 100,000"),
+        (["tasks", "--limit", "1e3"], "not an integer: '1e3'"),
         (["compact", "t", "--kind", "huge"], "invalid choice: 'huge'"),
         (["compact", "t", "--here", "--wait"], "not allowed with argument"),
         (["compact", "t", "--wait", "--timeout", "-1"], "must be greater than 0"),
+        (["compact", "t", "--wait", "--timeout", "inf"], "at most 604,800"),
+        (["compact", "t", "--wait", "--timeout", "nan"], "must be greater than 0"),
+        (["compact", "t", "--wait", "--timeout", "1e300"], "at most 604,800"),
         (["table", "create", "t", "--schema", "id:int64"], "one of the arguments"),
         (["table", "create", "t", "--primary-key", "id"], "--schema"),
         (["table", "drop", "t"], "invalid choice: 'drop'"),
         (["up", "--demo", "--delete-ratio", "1"], "must be at least 0 and below 1"),
+        (["up", "--demo", "--delete-ratio", "nan"], "must be at least 0 and below 1"),
         (["up", "--demo", "--rate", "0"], "must be greater than 0"),
-        (["up", "--demo", "--keys", "0"], "must be at least 1"),
-        (["up", "--demo", "--idle-seconds", "-1"], "must not be negative"),
+        (["up", "--demo", "--rate", "inf"], "at most 1,000"),
+        (["up", "--demo", "--keys", "0"], "must be from 1 to 1,000,000,000"),
+        (["up", "--demo", "--keys", str(10**30)], "must be from 1 to 1,000,000,000"),
+        (["up", "--demo", "--batch", "1000001"], "must be from 1 to 100,000"),
+        (["up", "--demo", "--duration", "1e12"], "at most 2,592,000"),
+        (["up", "--demo", "--idle-seconds", "-1"], "must be from 0"),
+        (["up", "--demo", "--idle-seconds", "inf"], "at most 3,600"),
+        (["up", "--demo", "--seed", "-1"], "must be from 0"),
     ],
 )
 def test_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,6 +121,28 @@ def test_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixtu
         (
             ["table", "create", "t", "--schema", "id:int64", "--append-only", "--property", "x"],
             "--property takes KEY=VALUE, got 'x'",
+        ),
+        (
+            ["table", "create", "t\n", "--schema", "id:int64", "--primary-key", "id"],
+            "table name 't\\n' must start with a letter",
+        ),
+        (
+            ["table", "create", "t", "--schema", "at:timestamp[us, Mars/Olympus]", "--append-only"],
+            "unknown time zone 'Mars/Olympus'",
+        ),
+        *(
+            (
+                ["table", "create", "t", "--schema", "id:int64", "--append-only", "--property", p],
+                message,
+            )
+            for p, message in (
+                ("snapshot.retention=1000000000000", "snapshot.retention: must be from 0s to"),
+                ("target-file-size=4", "target-file-size: must be from 1KiB to 16GiB, got 4B"),
+                ("base.buckets=65536", "base.buckets: must be from 1 to 1024"),
+                ("base.buckets=128", "within a factor of 16"),
+                ("task.max-attempts=99999999999999999999", "task.max-attempts: must be from"),
+                ("major.delete-ratio=nan", "major.delete-ratio: Input should be a finite"),
+            )
         ),
     ],
 )

@@ -42,6 +42,12 @@ def test_environment_with_the_firn_prefix_is_read(monkeypatch: pytest.MonkeyPatc
     [
         ("database_schema", "Firn; DROP TABLE x"),
         ("database_schema", "1abc"),
+        ("database_schema", "firn\n"),
+        ("database_schema", "firn\n; drop"),
+        ("topic_prefix", "firn.\n"),
+        ("topic_prefix", "my topics."),
+        ("topic_prefix", "x" * 201),
+        ("topic_prefix", "firn/"),
         ("log_level", "LOUD"),
         ("kafka_port", 70000),
         ("service_heartbeat_seconds", 0),
@@ -50,6 +56,11 @@ def test_environment_with_the_firn_prefix_is_read(monkeypatch: pytest.MonkeyPatc
 def test_bad_values_are_refused_with_the_field_named(name: str, value: object) -> None:
     with pytest.raises(ValidationError, match=name):
         FirnSettings(**{name: value})
+
+
+@pytest.mark.parametrize("prefix", ["", "firn.", "test-1a2b.", "A_b-c." + "x" * 194])
+def test_topic_prefixes_are_kafka_topic_characters(prefix: str) -> None:
+    assert FirnSettings(topic_prefix=prefix).topic_prefix == prefix
 
 
 def test_settings_are_frozen() -> None:

@@ -92,3 +92,60 @@ def test_properties_accept_units_and_round_trip() -> None:
 def test_bad_properties_are_named(values: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         TableProperties.parse(values)
+
+
+@pytest.mark.parametrize(
+    "name", ["abc\n", "abc\n-2", "orders\r", "a" * 129, "", "a b", "a/b", "a\x00", "_x", "é"]
+)
+def test_table_names_are_matched_whole(name: str) -> None:
+    with pytest.raises(ConfigError, match="table name"):
+        TableSchema.build(name, SCHEMA, ["id"])
+
+
+def test_the_longest_table_name_is_allowed() -> None:
+    assert TableSchema.build("a" * 128, SCHEMA, ["id"]).name == "a" * 128
+
+
+@pytest.mark.parametrize(
+    ("column", "message"),
+    [
+        ("", "1 to 128 characters"),
+        ("c" * 129, "1 to 128 characters"),
+        ("a\nb", "control character"),
+        ("note\n", "control character"),
+        ("x\x00", "control character"),
+        ("_firn_node", "reserved"),
+    ],
+)
+def test_column_names_without_control_characters(column: str, message: str) -> None:
+    schema = pa.schema([KEY, pa.field(column, pa.string())])
+    with pytest.raises(ConfigError, match=message):
+        TableSchema.build("orders", schema, ["id"])
+
+
+def test_column_names_may_be_any_other_text() -> None:
+    schema = pa.schema([KEY, pa.field("prix unitaire (€)", pa.float64())])
+    assert TableSchema.build("orders", schema, ["id"]).schema.names[1] == "prix unitaire (€)"
+
+
+def test_a_partition_column_name_leaves_room_for_its_values_in_a_path() -> None:
+    long_name = pa.field("p" * 60, pa.string(), nullable=False)
+    with pytest.raises(ConfigError, match="too long for a path"):
+        TableSchema.build("orders", pa.schema([KEY, long_name]), ["id", "p" * 60], ["p" * 60])
+    # Unpartitioned, the same name is only a column.
+    assert TableSchema.build("orders", pa.schema([KEY, long_name]), ["id", "p" * 60])
+
+
+@pytest.mark.parametrize(
+    "zone", ["Mars/Olympus", "utc", "Europe", "Europe/", "+24:00", "+5:30", "UTC\n", "../etc/x"]
+)
+def test_unknown_time_zones_are_refused(zone: str) -> None:
+    schema = pa.schema([KEY, pa.field("at", pa.timestamp("us", tz=zone))])
+    with pytest.raises(ConfigError, match="unknown time zone"):
+        TableSchema.build("orders", schema, ["id"])
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Paris", "America/New_York", "+05:30", "-12:00"])
+def test_known_time_zones_and_fixed_offsets_are_accepted(zone: str) -> None:
+    schema = pa.schema([KEY, pa.field("at", pa.timestamp("us", tz=zone))])
+    assert TableSchema.build("orders", schema, ["id"]).schema.field("at").type.tz == zone

@@ -105,6 +105,9 @@ class Catalog:
 
     def table(self, name: str) -> Table:
         """The table called ``name``; ``ConfigError`` if there is none."""
+        if not isinstance(name, str) or "\x00" in name:
+            # Postgres cannot even compare such a name; no table can have it.
+            raise ConfigError(f"no table named {name!r}")
         found = self._load("name = %s", name)
         if found is None:
             raise ConfigError(f"no table named {name!r}")
@@ -126,7 +129,8 @@ class Catalog:
             return None
         table_id, name, ipc, key, parts, props, location = row
         definition = TableSchema(name, TableSchema.schema_from_ipc(ipc), tuple(key), tuple(parts))
-        return Table(self, table_id, definition, TableProperties.parse(props), location)
+        properties = TableProperties.from_catalog(props, name)
+        return Table(self, table_id, definition, properties, location)
 
     def tables(self) -> list[str]:
         rows = self.conn.execute("SELECT name FROM catalog_table ORDER BY name").fetchall()

@@ -112,10 +112,13 @@ def _tables(conn: Connection, name: str | None) -> list[_TableRow]:
     if name is None:
         found = conn.execute(f"{query} ORDER BY name").fetchall()
     else:
-        found = conn.execute(f"{query} WHERE name = %s", (name,)).fetchall()
+        # Postgres cannot compare a name with NUL in it; no table has one.
+        found = (
+            [] if "\x00" in name else conn.execute(f"{query} WHERE name = %s", (name,)).fetchall()
+        )
         if not found:
             raise ConfigError(f"no table named {name!r}")
-    return [_TableRow(tid, n, TableProperties.parse(p), loc) for tid, n, p, loc in found]
+    return [_TableRow(tid, n, TableProperties.from_catalog(p, n), loc) for tid, n, p, loc in found]
 
 
 def _expire_table(conn: Connection, table: _TableRow, dry_run: bool) -> TableExpiry:

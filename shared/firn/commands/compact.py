@@ -31,7 +31,7 @@ from confluent_kafka import KafkaError, Message
 
 from firn.catalog import connect
 from firn.catalog.listing import PlanProgress, plan_progress, settled_plan_ids
-from firn.commands.output import Output, partition_name, positive_float, size
+from firn.commands.output import Output, partition_name, seconds_up_to, size
 from firn.compaction.compact import Engine, compact
 from firn.compaction.planning import draft_now
 from firn.compaction.states import PlanState
@@ -44,6 +44,7 @@ from firn.settings import FirnSettings
 from firn.table.table import Table
 
 DEFAULT_TIMEOUT = 600.0
+MAX_TIMEOUT = 7 * 86400.0
 POLL_SECONDS = 1.0
 """How often --wait reads the catalog and, at most, prints progress."""
 REQUEST_AGAIN_SECONDS = 10.0
@@ -72,7 +73,7 @@ def add_commands(
     )
     command.add_argument(
         "--timeout",
-        type=positive_float,
+        type=seconds_up_to(MAX_TIMEOUT),
         metavar="SECONDS",
         help=f"with --wait: give up after this long (default {DEFAULT_TIMEOUT:.0f})",
     )

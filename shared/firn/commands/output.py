@@ -76,7 +76,35 @@ def _number_type(
     return convert
 
 
-positive_int = _number_type(int, lambda v: v >= 1, "must be at least 1", "an integer")
-positive_float = _number_type(float, lambda v: v > 0, "must be greater than 0", "a number")
-non_negative_float = _number_type(float, lambda v: v >= 0, "must not be negative", "a number")
+# Every number a command takes has an upper bound too: an unbounded one reaches
+# Postgres (a LIMIT past bigint) or the clock (a timeout of 1e300 s) and fails there
+# with a traceback instead of a usage error. NaN fails every comparison, so it is
+# refused by each of them; infinity is above every bound.
+
+
+def int_between(low: int, high: int) -> Callable[[str], int]:
+    """Integers from ``low`` to ``high``."""
+    return _number_type(
+        int, lambda v: low <= v <= high, f"must be from {low} to {high:,}", "an integer"
+    )
+
+
+def seconds_up_to(high: float, *, zero: bool = False) -> Callable[[str], float]:
+    """Seconds above 0 (from 0 with ``zero``) up to ``high``."""
+    low = "from 0" if zero else "greater than 0"
+    return _number_type(
+        float,
+        lambda v: (v >= 0 if zero else v > 0) and v <= high,
+        f"must be {low} and at most {high:,.0f}",
+        "a number",
+    )
+
+
+def positive_up_to(high: float) -> Callable[[str], float]:
+    """Numbers above 0 up to ``high``."""
+    return _number_type(
+        float, lambda v: 0 < v <= high, f"must be greater than 0 and at most {high:,g}", "a number"
+    )
+
+
 ratio = _number_type(float, lambda v: 0 <= v < 1, "must be at least 0 and below 1", "a number")

@@ -14,9 +14,11 @@ from typing import Any
 
 from firn.catalog import connect
 from firn.catalog.listing import list_tasks
-from firn.commands.output import Output, columns, partition_name, positive_int, size
+from firn.commands.output import Output, columns, int_between, partition_name, size
 from firn.compaction.states import TaskState
 from firn.settings import FirnSettings
+
+MAX_LIMIT = 100_000
 
 
 def add_commands(
@@ -36,7 +38,10 @@ def add_commands(
         help=f"only tasks in this state: {', '.join(s.value for s in TaskState)}",
     )
     tasks.add_argument(
-        "--limit", type=positive_int, default=50, help="at most this many (default 50)"
+        "--limit",
+        type=int_between(1, MAX_LIMIT),
+        default=50,
+        help=f"at most this many (default 50, at most {MAX_LIMIT:,})",
     )
     tasks.set_defaults(run=show_tasks)
 

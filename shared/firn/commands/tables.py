@@ -20,11 +20,14 @@ from firn.catalog import connect
 from firn.commands.output import Output, columns, size
 from firn.errors import ConfigError
 from firn.settings import FirnSettings
+from firn.table.properties import TableProperties
+from firn.table.schema import TableSchema
 from firn.table.table import Table
 
-_COLUMN = re.compile(r"^\s*([^:\s]+)\s*:\s*(\S.*?)\s*$")
-_DECIMAL = re.compile(r"^decimal(?:128)?\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$")
-_TIMESTAMP = re.compile(r"^timestamp\[\s*(s|ms|us|ns)\s*(?:,\s*(?:tz=)?([^\]]*?))?\s*\]$")
+# Matched whole (fullmatch): with ``$`` a trailing newline would pass.
+_COLUMN = re.compile(r"\s*([^:\s]+)\s*:\s*(\S.*?)\s*")
+_DECIMAL = re.compile(r"decimal(?:128)?\(\s*(\d+)\s*,\s*(-?\d+)\s*\)")
+_TIMESTAMP = re.compile(r"timestamp\[\s*(s|ms|us|ns)\s*(?:,\s*(?:tz=)?([^\]]*?))?\s*\]")
 _TYPE_EXAMPLES = "int64, string, double, bool, date32, timestamp[us], decimal128(10, 2)"
 
 
@@ -72,6 +75,9 @@ def create_table(args: argparse.Namespace, settings: FirnSettings) -> Output:
     schema = parse_schema(args.schema, key)
     partition_by = names(args.partition_by, "--partition-by") if args.partition_by else []
     properties = parse_properties(args.property)
+    # The same checks create_table makes, before a connection is opened.
+    TableSchema.build(args.name, schema, key, partition_by)
+    TableProperties.parse(properties)
     with connect(settings=settings) as catalog:
         info = describe(catalog.create_table(args.name, schema, key, partition_by, properties))
     return Output({"created": True, **info}, f"created table {args.name}\n{_show_text(info)}")
@@ -165,7 +171,7 @@ def parse_schema(text: str, primary_key: list[str]) -> pa.Schema:
     """``id:int64,v:string`` as an Arrow schema; key columns are non-null."""
     fields = []
     for column in _split_columns(text):
-        match = _COLUMN.match(column)
+        match = _COLUMN.fullmatch(column)
         if match is None:
             raise ConfigError(f"bad column {column.strip()!r} in --schema: use NAME:TYPE")
         name, type_text = match[1], match[2]
@@ -182,12 +188,12 @@ def parse_schema(text: str, primary_key: list[str]) -> pa.Schema:
 def parse_type(text: str) -> pa.DataType:
     """A pyarrow type from its name, e.g. ``int64`` or ``decimal128(10, 2)``."""
     spelled = text.strip()
-    if match := _DECIMAL.match(spelled.lower()):
+    if match := _DECIMAL.fullmatch(spelled.lower()):
         try:
             return pa.decimal128(int(match[1]), int(match[2]))
         except (ValueError, pa.ArrowInvalid) as exc:
             raise ConfigError(f"bad decimal type {spelled!r}: {exc}") from exc
-    if match := _TIMESTAMP.match(spelled):
+    if match := _TIMESTAMP.fullmatch(spelled):
         return pa.timestamp(match[1], tz=match[2] or None)
     try:
         return pa.type_for_alias(spelled)

@@ -25,7 +25,7 @@ from firn.postgres.connection import Connection
 
 log = logging.getLogger(__name__)
 
-_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_NAME = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def load_migrations(folder: Traversable | None = None) -> tuple[Migration, ...]:
     folder = folder or resources.files("firn").joinpath("migrations")
     found = []
     for entry in folder.iterdir():
-        match = _NAME.match(entry.name)
+        match = _NAME.fullmatch(entry.name)
         if match is None:
             if entry.name.endswith(".sql"):
                 raise MigrationError(f"migration file {entry.name!r} is not named NNNN_name.sql")

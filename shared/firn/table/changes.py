@@ -4,6 +4,13 @@ A change set is a ``pyarrow.Table`` with exactly the table's columns plus ``_op`
 (``"U"`` upsert, ``"D"`` delete), applied in row order. Validation either returns the
 normalised set (columns cast to the table's types, ``_ord`` = row position added) or
 raises ``ConfigError`` naming the first problem; nothing is written in that case.
+
+Types are checked strictly: only the lossless widenings of ``firn.table.widening``
+are implicit. Key values end up in the catalog (Postgres text and JSON, which
+cannot hold NUL) and partition values in paths too, so a string key with a NUL
+character, or a partition value that cannot be a path component
+(``values.partition_problem``), is refused here rather than failing half-way
+through a commit.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ import pyarrow.compute as pc
 
 from firn.errors import ConfigError
 from firn.table.schema import TableSchema
+from firn.table.values import partition_problem, partition_texts
+from firn.table.widening import widens
 
 UPSERT = "U"
 DELETE = "D"
@@ -46,7 +55,10 @@ def validate_changes(table: TableSchema, changes: pa.Table) -> pa.Table:
                 raise ConfigError(
                     f"column {field.name!r} is non-nullable but an upsert row has a null there"
                 )
+        if field.name in table.primary_key:
+            _check_key_text(field.name, column)
         columns.append(column)
+    _check_partitions(table, pa.Table.from_arrays(columns, schema=table.schema))
     ords = pa.array(range(changes.num_rows), pa.int64())
     return pa.Table.from_arrays(
         [*columns, ops, ords],
@@ -78,6 +90,12 @@ def _ops(column: pa.ChunkedArray) -> pa.ChunkedArray:
 def _cast(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
     if column.type.equals(field.type):
         return column
+    if not widens(column.type, field.type):
+        raise ConfigError(
+            f"column {field.name!r} has type {column.type}, which is not the table's "
+            f"{field.type} nor a lossless widening of it (e.g. int32 to int64); "
+            "cast it explicitly if that is what you mean"
+        )
     try:
         return column.cast(field.type, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -85,3 +103,24 @@ def _cast(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
             f"column {field.name!r} has type {column.type}, which does not "
             f"convert safely to the table's {field.type}: {exc}"
         ) from exc
+
+
+def _check_key_text(name: str, column: pa.ChunkedArray) -> None:
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return
+    if pc.any(pc.match_substring(column, "\x00")).as_py():
+        raise ConfigError(
+            f"key column {name!r} has a value with a NUL character, which the catalog cannot store"
+        )
+
+
+def _check_partitions(table: TableSchema, columns: pa.Table) -> None:
+    """Every distinct partition of the change set can be a path and a catalog row."""
+    if not table.partition_by or columns.num_rows == 0:
+        return
+    parts = columns.select(list(table.partition_by))
+    distinct = parts.group_by(list(table.partition_by), use_threads=False).aggregate([])
+    for texts in partition_texts(distinct.select(list(table.partition_by))):
+        problem = partition_problem(table.partition_by, texts)
+        if problem is not None:
+            raise ConfigError(problem)

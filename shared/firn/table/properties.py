@@ -1,96 +1,192 @@
-"""Table properties (SPEC 8): typed, validated, with the documented defaults.
+"""Table properties (SPEC 8): typed, bounded, with the documented defaults.
 
 Users pass them as a flat dict with the SPEC's dotted names, e.g.
 ``{"change.buckets": 8, "target-file-size": "64MiB"}``; sizes accept a number of bytes
 or a string with a KiB/MiB/GiB suffix, durations a number of seconds or a string with
-an s/min/h/d suffix.
+an s/min/h/d suffix (``firn.table.units``).
+
+Every property has a range (``RANGES``, listed in README.md) chosen so that any
+value inside it works end to end: retentions fit a Postgres timestamp, a file size
+cannot round the small-file threshold down to zero, a bucket count cannot make one
+small commit plan thousands of tasks. A few rules tie two properties together
+(``_pairs``). Values outside are refused with ``ConfigError`` naming the property and
+its range, however they arrive: ``create_table``, ``set_properties``, the CLI.
+
+Tables created before a bound existed may hold a value outside it; ``from_catalog``
+reads such a value as the nearest one allowed (with a warning) rather than making
+the table unusable for the services.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any
+import logging
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from firn.errors import ConfigError
+from firn.table.units import (
+    format_duration,
+    format_size,
+    not_boolean,
+    parse_duration,
+    parse_size,
+)
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)?\s*$")
-_SIZE_UNITS = {None: 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|min|h|d)?\s*$")
-_DURATION_UNITS = {None: 1, "s": 1, "min": 60, "h": 3600, "d": 86400}
-MiB = 2**20
+log = logging.getLogger(__name__)
 
-
-def _bytes(value: Any) -> Any:
-    if isinstance(value, str):
-        match = _SIZE.match(value)
-        if match is None:
-            raise ValueError(f"not a size: {value!r} (use bytes or e.g. '128MiB')")
-        return int(float(match[1]) * _SIZE_UNITS[match[2]])
-    return value
-
-
-def _seconds(value: Any) -> Any:
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match is None:
-            raise ValueError(f"not a duration: {value!r} (use seconds or e.g. '1h')")
-        return float(match[1]) * _DURATION_UNITS[match[2]]
-    return value
+KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
+DAY = 86400.0
+MAX_BUCKET_RATIO = 16
+"""base.buckets and change.buckets stay within this factor of each other: a change
+file at a shallow node is read by every base node under it, so one small commit at
+``change.buckets = 1`` with ``base.buckets = 65536`` would plan 65,536 tasks."""
 
 
-def _power_of_two(value: int) -> int:
-    if value <= 0 or value & (value - 1):
-        raise ValueError(f"must be a power of two, got {value}")
-    return value
+@dataclass(frozen=True)
+class Range:
+    """The values a property may take, inclusive unless ``above`` (exclusive low)."""
+
+    low: float
+    high: float
+    unit: Literal["count", "bytes", "seconds", "ratio"]
+    above: bool = False
+
+    def text(self, value: float) -> str:
+        if self.unit == "bytes":
+            return format_size(value)
+        if self.unit == "seconds":
+            return format_duration(value)
+        return f"{value:g}"
+
+    def describe(self) -> str:
+        low = f"above {self.text(self.low)}" if self.above else f"from {self.text(self.low)}"
+        return f"{low} to {self.text(self.high)}"
+
+    def contains(self, value: float) -> bool:
+        low_ok = value > self.low if self.above else value >= self.low
+        return low_ok and value <= self.high
+
+    def clamp(self, value: float) -> float:
+        return min(max(value, self.low), self.high)
 
 
-Bytes = Annotated[int, BeforeValidator(_bytes), Field(gt=0)]
-Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
-Retention = Annotated[float, BeforeValidator(_seconds), Field(ge=0)]
-"""A duration that may be 0: keep nothing beyond what the current snapshot reads."""
-Buckets = Annotated[int, Field(ge=1, le=1 << 16)]
+RANGES: dict[str, Range] = {
+    "change.buckets": Range(1, 1024, "count"),
+    "base.buckets": Range(1, 1024, "count"),
+    "target-file-size": Range(KiB, 16 * GiB, "bytes"),
+    "small-file-bytes": Range(1, 8 * GiB, "bytes"),
+    "major.file-count": Range(1, 10_000, "count"),
+    "major.delete-ratio": Range(0, 100, "ratio", above=True),
+    "major.delete-bytes-lowest": Range(1, TiB, "bytes"),
+    "major.delete-bytes": Range(1, TiB, "bytes"),
+    "major.change-ratio": Range(0, 1000, "ratio", above=True),
+    "major.interval-max": Range(1, 365 * DAY, "seconds"),
+    "minor.file-count": Range(1, 10_000, "count"),
+    "task.max-bytes": Range(KiB, TiB, "bytes"),
+    "task.max-attempts": Range(1, 100, "count"),
+    "task.lease": Range(3, DAY, "seconds"),
+    # now() minus the retention must stay a Postgres timestamp (4713 BC at the
+    # earliest): 1e12 s would not. A century is "keep everything" in practice.
+    "snapshot.retention": Range(0, 36500 * DAY, "seconds"),
+    "orphan.retention": Range(0, 36500 * DAY, "seconds"),
+}
+"""Every property's range; README.md lists the same (a unit test compares them)."""
+
+Bytes = Annotated[int, BeforeValidator(parse_size), Field(gt=0)]
+"""A positive size (settings use it too)."""
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+"""A positive duration (settings use it too)."""
+# Properties take their bounds from RANGES, so that a refusal states the range.
+_Size = Annotated[int, BeforeValidator(parse_size)]
+_Duration = Annotated[float, BeforeValidator(parse_duration)]
+_Count = Annotated[int, BeforeValidator(not_boolean)]
+_Ratio = Annotated[float, BeforeValidator(not_boolean)]
 
 
 class TableProperties(BaseModel):
-    """Per-table settings; names and defaults as in SPEC 8."""
+    """Per-table settings; names and defaults as in SPEC 8, ranges in ``RANGES``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False
+    )
 
-    change_buckets: Buckets = Field(
+    change_buckets: _Count = Field(
         4, alias="change.buckets", description="tree level change files are written at"
     )
-    base_buckets: Buckets = Field(
+    base_buckets: _Count = Field(
         4, alias="base.buckets", description="tree level base files are written at"
     )
-    target_file_size: Bytes = Field(
+    target_file_size: _Size = Field(
         128 * MiB, alias="target-file-size", description="size base files are cut at"
     )
-    small_file_bytes: Bytes | None = Field(
+    small_file_bytes: _Size | None = Field(
         None, alias="small-file-bytes", description="default target-file-size / 8"
     )
-    major_file_count: int = Field(12, ge=1, alias="major.file-count")
-    major_delete_ratio: float = Field(0.1, gt=0, alias="major.delete-ratio")
-    major_delete_bytes_lowest: Bytes = Field(1 * MiB, alias="major.delete-bytes-lowest")
-    major_delete_bytes: Bytes = Field(64 * MiB, alias="major.delete-bytes")
-    major_change_ratio: float = Field(0.3, gt=0, alias="major.change-ratio")
-    major_interval_max: Seconds = Field(3600.0, alias="major.interval-max")
-    minor_file_count: int = Field(5, ge=1, alias="minor.file-count")
-    task_max_bytes: Bytes = Field(512 * MiB, alias="task.max-bytes")
-    task_max_attempts: int = Field(5, ge=1, alias="task.max-attempts")
-    task_lease: Seconds = Field(60.0, alias="task.lease")
-    snapshot_retention: Retention = Field(
+    major_file_count: _Count = Field(12, alias="major.file-count")
+    major_delete_ratio: _Ratio = Field(0.1, alias="major.delete-ratio")
+    major_delete_bytes_lowest: _Size = Field(1 * MiB, alias="major.delete-bytes-lowest")
+    major_delete_bytes: _Size = Field(64 * MiB, alias="major.delete-bytes")
+    major_change_ratio: _Ratio = Field(0.3, alias="major.change-ratio")
+    major_interval_max: _Duration = Field(3600.0, alias="major.interval-max")
+    minor_file_count: _Count = Field(5, alias="minor.file-count")
+    task_max_bytes: _Size = Field(512 * MiB, alias="task.max-bytes")
+    task_max_attempts: _Count = Field(5, alias="task.max-attempts")
+    task_lease: _Duration = Field(60.0, alias="task.lease")
+    snapshot_retention: _Duration = Field(
         12 * 3600.0, alias="snapshot.retention", description="how long old snapshots stay readable"
     )
-    orphan_retention: Retention = Field(
+    orphan_retention: _Duration = Field(
         2 * 86400.0, alias="orphan.retention", description="how long unreferenced files are kept"
     )
 
-    @field_validator("change_buckets", "base_buckets")
+    @field_validator("*")
     @classmethod
-    def _tree_level(cls, value: int) -> int:
-        return _power_of_two(value)
+    def _in_range(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:  # small-file-bytes unset: derived from target-file-size
+            return value
+        name = cls.model_fields[info.field_name or ""].alias or ""
+        bounds = RANGES[name]
+        if not bounds.contains(value):
+            raise ValueError(f"must be {bounds.describe()}, got {bounds.text(value)}")
+        if name.endswith(".buckets") and value & (value - 1):
+            raise ValueError(f"must be a power of two, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _pairs(self) -> TableProperties:
+        problems = []
+        deeper, shallower = sorted((self.change_buckets, self.base_buckets))
+        if shallower > deeper * MAX_BUCKET_RATIO:
+            problems.append(
+                f"base.buckets ({self.base_buckets}) and change.buckets "
+                f"({self.change_buckets}) must be within a factor of {MAX_BUCKET_RATIO} "
+                "of each other (change both in one call to move further)"
+            )
+        if self.small_file_bytes is not None and self.small_file_bytes > self.target_file_size // 2:
+            problems.append(
+                f"small-file-bytes ({format_size(self.small_file_bytes)}) must be at most "
+                f"half of target-file-size ({format_size(self.target_file_size)}), so the "
+                "files compaction writes do not count as small themselves"
+            )
+        if self.major_delete_bytes_lowest > self.major_delete_bytes:
+            problems.append(
+                f"major.delete-bytes-lowest ({format_size(self.major_delete_bytes_lowest)}) "
+                f"must be at most major.delete-bytes ({format_size(self.major_delete_bytes)})"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @property
     def small_file_threshold(self) -> int:
@@ -99,19 +195,57 @@ class TableProperties(BaseModel):
     @classmethod
     def parse(cls, values: dict[str, Any] | None) -> TableProperties:
         """Validate user-given properties; ``ConfigError`` names every bad one."""
+        if values is not None and not isinstance(values, dict):
+            raise ConfigError(f"properties must be a dict, got {type(values).__name__}")
         try:
             return cls.model_validate(values or {})
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'properties'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            raise ConfigError(f"bad table properties: {problems}") from exc
+            raise ConfigError(f"bad table properties: {_problems(exc)}") from exc
+
+    @classmethod
+    def from_catalog(cls, values: dict[str, Any], table: str) -> TableProperties:
+        """Stored properties; a value outside a range added since the table was made
+        is read as the nearest allowed one, with a warning, not refused."""
+        try:
+            return cls.parse(values)
+        except ConfigError as exc:
+            fixed = _nearest_allowed(values)
+            log.warning("table %s: stored properties read as %s: %s", table, fixed, exc)
+            return cls.parse(fixed)
 
     def merged(self, updates: dict[str, Any]) -> TableProperties:
         """These properties with ``updates`` (dotted names) applied and re-validated."""
+        if not isinstance(updates, dict):
+            raise ConfigError(f"updates must be a dict, got {type(updates).__name__}")
         return self.parse({**self.as_dict(), **updates})
 
     def as_dict(self) -> dict[str, Any]:
         """The dotted-name form, as stored in the catalog."""
         return self.model_dump(by_alias=True, exclude_none=True)
+
+
+def _problems(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"])
+        message = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
+        problems.append(f"{where}: {message}" if where else message)
+    return "; ".join(problems)
+
+
+def _nearest_allowed(values: dict[str, Any]) -> dict[str, Any]:
+    """Stored (already numeric) values moved into their ranges and pair rules."""
+    fixed = {
+        k: type(v)(RANGES[k].clamp(v)) if k in RANGES and isinstance(v, int | float) else v
+        for k, v in values.items()
+    }
+    change = fixed.get("change.buckets", 4)
+    base = fixed.get("base.buckets", 4)
+    fixed["base.buckets"] = min(max(base, change // MAX_BUCKET_RATIO), change * MAX_BUCKET_RATIO)
+    target = fixed.get("target-file-size", 128 * MiB)
+    if "small-file-bytes" in fixed:
+        fixed["small-file-bytes"] = min(fixed["small-file-bytes"], target // 2)
+    if "major.delete-bytes-lowest" in fixed:
+        lowest = fixed["major.delete-bytes-lowest"]
+        fixed["major.delete-bytes-lowest"] = min(lowest, fixed.get("major.delete-bytes", 64 * MiB))
+    return fixed

@@ -13,7 +13,14 @@ the key columns, and must be exact for every key type:
 
 A partition is addressed by a Hive-style path ``col=value/col2=value`` (``""`` when
 the table is unpartitioned); values are Arrow's text form (binaries in hex),
-percent-escaped so any value is safe in a path on every file system.
+percent-escaped so any value is safe in a path on every file system (``/`` becomes
+``%2F``, so a value never adds a directory level). The catalog keeps the path and
+the text form in Postgres, which cannot store NUL, and a path component is at most
+255 bytes on common file systems, hence ``partition_problem``'s limits: no NUL, at
+most ``MAX_PARTITION_VALUE_BYTES`` of text, each ``col=value`` within
+``MAX_PATH_COMPONENT_BYTES`` once escaped (escaping triples a byte outside
+``A-Za-z0-9_.-~``), the whole path within ``MAX_PARTITION_PATH_BYTES`` (an S3 key is
+at most 1024 bytes, and the table's location and file names need room too).
 """
 
 from __future__ import annotations
@@ -24,6 +31,13 @@ from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
+
+MAX_PARTITION_VALUE_BYTES = 200
+"""UTF-8 bytes of one partition value's text form."""
+MAX_PATH_COMPONENT_BYTES = 255
+"""Bytes of one escaped ``col=value`` path component."""
+MAX_PARTITION_PATH_BYTES = 512
+"""Bytes of a whole escaped partition path."""
 
 KeyTuple = tuple[Any, ...]
 """A key as comparable Python values, in primary-key order (see the module doc)."""
@@ -86,9 +100,42 @@ def partition_texts(columns: pa.Table) -> list[list[str]]:
     return [list(row) for row in zip(*texts, strict=True)] if texts else [[]] * columns.num_rows
 
 
+def path_text(text: str) -> str:
+    """``text`` escaped for one path component."""
+    return quote(text, safe="")
+
+
 def partition_path(columns: Sequence[str], texts: Sequence[str]) -> str:
     """The Hive-style path of one partition; ``""`` for an unpartitioned table."""
     return "/".join(
-        f"{quote(col, safe='')}={quote(text, safe='')}"
-        for col, text in zip(columns, texts, strict=True)
+        f"{path_text(col)}={path_text(text)}" for col, text in zip(columns, texts, strict=True)
     )
+
+
+def partition_problem(columns: Sequence[str], texts: Sequence[str | None]) -> str | None:
+    """Why one partition's values cannot be stored (see the module doc); None if they can."""
+    for column, text in zip(columns, texts, strict=True):
+        if text is None:
+            return f"partition column {column!r} has a null value"
+        if "\x00" in text:
+            return f"partition column {column!r} has a value with a NUL character"
+        size = len(text.encode())
+        if size > MAX_PARTITION_VALUE_BYTES:
+            return (
+                f"partition column {column!r} has a value of {size} bytes; "
+                f"at most {MAX_PARTITION_VALUE_BYTES} bytes (UTF-8) are allowed: {text[:40]!r}..."
+            )
+        component = f"{path_text(column)}={path_text(text)}"
+        if len(component) > MAX_PATH_COMPONENT_BYTES:
+            return (
+                f"partition column {column!r} has a value whose path component is "
+                f"{len(component)} bytes once percent-escaped; at most "
+                f"{MAX_PATH_COMPONENT_BYTES} are allowed: {text[:40]!r}..."
+            )
+    path = partition_path(columns, [t or "" for t in texts])
+    if len(path) > MAX_PARTITION_PATH_BYTES:
+        return (
+            f"the partition path {path[:60]!r}... is {len(path)} bytes once percent-escaped; "
+            f"at most {MAX_PARTITION_PATH_BYTES} are allowed"
+        )
+    return None
