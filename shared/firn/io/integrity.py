@@ -108,7 +108,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def stat_problems(storage: Storage, expected: ExpectedFile, info: pafs.FileInfo) -> list[Problem]:
+def stat_problems(expected: ExpectedFile, info: pafs.FileInfo) -> list[Problem]:
     """Existence and size, from one ``get_file_info`` answer."""
     if info.type == pafs.FileType.NotFound:
         return [Problem(MISSING, "missing (the catalog lists it as live)")]
@@ -129,7 +129,7 @@ def check_sizes(storage: Storage, files: Sequence[ExpectedFile]) -> None:
     except OSError as exc:
         raise StorageError(f"cannot list table files under {storage.root}: {exc}") from exc
     for f, info in zip(files, infos, strict=True):
-        for problem in stat_problems(storage, f, info):
+        for problem in stat_problems(f, info):
             raise CorruptFileError(storage.full_path(f.path), problem.kind, problem.detail)
 
 
@@ -203,7 +203,7 @@ def inspect_file(
         info = storage.fs.get_file_info(path)
     except OSError as exc:
         return [Problem(IO, f"cannot be listed: {_first_line(exc)}")]
-    problems = stat_problems(storage, expected, info)
+    problems = stat_problems(expected, info)
     if problems and problems[0].kind == MISSING:
         return problems
     try:

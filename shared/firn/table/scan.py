@@ -26,7 +26,7 @@ import pyarrow.dataset as ds
 
 from firn.catalog.files import FileEntry
 from firn.errors import CorruptFileError, StorageError
-from firn.io.integrity import RECORD_COUNT, SCHEMA, check_sizes, inspect_file
+from firn.io.integrity import IO, RECORD_COUNT, SCHEMA, check_sizes, inspect_file
 from firn.io.storage import Storage
 from firn.table.changes import ORD
 from firn.table.merge_on_read import SEQ
@@ -122,7 +122,7 @@ def _culprit(
         problems = inspect_file(storage, entry, stored_schema(table, entry.file_type), deep=True)
         if problems:
             path = storage.full_path(entry.path)
-            if problems[0].kind == "io":
+            if problems[0].kind == IO:
                 return StorageError(f"cannot read {path}: {problems[0].detail}", retryable=True)
             return CorruptFileError(path, problems[0].kind, problems[0].detail)
     return StorageError(
