@@ -6,8 +6,10 @@ from firn.errors import (
     CommitError,
     CommitStateUnknownError,
     ConfigError,
+    CorruptFileError,
     FirnError,
     SnapshotExpiredError,
+    StorageError,
 )
 from firn.settings import FirnSettings
 from firn.table.table import Table
@@ -19,9 +21,11 @@ __all__ = [
     "CommitError",
     "CommitStateUnknownError",
     "ConfigError",
+    "CorruptFileError",
     "FirnError",
     "FirnSettings",
     "SnapshotExpiredError",
+    "StorageError",
     "Table",
     "__version__",
     "compact",

@@ -8,6 +8,8 @@
     +-- ServiceError              a service failed at its edge (Kafka, Postgres)
     +-- EventMismatchError        an event disagrees with the catalog row it names
     +-- StorageError              table files could not be read or written (retryable)
+    |   +-- CorruptFileError      a data file is missing, damaged or does not match the
+    |                             catalog's size or record count; never retryable
     +-- CommitError               a commit was not applied; nothing of it is visible
         +-- CommitStateUnknownError   the outcome is unknown (the connection broke
                                       while committing); staged files are kept
@@ -63,6 +65,21 @@ class StorageError(FirnError):
     """Table files could not be read or written; usually worth retrying."""
 
     retryable = True
+
+
+class CorruptFileError(StorageError):
+    """A data file is missing, cannot be decoded, or does not match the size, record
+    count or columns the catalog recorded for it. Trying again reads the same bytes,
+    so it is never retryable; ``path`` names the file and ``problem`` says what is
+    wrong (``missing``, ``size``, ``unreadable``, ``record-count``, ``schema``)."""
+
+    retryable = False
+
+    def __init__(self, path: str, problem: str, detail: str) -> None:
+        super().__init__(f"table file {path}: {detail}", retryable=False)
+        self.path = path
+        self.problem = problem
+        self.detail = detail
 
 
 class CommitError(FirnError):

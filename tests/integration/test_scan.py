@@ -16,8 +16,16 @@ SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa
 TABLE = TableSchema.build("t", SCHEMA, ["id"])
 
 
-def entry(file_id: int, path: str, seq: int, file_type: str = "I") -> FileEntry:
-    return FileEntry(file_id, "", "change", file_type, Node(1, 0), seq, path, 0, 0, None, None, 1)
+def write(storage: Storage, path: str, rows: pa.Table) -> tuple[str, int, int]:
+    """Write a file; its path, size and record count, as the catalog records them."""
+    return path, storage.write_parquet(path, rows), rows.num_rows
+
+
+def entry(file_id: int, file: tuple[str, int, int], seq: int, file_type: str = "I") -> FileEntry:
+    path, size, records = file
+    return FileEntry(
+        file_id, "", "change", file_type, Node(1, 0), seq, path, size, records, None, None, 1
+    )
 
 
 def test_row_level_seqs_override_the_file_seq_and_merged_rows_are_dropped(
@@ -25,20 +33,16 @@ def test_row_level_seqs_override_the_file_seq_and_merged_rows_are_dropped(
 ) -> None:
     storage = Storage(str(tmp_path))
     # A minor-compaction output: rows of seqs 3, 5 and 7 in one file (file seq = 7).
-    storage.write_parquet(
+    minor = write(
+        storage,
         "minor.parquet",
         pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"], "_ord": [0, 0, 0], "_seq": [3, 5, 7]}),
     )
     # Producer files of seqs 4 (merged already) and 8.
-    storage.write_parquet("p4.parquet", pa.table({"id": [4], "v": ["d"], "_ord": [0]}))
-    storage.write_parquet("p8.parquet", pa.table({"id": [5, 6], "v": ["e", "f"], "_ord": [0, 1]}))
-    storage.write_parquet("d8.parquet", pa.table({"id": [1], "_ord": [2]}))
-    entries = [
-        entry(1, "minor.parquet", 7),
-        entry(2, "p4.parquet", 4),
-        entry(3, "p8.parquet", 8),
-        entry(4, "d8.parquet", 8, "D"),
-    ]
+    p4 = write(storage, "p4.parquet", pa.table({"id": [4], "v": ["d"], "_ord": [0]}))
+    p8 = write(storage, "p8.parquet", pa.table({"id": [5, 6], "v": ["e", "f"], "_ord": [0, 1]}))
+    d8 = write(storage, "d8.parquet", pa.table({"id": [1], "_ord": [2]}))
+    entries = [entry(1, minor, 7), entry(2, p4, 4), entry(3, p8, 8), entry(4, d8, 8, "D")]
     inputs = read_inputs(storage, TABLE, entries, {"": 4})
     assert inputs.base is None
     got = sorted(zip(*(inputs.inserts.column(c).to_pylist() for c in ("id", "_seq")), strict=True))

@@ -54,6 +54,8 @@ def test_every_table_command_accepts_json() -> None:
         ["compact", "t", "--here", "--engine", "local"],
         ["expire"],
         ["expire", "t", "--dry-run"],
+        ["verify", "t"],
+        ["verify", "t", "--snapshot", "3", "--deep"],
     ):
         assert parser.parse_args([*argv, "--json"]).json is True
         assert parser.parse_args(argv).json is False

@@ -45,11 +45,14 @@ def test_undecodable_values_are_unhandled_not_retryable(value: bytes | None, rea
 
 
 class _RefusingConsumer:
-    def __init__(self, code: int) -> None:
+    def __init__(self, code: int, fatal: bool = False) -> None:
         self.code = code
+        self.fatal = fatal
+        self.tries = 0
 
     def commit(self, **_: object) -> None:
-        raise KafkaException(KafkaError(self.code))
+        self.tries += 1
+        raise KafkaException(KafkaError(self.code, fatal=self.fatal))
 
 
 class _Message:
@@ -63,14 +66,15 @@ class _Message:
         return 7
 
 
-def _loop(code: int) -> ConsumeLoop:
+def _loop(code: int, fatal: bool = False) -> ConsumeLoop:
     return ConsumeLoop(
-        _RefusingConsumer(code),  # type: ignore[arg-type]
+        _RefusingConsumer(code, fatal),  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
         topics=["t"],
         handlers={},
         dlq_topic="dlq",
         service="test",
+        retry_backoff=0.001,
     )
 
 
@@ -80,6 +84,15 @@ def test_a_commit_refused_after_a_rebalance_is_not_fatal() -> None:
     _loop(KafkaError.ILLEGAL_GENERATION)._commit(_Message())  # type: ignore[arg-type]
 
 
-def test_other_commit_errors_still_raise() -> None:
+def test_a_commit_refused_while_the_broker_restarts_is_tried_again_then_left() -> None:
+    # The side effect is durable and handlers are idempotent: a later commit covers
+    # this offset, so a coordinator that keeps loading must not stop the service.
+    loop = _loop(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+    loop._commit(_Message())  # type: ignore[arg-type]
+    assert loop._consumer.tries > 1  # type: ignore[attr-defined]
+    assert loop.transient_failures == loop._consumer.tries - 1  # type: ignore[attr-defined]
+
+
+def test_a_fatal_commit_error_still_raises() -> None:
     with pytest.raises(KafkaException):
-        _loop(KafkaError._MSG_TIMED_OUT)._commit(_Message())  # type: ignore[arg-type]
+        _loop(KafkaError._FATAL, fatal=True)._commit(_Message())  # type: ignore[arg-type]

@@ -276,8 +276,8 @@ def claim_task(
 
 def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> str:
     """Record one attempt's outcome; returns ``prepared``, ``retry``, ``failed`` (the
-    plan failed: no attempts left) or ``stale`` (this attempt no longer owns the task;
-    its outputs are recorded as orphans)."""
+    plan failed: no attempts left, or the error is not retryable) or ``stale`` (this
+    attempt no longer owns the task; its outputs are recorded as orphans)."""
     with conn.transaction():
         _lock_plan_of(conn, result.task_id)
         stray = _outputs_outside_attempt(conn, result)
@@ -315,7 +315,7 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
         )
         if moved is None:
             return "stale"
-        if result.attempt < max_attempts:
+        if result.retryable and result.attempt < max_attempts:
             backoff = retry_backoff(result.attempt)
             move_task(
                 conn,
@@ -330,11 +330,13 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
                 (backoff, result.task_id),
             )
             return "retry"
-        fail_plan(
-            conn,
-            _plan_of(conn, result.task_id),
-            f"task {result.task_id} failed {result.attempt} times: {result.error}",
+        why = (
+            f"failed {result.attempt} times"
+            if result.retryable
+            else f"failed with a non-retryable error on attempt {result.attempt}"
         )
+        reason = f"task {result.task_id} {why}: {result.error}"
+        fail_plan(conn, _plan_of(conn, result.task_id), reason)
         return "failed"
 
 

@@ -23,8 +23,10 @@ from firn.catalog.plans import (
 from firn.compaction.execution import Claim, run_local, run_spark
 from firn.compaction.kernel import KernelLimits
 from firn.compaction.planning import plan_now
+from firn.compaction.states import PlanState
 from firn.compaction.tasks import Kind, TaskResult
 from firn.errors import ConfigError
+from firn.postgres.connection import Connection
 
 if TYPE_CHECKING:
     from firn.table.table import Table
@@ -84,8 +86,21 @@ def compact(
             # Claims are refused until the backoff has passed (as the services wait).
             time.sleep(max(retry_backoff(r.attempt) for r in retries))
 
-    commits = [commit_plan(conn, p.plan_id) for p in plans]
+    commits = [_commit(conn, p.plan_id) for p in plans]
     return _summary(table, kind, plans, skipped, commits, results, time.monotonic() - started)
+
+
+def _commit(conn: Connection, plan_id: int) -> PlanCommit:
+    """Commit the plan, unless one of its tasks failed it (retries used up, or an
+    error not worth retrying such as a damaged input file): then report that, with
+    the first line of the plan's error, which names the task and the file."""
+    row = conn.execute(
+        "SELECT state, error FROM compaction_plan WHERE plan_id = %s", (plan_id,)
+    ).fetchone()
+    if row is not None and row[0] == PlanState.FAILED:
+        reason = (row[1] or "").strip().splitlines()
+        return PlanCommit(plan_id, "failed", reason=reason[0] if reason else "")
+    return commit_plan(conn, plan_id)
 
 
 def _partitions(table: Table, partition: str | None) -> list[str]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from firn.compaction.kernel import KernelLimits, run_task
 from firn.compaction.tasks import TaskResult, TaskSpec
+from firn.errors import FirnError
 from firn.table.schema import TableSchema
 
 if TYPE_CHECKING:
@@ -31,13 +32,22 @@ Claim = tuple[TaskSpec, int]
 def run_reporting(
     table: TableSchema, limits: KernelLimits, spec: TaskSpec, attempt: int
 ) -> TaskResult:
-    """Run one attempt; an error becomes a failed result (with its traceback tail)."""
+    """Run one attempt; an error becomes a failed result (with its traceback tail),
+    retryable unless it is a ``FirnError`` that says otherwise (a damaged input file)."""
     try:
         return run_task(table, spec, attempt, limits)
     except Exception as exc:  # reported to the state machine, which decides on retries
         detail = "".join(traceback.format_exception(exc, limit=-3))
         log.warning("task %s attempt %s failed: %s", spec.task_id, attempt, exc)
-        return TaskResult(task_id=spec.task_id, attempt=attempt, error=f"{exc!r}\n{detail}")
+        # An error that is not Firn's own (a bug, an unexpected library error) keeps
+        # the old behaviour: it is retried up to task.max-attempts.
+        retryable = exc.retryable if isinstance(exc, FirnError) else True
+        return TaskResult(
+            task_id=spec.task_id,
+            attempt=attempt,
+            error=f"{exc!r}\n{detail}",
+            retryable=retryable,
+        )
 
 
 def run_local(

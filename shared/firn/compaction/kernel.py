@@ -43,13 +43,14 @@ from firn.compaction.runs import (
 )
 from firn.compaction.tasks import InputFile, TaskResult, TaskSpec
 from firn.compaction.writer import SizedWriter
+from firn.io.integrity import read_batches
 from firn.io.storage import Storage
 from firn.settings import FirnSettings
 from firn.table.changes import ORD
 from firn.table.keyhash import hash_keys
 from firn.table.keyorder import bound_scalars, count_below, in_range
 from firn.table.merge_on_read import SEQ
-from firn.table.scan import change_schema
+from firn.table.scan import change_schema, stored_schema
 from firn.table.schema import TableSchema
 from firn.table.values import KeyTuple, key_from_json
 
@@ -180,11 +181,13 @@ class _Inputs:
         self._upper = None if spec.upper is None else bound_scalars(spec.upper, key_schema)
 
     def _batches(self, f: InputFile, columns: Sequence[str]) -> Iterator[pa.Table]:
-        with self.storage.parquet_file(f.path) as parquet:
-            present = [c for c in columns if c in parquet.schema_arrow.names]
-            for batch in parquet.iter_batches(batch_size=READ_BATCH_ROWS, columns=present):
-                self.rows_read += batch.num_rows
-                yield pa.Table.from_batches([batch])
+        """The file's ``columns`` (those it has), checked against the size, record
+        count and columns the catalog recorded (``firn.io.integrity``): a damaged
+        input fails the task, never a merge that silently loses its rows."""
+        required = stored_schema(self.table, f.file_type)
+        for batch in read_batches(self.storage, f, columns, READ_BATCH_ROWS, required):
+            self.rows_read += batch.num_rows
+            yield pa.Table.from_batches([batch])
 
     def _keep(self, f: InputFile, rows: pa.Table) -> pa.Table:
         """Only the rows of this task's node and key range."""

@@ -115,6 +115,11 @@ class TaskResult(_Frozen):
     attempt: int
     outputs: tuple[OutputFile, ...] = ()
     error: str | None = None
+    retryable: bool = Field(
+        default=True,
+        description="Whether another attempt may succeed; False for an input file that "
+        "is damaged or does not match the catalog (the plan then fails at once).",
+    )
     rows_read: int = 0
     rows_written: int = 0
     seconds: float = 0.0

@@ -10,8 +10,7 @@ whichever process reads them.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -82,27 +81,16 @@ class Storage:
         except OSError as exc:
             raise StorageError(f"cannot write {path}: {exc}") from exc
 
-    @contextmanager
-    def parquet_file(self, relative: str) -> Iterator[pq.ParquetFile]:
-        """One Parquet file opened for reading batch by batch, closed on exit."""
-        path = self.full_path(relative)
-        try:
-            source = self.fs.open_input_file(path)
-        except OSError as exc:
-            raise StorageError(f"cannot read {path}: {exc}") from exc
-        with source:
-            try:
-                parquet = pq.ParquetFile(source)
-            except OSError as exc:
-                raise StorageError(f"cannot read {path}: {exc}") from exc
-            yield parquet
-
     def read_parquet(self, relative: str, columns: Sequence[str] | None = None) -> pa.Table:
+        """One whole file, unchecked: table data is read through
+        ``firn.io.integrity``, which checks it against the catalog."""
         path = self.full_path(relative)
         try:
             return pq.read_table(path, columns=columns, filesystem=self.fs)
         except OSError as exc:
             raise StorageError(f"cannot read {path}: {exc}") from exc
+        except pa.ArrowException as exc:
+            raise StorageError(f"cannot read {path}: {exc}", retryable=False) from exc
 
     def delete(self, relative: str) -> None:
         """Remove one file; a file already gone is fine."""

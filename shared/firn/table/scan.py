@@ -5,11 +5,18 @@ read-ahead), not file by file: the per-call overhead of opening files one at a t
 was more than half of ``read()``'s time over 100 small files. The scan's schema has
 an optional ``_seq`` column, null in files that do not store one; each batch knows
 its file, and so gets the file's seq where ``_seq`` is null.
+
+Integrity (``firn.io.integrity``): one ``get_file_info`` call checks that every file
+exists with the size the catalog recorded, before any row is read; the rows of each
+file are counted as they stream by and compared with its record count after the
+scan; key and ``_ord`` columns may hold no null (a file lacking one reads as nulls).
+A dataset scan's errors do not always name the file, so on a failure the files are
+checked one by one to name the bad one (only on that error path).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +25,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from firn.catalog.files import FileEntry
-from firn.errors import StorageError
+from firn.errors import CorruptFileError, StorageError
+from firn.io.integrity import IO, RECORD_COUNT, SCHEMA, check_sizes, inspect_file
 from firn.io.storage import Storage
 from firn.table.changes import ORD
 from firn.table.merge_on_read import SEQ
@@ -41,13 +49,23 @@ def change_schema(table: TableSchema, file_type: str) -> pa.Schema:
     return schema.append(pa.field(ORD, pa.int64(), False)).append(pa.field(SEQ, pa.int64(), False))
 
 
+def stored_schema(table: TableSchema, file_type: str) -> pa.Schema:
+    """The columns every data file of this type must hold (a change file may also
+    hold ``_seq``, written by minor compaction)."""
+    if file_type == "B":
+        return table.schema
+    stored = change_schema(table, file_type)
+    return stored.remove(stored.get_field_index(SEQ))
+
+
 def read_inputs(
     storage: Storage,
     table: TableSchema,
     entries: Sequence[FileEntry],
     merged_seqs: dict[str, int],
 ) -> MergeInputs:
-    """Base files whole; change files with seq > their partition's max_merged_seq."""
+    """Base files whole; change files with seq > their partition's max_merged_seq.
+    Raises ``StorageError`` naming the file when one does not match the catalog."""
     base = [e for e in entries if e.store == "base"]
     # A change file's seq is the greatest seq of its rows, so a file at or below the
     # partition's max_merged_seq holds nothing unmerged.
@@ -56,8 +74,9 @@ def read_inputs(
     ]
     inserts = [e for e in changes if e.file_type == "I"]
     deletes = [e for e in changes if e.file_type == "D"]
+    check_sizes(storage, [*base, *changes])
     return MergeInputs(
-        base=_scan(storage, base, table.schema) if base else None,
+        base=_scan(storage, table, base) if base else None,
         inserts=_scan_changes(storage, table, inserts, "I", merged_seqs),
         deletes=_scan_changes(storage, table, deletes, "D", merged_seqs),
     )
@@ -65,17 +84,57 @@ def read_inputs(
 
 def _dataset(storage: Storage, entries: Sequence[FileEntry], schema: pa.Schema) -> ds.Dataset:
     paths = [storage.full_path(e.path) for e in entries]
-    try:
-        return ds.dataset(paths, schema=schema, format="parquet", filesystem=storage.fs)
-    except OSError as exc:
-        raise StorageError(f"cannot open table files under {storage.root}: {exc}") from exc
+    return ds.dataset(paths, schema=schema, format="parquet", filesystem=storage.fs)
 
 
-def _scan(storage: Storage, entries: Sequence[FileEntry], schema: pa.Schema) -> pa.Table:
+def _checked_batches(
+    storage: Storage, table: TableSchema, entries: Sequence[FileEntry], schema: pa.Schema
+) -> Iterator[tuple[FileEntry, pa.RecordBatch]]:
+    """Every batch of ``entries`` with the entry it came from; then each file's rows
+    counted against the catalog. Errors name the file (see the module doc)."""
+    by_path = {storage.full_path(e.path): e for e in entries}
+    rows = dict.fromkeys(by_path, 0)
+    required = [f.name for f in schema if not f.nullable]
     try:
-        return _dataset(storage, entries, schema).to_table()
-    except OSError as exc:
-        raise StorageError(f"cannot read table files under {storage.root}: {exc}") from exc
+        for tagged in _dataset(storage, entries, schema).scanner().scan_batches():
+            path = tagged.fragment.path
+            batch = tagged.record_batch
+            rows[path] += batch.num_rows
+            nulls = [c for c in required if batch.column(c).null_count]
+            if nulls:
+                raise CorruptFileError(path, SCHEMA, f"has nulls (or lacks) {', '.join(nulls)}")
+            yield by_path[path], batch
+    except (OSError, pa.ArrowException) as exc:
+        raise _culprit(storage, table, entries, exc) from exc
+    for path, entry in by_path.items():
+        if rows[path] != entry.record_count:
+            raise CorruptFileError(
+                path, RECORD_COUNT, f"{rows[path]} rows read, the catalog says {entry.record_count}"
+            )
+
+
+def _culprit(
+    storage: Storage, table: TableSchema, entries: Sequence[FileEntry], exc: BaseException
+) -> StorageError:
+    """The scan of ``entries`` failed with ``exc``: find the file to blame by checking
+    them one by one, each decoded whole."""
+    for entry in entries:
+        problems = inspect_file(storage, entry, stored_schema(table, entry.file_type), deep=True)
+        if problems:
+            path = storage.full_path(entry.path)
+            if problems[0].kind == IO:
+                return StorageError(f"cannot read {path}: {problems[0].detail}", retryable=True)
+            return CorruptFileError(path, problems[0].kind, problems[0].detail)
+    return StorageError(
+        f"cannot read table files under {storage.root} (each reads fine now: a transient "
+        f"I/O error?): {exc}",
+        retryable=True,
+    )
+
+
+def _scan(storage: Storage, table: TableSchema, entries: Sequence[FileEntry]) -> pa.Table:
+    batches = [batch for _, batch in _checked_batches(storage, table, entries, table.schema)]
+    return pa.Table.from_batches(batches, table.schema)
 
 
 def _scan_changes(
@@ -90,22 +149,16 @@ def _scan_changes(
         return target.empty_table()
     # _seq is nullable in the scan: files written by producers do not have it.
     scan_schema = target.set(target.get_field_index(SEQ), pa.field(SEQ, pa.int64(), True))
-    by_path = {storage.full_path(e.path): e for e in entries}
     batches = []
-    try:
-        for tagged in _dataset(storage, entries, scan_schema).scanner().scan_batches():
-            entry = by_path[tagged.fragment.path]
-            batch = tagged.record_batch
-            seqs = batch.column(SEQ)
-            if seqs.null_count == len(seqs):
-                seqs = pa.array(np.full(len(batch), entry.seq, dtype=np.int64))
-            else:
-                seqs = pc.fill_null(seqs, entry.seq)
-            batch = batch.set_column(batch.schema.get_field_index(SEQ), SEQ, seqs)
-            floor = merged_seqs.get(entry.partition_key, 0)
-            if pc.min(seqs).as_py() <= floor:
-                batch = batch.filter(pc.greater(seqs, floor))
-            batches.append(batch)
-    except OSError as exc:
-        raise StorageError(f"cannot read table files under {storage.root}: {exc}") from exc
+    for entry, batch in _checked_batches(storage, table, entries, scan_schema):
+        seqs = batch.column(SEQ)
+        if seqs.null_count == len(seqs):
+            seqs = pa.array(np.full(len(batch), entry.seq, dtype=np.int64))
+        else:
+            seqs = pc.fill_null(seqs, entry.seq)
+        batch = batch.set_column(batch.schema.get_field_index(SEQ), SEQ, seqs)
+        floor = merged_seqs.get(entry.partition_key, 0)
+        if pc.min(seqs).as_py() <= floor:
+            batch = batch.filter(pc.greater(seqs, floor))
+        batches.append(batch)
     return pa.Table.from_batches(batches, scan_schema).cast(target)

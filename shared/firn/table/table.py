@@ -40,6 +40,7 @@ from firn.table.properties import TableProperties
 from firn.table.scan import read_inputs
 from firn.table.schema import TableSchema
 from firn.table.staging import StagedFile, split_changes, write_group
+from firn.table.verify import Progress, VerifyReport, verify_files
 
 if TYPE_CHECKING:
     from firn.catalog.catalog import Catalog
@@ -192,7 +193,9 @@ class Table:
         """The merged view at ``snapshot`` (default: the latest), table columns only.
 
         Row order is unspecified. Reading needs no lock and no long transaction: a
-        snapshot's files and merge state never change once it is visible."""
+        snapshot's files and merge state never change once it is visible. A file
+        that is missing, damaged, or not the size or record count the catalog
+        recorded raises ``CorruptFileError`` (a ``StorageError``) naming it."""
         conn = self.catalog.conn
         if snapshot is None:
             snapshot = current_snapshot(conn, self.table_id)
@@ -202,6 +205,22 @@ class Table:
         merged = merged_seqs_at(conn, self.table_id, snapshot)
         inputs = read_inputs(self.storage, self.definition, entries, merged)
         return merge(self.definition, inputs.base, inputs.inserts, inputs.deletes)
+
+    def verify(
+        self, snapshot: int | None = None, *, deep: bool = False, progress: Progress | None = None
+    ) -> VerifyReport:
+        """Check every live file at ``snapshot`` (default: the latest) against the
+        catalog: exists, size, Parquet footer, record count, columns; ``deep`` also
+        decodes every row. Reports problems instead of raising (``firn verify``)."""
+        conn = self.catalog.conn
+        if snapshot is None:
+            snapshot = current_snapshot(conn, self.table_id)
+        else:
+            check_snapshot(conn, self.table_id, snapshot)
+        entries = files_at(conn, self.table_id, snapshot)
+        return verify_files(
+            self.storage, self.definition, snapshot, entries, deep=deep, progress=progress
+        )
 
     def files(self, snapshot: int | None = None) -> pa.Table:
         """The live files: store, type, partition, node, seq, size, records, ..."""

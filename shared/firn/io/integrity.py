@@ -1,0 +1,227 @@
+"""Checking data files against what the catalog recorded, and naming the bad one.
+
+The catalog records every data file's size and record count. A file replaced by
+valid Parquet with fewer rows reads without any error from pyarrow, and a merge
+would then commit the loss; so every read checks, before decoding a row, the size
+the file system reports and the record count in the Parquet footer, and afterwards
+that the rows decoded add up to the count. A mismatch is a ``CorruptFileError``.
+
+Which failures are worth retrying (``StorageError.retryable``):
+
+- a missing file, a size or record-count mismatch, a footer that does not parse
+  (``ArrowInvalid`` and pyarrow's other non-I/O errors): the bytes are wrong and
+  will be wrong next time, so ``CorruptFileError``, never retried;
+- an ``OSError`` while opening or reading: may be transient (a network file
+  system's timeout, a throttled S3 request), so retryable; except that pyarrow also
+  reports a bad data page as a plain ``OSError``. To tell the two apart, such an
+  error is followed by one probe (only on this error path): the file's bytes are
+  fetched whole and decoded in memory. Bytes that arrive but do not decode are
+  corruption; a fetch that fails, or bytes that now decode, were an I/O problem.
+
+This module knows files only as ``ExpectedFile`` (a path relative to the table, a
+size and a record count), so the catalog's entries and the task specs an executor
+receives both fit it without this layer importing either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from firn.errors import CorruptFileError, StorageError
+from firn.io.storage import Storage
+
+MISSING = "missing"
+SIZE = "size"
+UNREADABLE = "unreadable"
+RECORD_COUNT = "record-count"
+SCHEMA = "schema"
+IO = "io"
+"""Not corruption: the file could not be read just now (a retryable error)."""
+
+
+class ExpectedFile(Protocol):
+    """What the catalog says about one data file."""
+
+    @property
+    def path(self) -> str:
+        """Relative to the table's location."""
+        ...
+
+    @property
+    def size_bytes(self) -> int: ...
+
+    @property
+    def record_count(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with one file."""
+
+    kind: str
+    """``missing``, ``size``, ``unreadable``, ``record-count``, ``schema`` or ``io``."""
+    detail: str
+
+
+def translate(storage: Storage, relative: str, exc: BaseException) -> StorageError:
+    """A pyarrow or OS error about one file as a Firn error naming it (see the
+    module doc for which are retryable)."""
+    path = storage.full_path(relative)
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, FileNotFoundError):
+        return CorruptFileError(path, MISSING, "missing (the catalog lists it as live)")
+    if isinstance(exc, OSError):
+        return _probe(storage, relative, exc)
+    if isinstance(exc, pa.ArrowException) and not isinstance(exc, MemoryError):
+        return CorruptFileError(path, UNREADABLE, f"not readable Parquet: {_first_line(exc)}")
+    return StorageError(f"cannot read {path}: {exc!r}", retryable=True)
+
+
+def _probe(storage: Storage, relative: str, exc: OSError) -> StorageError:
+    path = storage.full_path(relative)
+    try:
+        with storage.fs.open_input_stream(path) as stream:
+            data = stream.read()
+    except FileNotFoundError:
+        return CorruptFileError(path, MISSING, "missing (the catalog lists it as live)")
+    except OSError:
+        return StorageError(f"cannot read {path}: {_first_line(exc)}", retryable=True)
+    try:
+        pq.read_table(pa.BufferReader(data))
+    except (OSError, pa.ArrowException) as bad:
+        return CorruptFileError(path, UNREADABLE, f"not readable Parquet: {_first_line(bad)}")
+    return StorageError(
+        f"cannot read {path} (it reads fine now: a transient I/O error?): {_first_line(exc)}",
+        retryable=True,
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def stat_problems(expected: ExpectedFile, info: pafs.FileInfo) -> list[Problem]:
+    """Existence and size, from one ``get_file_info`` answer."""
+    if info.type == pafs.FileType.NotFound:
+        return [Problem(MISSING, "missing (the catalog lists it as live)")]
+    if info.type != pafs.FileType.File:
+        return [Problem(MISSING, f"is a {info.type.name}, not a file")]
+    if info.size != expected.size_bytes:
+        return [Problem(SIZE, f"is {info.size} bytes, the catalog says {expected.size_bytes}")]
+    return []
+
+
+def check_sizes(storage: Storage, files: Sequence[ExpectedFile]) -> None:
+    """Raise ``CorruptFileError`` for the first of ``files`` that is missing or not
+    the size the catalog recorded (one ``get_file_info`` call for all of them)."""
+    if not files:
+        return
+    try:
+        infos = storage.fs.get_file_info([storage.full_path(f.path) for f in files])
+    except OSError as exc:
+        raise StorageError(f"cannot list table files under {storage.root}: {exc}") from exc
+    for f, info in zip(files, infos, strict=True):
+        for problem in stat_problems(f, info):
+            raise CorruptFileError(storage.full_path(f.path), problem.kind, problem.detail)
+
+
+def footer_problems(
+    parquet: pq.ParquetFile, expected: ExpectedFile, required: pa.Schema | None
+) -> list[Problem]:
+    """The footer's record count, and the columns ``required`` names with their types."""
+    problems = []
+    rows = parquet.metadata.num_rows
+    if rows != expected.record_count:
+        problems.append(
+            Problem(RECORD_COUNT, f"holds {rows} rows, the catalog says {expected.record_count}")
+        )
+    if required is not None:
+        schema = parquet.schema_arrow
+        missing = [f.name for f in required if f.name not in schema.names]
+        wrong = [
+            f"{f.name} is {schema.field(f.name).type}, expected {f.type}"
+            for f in required
+            if f.name in schema.names and not schema.field(f.name).type.equals(f.type)
+        ]
+        if missing:
+            problems.append(Problem(SCHEMA, f"lacks the column(s) {', '.join(missing)}"))
+        if wrong:
+            problems.append(Problem(SCHEMA, "; ".join(wrong)))
+    return problems
+
+
+def _raise_first(storage: Storage, expected: ExpectedFile, problems: list[Problem]) -> None:
+    if problems:
+        first = problems[0]
+        raise CorruptFileError(storage.full_path(expected.path), first.kind, first.detail)
+
+
+def read_batches(
+    storage: Storage,
+    expected: ExpectedFile,
+    columns: Sequence[str],
+    batch_rows: int,
+    required: pa.Schema | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The file's ``columns`` (those it has) batch by batch, after checking its size,
+    footer record count and ``required`` columns; once exhausted, also that the rows
+    read equal the record count. Any failure is a ``StorageError`` naming the file."""
+    check_sizes(storage, [expected])
+    path = storage.full_path(expected.path)
+    read = 0
+    try:
+        with storage.fs.open_input_file(path) as source:
+            parquet = pq.ParquetFile(source)
+            _raise_first(storage, expected, footer_problems(parquet, expected, required))
+            present = [c for c in columns if c in parquet.schema_arrow.names]
+            for batch in parquet.iter_batches(batch_size=batch_rows, columns=present):
+                read += batch.num_rows
+                yield batch
+    except (OSError, pa.ArrowException) as exc:
+        raise translate(storage, expected.path, exc) from exc
+    if read != expected.record_count:
+        raise CorruptFileError(
+            path, RECORD_COUNT, f"{read} rows were read, the catalog says {expected.record_count}"
+        )
+
+
+def inspect_file(
+    storage: Storage, expected: ExpectedFile, required: pa.Schema | None, deep: bool = False
+) -> list[Problem]:
+    """Everything wrong with one file: existence, size, footer, record count, columns
+    and, when ``deep``, every row decoded and counted. Empty when the file is sound."""
+    path = storage.full_path(expected.path)
+    try:
+        info = storage.fs.get_file_info(path)
+    except OSError as exc:
+        return [Problem(IO, f"cannot be listed: {_first_line(exc)}")]
+    problems = stat_problems(expected, info)
+    if problems and problems[0].kind == MISSING:
+        return problems
+    try:
+        with storage.fs.open_input_file(path) as source:
+            parquet = pq.ParquetFile(source)
+            problems += footer_problems(parquet, expected, required)
+            if deep:
+                decoded = sum(b.num_rows for b in parquet.iter_batches(batch_size=65536))
+                if decoded != parquet.metadata.num_rows:
+                    problems.append(
+                        Problem(
+                            RECORD_COUNT,
+                            f"{decoded} rows decoded, its footer says {parquet.metadata.num_rows}",
+                        )
+                    )
+    except (OSError, pa.ArrowException) as exc:
+        error = translate(storage, expected.path, exc)
+        kind = error.problem if isinstance(error, CorruptFileError) else IO
+        detail = error.detail if isinstance(error, CorruptFileError) else str(error)
+        problems.append(Problem(kind, detail))
+    return problems
