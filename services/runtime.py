@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 
-from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.kafka.loop import ConsumeLoop, EventHandler
 from firn.postgres import apply_migrations, connect, registry
 from firn.postgres.connection import Connection
@@ -41,7 +41,7 @@ def prepare(name: str, settings: FirnSettings) -> ServiceContext:
     conn = connect(settings)
     apply_migrations(conn)
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all())
+    ensure_topics(settings, topics.all())
     context = ServiceContext(name=name, settings=settings, topics=topics, conn=conn)
     context.instance_id = registry.register(conn, name)
     log.info("%s started as %s", name, context.instance_id)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import firn
-from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.postgres import connect
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
@@ -134,7 +134,7 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
 ) -> None:
     settings = stack_settings
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all())
+    ensure_topics(settings, topics.all())
     with (
         firn.connect(settings=settings) as catalog,
         running_services(settings, tmp_path, SERVICES, **ENV) as services,
@@ -236,7 +236,7 @@ def _dead_letters(
 
 def test_two_dispatchers_share_the_work(stack_settings: FirnSettings, tmp_path: Path) -> None:
     settings = stack_settings
-    ensure_topics(admin_client(settings), Topics.from_settings(settings).all())
+    ensure_topics(settings, Topics.from_settings(settings).all())
     names = ["metrics", "planner", "dispatcher#1", "dispatcher#2", "committer"]
     with (
         firn.connect(settings=settings) as catalog,
