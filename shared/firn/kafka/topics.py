@@ -105,9 +105,21 @@ def ensure_topics(
     partitions: int | None = None,
     timeout: float = 30.0,
 ) -> None:
-    """Create the topics that do not exist yet; existing ones are left as they are."""
-    futures = admin_client(settings).create_topics(
-        new_topics(settings, names, partitions=partitions),
+    """Create the topics that do not exist yet; existing ones are left as they are.
+
+    Only missing topics are asked for, so on a cluster whose topics an administrator
+    created, a service needs DESCRIBE on them but no CREATE right (see the ACL
+    layout in the README)."""
+    admin = admin_client(settings)  # kept referenced: its futures die with it
+    try:
+        existing = set(admin.list_topics(timeout=timeout).topics)
+    except KafkaException as exc:
+        raise ServiceError(f"cannot list the Kafka topics: {exc}") from exc
+    missing = tuple(name for name in names if name not in existing)
+    if not missing:
+        return
+    futures = admin.create_topics(
+        new_topics(settings, missing, partitions=partitions),
         operation_timeout=timeout,
         request_timeout=timeout,
     )
@@ -117,5 +129,5 @@ def ensure_topics(
             log.info("created topic %s", name)
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                continue
+                continue  # another process created it meanwhile
             raise ServiceError(f"cannot create topic {name}: {exc}") from exc
