@@ -4,6 +4,10 @@ Start-up: connect to the catalog and migrate it, make sure the topics exist, reg
 in the service registry. Then run the consume loop, refreshing the heartbeat while
 idle, until SIGTERM or SIGINT. Shutdown: finish the message in hand, commit, mark the
 instance stopped.
+
+Database and broker restarts are weather, not reasons to exit: the catalog connection
+is opened again when found broken, and the consume loop retries the message in hand
+(and the periodic work) with backoff while Postgres errors are transient.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from types import FrameType
 from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.kafka.loop import ConsumeLoop, EventHandler
 from firn.postgres import apply_migrations, connect, registry
-from firn.postgres.connection import Connection
+from firn.postgres.connection import Connection, ReconnectingConnection
+from firn.postgres.retry import is_transient
 from firn.settings import FirnSettings
 
 log = logging.getLogger(__name__)
@@ -31,18 +36,25 @@ class ServiceContext:
     name: str
     settings: FirnSettings
     topics: Topics
-    conn: Connection
+    db: ReconnectingConnection
     instance_id: str = ""
     extras: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def conn(self) -> Connection:
+        """The service's catalog connection, opened again if it broke."""
+        return self.db.conn
 
 
 def prepare(name: str, settings: FirnSettings) -> ServiceContext:
     """Connect, migrate, create topics, register: the common start-up of every service."""
     conn = connect(settings)
     apply_migrations(conn)
+    conn.autocommit = True
     topics = Topics.from_settings(settings)
     ensure_topics(settings, topics.all())
-    context = ServiceContext(name=name, settings=settings, topics=topics, conn=conn)
+    db = ReconnectingConnection(settings, conn=conn)
+    context = ServiceContext(name=name, settings=settings, topics=topics, db=db)
     context.instance_id = registry.register(conn, name)
     log.info("%s started as %s", name, context.instance_id)
     return context
@@ -64,6 +76,7 @@ def run_consumer_service(
         handlers=handlers,
         dlq_topic=context.topics.dlq,
         service=context.name,
+        transient=is_transient,
         on_idle=_every(
             settings.service_heartbeat_seconds,
             lambda: (registry.heartbeat(context.conn, context.instance_id), on_idle()),
@@ -79,9 +92,19 @@ def run_consumer_service(
     try:
         loop.run()
     finally:
+        stopped(context)
+
+
+def stopped(context: ServiceContext) -> None:
+    """Mark the instance stopped (if the database is there to hear it) and close."""
+    try:
         registry.deregister(context.conn, context.instance_id)
-        context.conn.close()
-        log.info("%s stopped", context.name)
+    except Exception as exc:  # it stops either way; its heartbeat simply ages out
+        if not is_transient(exc):
+            raise
+        log.warning("%s could not record that it stopped: %r", context.name, exc)
+    context.db.close()
+    log.info("%s stopped", context.name)
 
 
 def _every(seconds: float, action: Callable[[], object]) -> Callable[[], None]:

@@ -11,6 +11,7 @@ import base64
 import logging
 import shutil
 import uuid
+import zipfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -30,11 +31,22 @@ _START_TIMEOUT = 90.0
 
 
 def broker_jars(cache: Path) -> Path:
-    """The folder of broker jars, fetched from Maven Central on first use."""
-    libs = cache / f"kafka-{KAFKA_VERSION}" / "libs"
+    """The folder of broker jars, fetched from Maven Central on first use.
+
+    The cache is marked complete only after the broker's main classes were found in
+    its jars and one of them ran on this Java; a cache that is marked complete but
+    fails that check (an interrupted copy, jars in the wrong folder) is fetched anew
+    rather than trusted."""
+    # Absolute: Maven resolves a relative output directory against the pom's folder,
+    # which once put the jars in libs/.firn/cache/... while libs/ stayed empty.
+    libs = (cache / f"kafka-{KAFKA_VERSION}" / "libs").resolve()
     done = libs.parent / ".complete"
     if done.exists():
-        return libs
+        problem = broken_jars(libs)
+        if problem is None:
+            return libs
+        log.warning("cached Kafka jars in %s are broken (%s); fetching again", libs, problem)
+        done.unlink()
     if shutil.which("java") is None:
         raise StackError(
             "Java 17 or newer is required to run the local Kafka broker: "
@@ -47,9 +59,36 @@ def broker_jars(cache: Path) -> Path:
     pom = libs.parent / "pom.xml"
     template = resources.files(__package__).joinpath("kafka-broker.pom.xml").read_text()
     pom.write_text(template.replace("KAFKA_VERSION", KAFKA_VERSION))
-    maven.copy_dependencies(pom, libs, cache)
+    maven.copy_dependencies(pom, libs, cache.resolve())
+    problem = broken_jars(libs)
+    if problem is not None:
+        raise StackError(f"the Kafka jars fetched into {libs} are unusable: {problem}")
+    run(
+        ["java", "-cp", f"{libs}/*", "kafka.tools.StorageTool", "random-uuid"],
+        what="checking that the fetched Kafka broker runs on this Java",
+    )
     done.touch()
     return libs
+
+
+BROKER_CLASSES = ("kafka/Kafka.class", "kafka/tools/StorageTool.class")
+"""The main classes the runner starts: the broker and the storage formatter."""
+
+
+def broken_jars(libs: Path) -> str | None:
+    """Why the jars in ``libs`` cannot run the broker, or None when they can."""
+    core = libs / f"kafka_2.13-{KAFKA_VERSION}.jar"
+    if not core.is_file():
+        return f"{core.name} is missing"
+    try:
+        with zipfile.ZipFile(core) as jar:
+            names = set(jar.namelist())
+    except (OSError, zipfile.BadZipFile) as exc:
+        return f"{core.name} is not a readable jar: {exc}"
+    missing = [c for c in BROKER_CLASSES if c not in names]
+    if missing:
+        return f"{core.name} lacks {', '.join(missing)}"
+    return None
 
 
 def cluster_id() -> str:

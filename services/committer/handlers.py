@@ -20,11 +20,13 @@ from typing import Any
 from confluent_kafka import Producer
 
 from firn.catalog.compactions import commit_plan, committable_plans, compaction_event
+from firn.catalog.event_rows import task_named
 from firn.catalog.expiry import expire
+from firn.compaction.states import TaskState
 from firn.errors import FirnError
 from firn.events.schemas import validate
 from firn.events.tasks import TaskResultEvent
-from firn.postgres.connection import Connection
+from firn.postgres.connection import Connection, ReconnectingConnection
 
 log = logging.getLogger(__name__)
 
@@ -33,20 +35,47 @@ class Committer:
     """Commits complete plans and announces them."""
 
     def __init__(
-        self, conn: Connection, producer: Producer, topic: str, *, expire_every: float = 300.0
+        self,
+        db: ReconnectingConnection,
+        producer: Producer,
+        topic: str,
+        *,
+        expire_every: float = 300.0,
     ) -> None:
-        self.conn = conn
+        self.db = db
         self.producer = producer
         self.topic = topic
         self.expire_every = expire_every
         self._last_expiry: float | None = None
 
+    @property
+    def conn(self) -> Connection:
+        return self.db.conn
+
     def task_result(self, event: Mapping[str, Any]) -> None:
+        """A wake-up for the plan of the task the event names. What is committed,
+        and whether, comes from the catalog rows alone; an event that disagrees with
+        its task's row goes to the DLQ, one about an earlier attempt is dropped."""
         validate(dict(event))  # a ConfigError parks the event in the DLQ
         result = TaskResultEvent.model_validate(event)
-        if result.outcome != "prepared":
+        task = task_named(
+            self.conn,
+            what="task-result",
+            task_id=result.task_id,
+            plan_id=result.plan_id,
+            table_id=result.table_id,
+            table=result.table,
+            partition_key=result.partition_key,
+            attempt=result.attempt,
+        )
+        if result.attempt < task.attempt:
+            log.info("task %d: result of attempt %d is stale", task.task_id, result.attempt)
+            return
+        if task.state not in (TaskState.PREPARED, TaskState.COMMITTED):
             return  # retries and failures are the dispatcher's; nothing to commit
-        self.commit(result.plan_id)
+        # Committed already: a redelivery after a crash between the commit and its
+        # announcement; commit() is a no-op then that announces it again.
+        self.commit(task.plan_id)
 
     def commit(self, plan_id: int) -> str:
         """Commit ``plan_id`` if complete and announce it; returns the outcome."""

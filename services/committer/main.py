@@ -4,7 +4,7 @@ and sweeps for complete plans whose task-result events were lost."""
 from __future__ import annotations
 
 from firn.kafka import producer
-from firn.postgres import connect
+from firn.postgres.connection import ReconnectingConnection
 from firn.settings import FirnSettings
 from firn_services.committer.handlers import Committer
 from firn_services.runtime import prepare, run_consumer_service
@@ -14,9 +14,9 @@ NAME = "committer"
 
 def main(settings: FirnSettings) -> None:
     context = prepare(NAME, settings)
-    conn = connect(settings, autocommit=True)
+    db = ReconnectingConnection(settings)
     try:
-        committer = Committer(conn, producer(settings), context.topics.compactions)
+        committer = Committer(db, producer(settings), context.topics.compactions)
         run_consumer_service(
             context,
             consumes=[context.topics.task_results],
@@ -24,4 +24,4 @@ def main(settings: FirnSettings) -> None:
             on_idle=committer.sweep,
         )
     finally:
-        conn.close()
+        db.close()

@@ -6,7 +6,10 @@ them as ONE Spark job. While the job runs, a heartbeat thread (on its own catalo
 connection) extends the leases. Each result is recorded (Prepared, or Failed and
 back to Pending for a retry, or the plan fails), then a task-result event goes out.
 
-A duplicate or stale event finds its task not Pending and does nothing. The sweep
+The event is only a wake-up: the task, its plan, table and inputs come from the
+catalog row of its ``task_id``; an event that disagrees with that row is
+dead-lettered (``firn.catalog.event_rows``). A duplicate or stale event finds its
+task not Pending and does nothing. The sweep
 returns tasks whose lease expired to Pending, and re-announces Pending tasks nobody
 touched for a while: lost events, and retries once their backoff has passed.
 """
@@ -21,6 +24,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 import firn
+from firn.catalog.event_rows import task_named
 from firn.catalog.plans import (
     WaitingTask,
     claim_task,
@@ -36,11 +40,13 @@ from firn.compaction.kernel import KernelLimits
 from firn.compaction.states import TaskState
 from firn.compaction.tasks import TaskResult
 from firn.errors import FirnError
+from firn.events.dead_letters import bounded
 from firn.events.plans import PlanTaskEvent
 from firn.events.schemas import validate
 from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics
-from firn.postgres import connect
+from firn.postgres.connection import ReconnectingConnection
+from firn.postgres.retry import is_transient, retrying_transient
 from firn.table.schema import TableSchema
 
 log = logging.getLogger(__name__)
@@ -70,11 +76,23 @@ class Dispatcher:
     def plan_task(self, event: Mapping[str, Any]) -> None:
         validate(dict(event))  # a ConfigError parks the event in the DLQ
         task = PlanTaskEvent.model_validate(event)
-        table = self.catalog.table(task.table)
         conn = self.catalog.conn
+        row = task_named(
+            conn,
+            what="plan-task",
+            task_id=task.task_id,
+            plan_id=task.plan_id,
+            table_id=task.table_id,
+            table=task.table,
+            partition_key=task.partition_key,
+            attempt=task.attempt,
+        )
+        table = self.catalog.table_by_id(row.table_id)
+        if table is None:
+            return  # dropped since: its tasks can never run
         lease = table.properties.task_lease
-        batch = [task.task_id] + [
-            t for t in pending_tasks_of(conn, task.plan_id, BATCH_TASKS) if t != task.task_id
+        batch = [row.task_id] + [
+            t for t in pending_tasks_of(conn, row.plan_id, BATCH_TASKS) if t != row.task_id
         ]
         claims = [c for t in batch[:BATCH_TASKS] if (c := claim_task(conn, t, self.owner, lease))]
         if not claims:
@@ -82,22 +100,29 @@ class Dispatcher:
         with _Heartbeat(self.catalog.settings, claims, self.owner, lease):
             results = self.runner(table.definition, claims, self.limits)
         for result in results:
-            outcome = record_result(conn, result, table.properties.task_max_attempts)
+            # The job may have outlived the connection it started on (a database
+            # restart): results are recorded on a fresh one, retried, not thrown away.
+            outcome = retrying_transient(
+                lambda r=result: record_result(
+                    self.catalog.conn, r, table.properties.task_max_attempts
+                ),
+                what=f"recording the result of task {result.task_id}",
+            )
             self._publish(
                 TaskResultEvent(
                     table=table.name,
                     table_id=table.table_id,
-                    partition_key=task.partition_key,
-                    plan_id=task.plan_id,
+                    partition_key=row.partition_key,
+                    plan_id=row.plan_id,
                     task_id=result.task_id,
                     attempt=result.attempt,
                     outcome=outcome,  # type: ignore[arg-type]
-                    error=result.error,
+                    error=bounded(result.error) if result.error else None,
                     rows_written=result.rows_written,
                     seconds=result.seconds,
                 ),
                 self.topics.task_results,
-                f"{table.name}/{task.partition_key}",
+                f"{table.name}/{row.partition_key}",
             )
         self._flush()
 
@@ -161,8 +186,20 @@ class _Heartbeat:
         self._thread.join()
 
     def _run(self) -> None:
-        with connect(self._settings, autocommit=True) as conn:
-            while not self._stop.wait(self._lease / 3):
-                for task_id, attempt in self._claims:
-                    if not extend_lease(conn, task_id, attempt, self._owner, self._lease):
-                        log.warning("task %s attempt %s lost its lease", task_id, attempt)
+        db = ReconnectingConnection(self._settings)
+        wait = self._lease / 3
+        try:
+            while not self._stop.wait(wait):
+                try:
+                    for task_id, attempt in self._claims:
+                        if not extend_lease(db.conn, task_id, attempt, self._owner, self._lease):
+                            log.warning("task %s attempt %s lost its lease", task_id, attempt)
+                    wait = self._lease / 3
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    # The database is away: try again soon, the lease is still running.
+                    log.warning("lease heartbeat failed, retrying: %r", exc)
+                    wait = min(self._lease / 3, 2.0)
+        finally:
+            db.close()

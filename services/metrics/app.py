@@ -23,6 +23,7 @@ changelog, the assignor's) take the configured partitions and replication.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -31,23 +32,22 @@ from typing import Any
 import faust
 
 from firn.errors import FirnError
-from firn.events.dead_letters import DeadLetterEvent
+from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
 from firn.kafka import Topics
 from firn.kafka.loop import UnhandledEventError, decode
+from firn.postgres.retry import backoff, is_transient
 from firn.settings import FirnSettings
 from firn_services.metrics.handlers import (
     CatalogReader,
     Update,
     apply_update,
-    commit_updates,
     needs_first_reading,
+    parse_update,
     plan_request_event,
 )
 from firn_services.metrics.kafka_access import IdempotentTransport, broker_credentials
 
 log = logging.getLogger(__name__)
-
-RETRY_SECONDS = 2.0
 
 
 def create_app(
@@ -77,10 +77,12 @@ def create_app(
     )
     app.transport = IdempotentTransport(app.conf.broker_consumer, app)
     source = app.topic(topics.commits, topics.compactions, value_serializer="raw")
+    # Raw values, decoded in the agent: a message Faust cannot decode must be parked,
+    # not crash the agent (the topic is internal, but anyone with access can write it).
     updates = app.topic(
         topics.metrics_updates,
         key_serializer="raw",
-        value_serializer="json",
+        value_serializer="raw",
         partitions=partition_count,
     )
     plan_requests = app.topic(topics.plan_requests, value_serializer="raw")
@@ -98,33 +100,40 @@ def create_app(
 
     async def send_updates(found: list[tuple[str, Update]]) -> None:
         for key, update in found:
-            await _delivered(updates, key=key.encode(), value=update)
+            await _delivered(updates, key=key.encode(), value=json.dumps(update).encode())
+
+    lost_dead_letters = 0
 
     async def park(event: Any, reason: str) -> None:
+        """A bounded dead letter for the event; if even that is refused, the event is
+        skipped, logged and counted: no message may stop the agent."""
+        nonlocal lost_dead_letters
         message = event.message
-        log.warning(
-            "parking %s[%d]@%d in %s: %s",
-            message.topic,
-            message.partition,
-            message.offset,
-            topics.dlq,
-            reason,
-        )
-        letter = DeadLetterEvent(
+        letter = DeadLetterEvent.of(
             service="metrics",
-            source_topic=message.topic,
-            source_partition=message.partition,
-            source_offset=message.offset,
-            key=_text(event.key),
-            reason=reason,
-            payload=_text(event.value) or "",
-        )
-        await _delivered(
-            dlq,
+            source=(message.topic, message.partition, message.offset),
             key=event.key,
-            value=letter.to_json(),
-            headers={"firn.reason": reason.encode(), "firn.service": b"metrics"},
+            value=event.value if isinstance(event.value, bytes) else None,
+            reason=reason,
         )
+        where = f"{message.topic}[{message.partition}]@{message.offset}"
+        log.warning("parking %s in %s: %s", where, topics.dlq, letter.reason)
+        key = event.key if isinstance(event.key, bytes) else None
+        try:
+            await _delivered(
+                dlq,
+                key=key[:KEY_BYTES] if key else None,
+                value=letter.to_json(),
+                headers=dict(letter.headers()),
+            )
+        except Exception as exc:
+            lost_dead_letters += 1
+            log.error(
+                "the dead letter for %s was refused (%r): event skipped; %d skipped so far",
+                where,
+                exc,
+                lost_dead_letters,
+            )
 
     async def fan_out(stream: AsyncIterator[Any]) -> None:
         async for event in stream.events():  # type: ignore[attr-defined]
@@ -132,52 +141,57 @@ def create_app(
                 decoded = decode(event.value)
                 kind = decoded["event_type"]
                 if kind == "commit":
-                    found = commit_updates(decoded)
+                    found = await _retrying(reader.commit_updates, decoded)
                 elif kind == "compaction":
                     found = await _retrying(reader.compaction_readings, decoded)
                 else:
                     raise UnhandledEventError(f"no handler for event type {kind!r}")
-            except FirnError as exc:
-                await park(event, str(exc))
+            except Exception as exc:  # a Faust agent that raises stops the worker
+                await park(event, _reason(exc))
                 continue
             await send_updates(found)
 
     async def track(stream: AsyncIterator[Any]) -> None:
         async for event in stream.events():  # type: ignore[attr-defined]
-            update, key = event.value, event.key.decode()
-            properties = await _retrying(reader.properties, update["table"], update["table_id"])
-            if properties is None:
-                partitions.pop(key, None)  # the table is gone
-                continue
-            state = partitions.get(key)
-            batch = [update]
-            if needs_first_reading(state, update):
-                batch = [
-                    reading
-                    for _, reading in await _retrying(
-                        reader.readings,
-                        update["table"],
-                        update["table_id"],
-                        update["partition_key"],
-                    )
-                ] + batch
-            tracked, request = apply_update(state, batch, properties, time.time(), resend_after)
-            partitions[key] = tracked.as_dict()
-            if request is not None:
-                planned = plan_request_event(tracked, request)
-                log.info(
-                    "%s %r: %s compaction due (score %.2f): %s",
-                    tracked.table,
-                    tracked.partition_key,
-                    request.kind,
-                    request.score,
-                    "; ".join(request.reasons),
+            try:
+                await track_one(event.key.decode(), parse_update(event.value))
+            except Exception as exc:  # a Faust agent that raises stops the worker
+                await park(event, _reason(exc))
+
+    async def track_one(key: str, update: Update) -> None:
+        properties = await _retrying(reader.properties, update["table"], update["table_id"])
+        if properties is None:
+            partitions.pop(key, None)  # the table is gone
+            return
+        state = partitions.get(key)
+        batch = [update]
+        if needs_first_reading(state, update):
+            batch = [
+                reading
+                for _, reading in await _retrying(
+                    reader.readings,
+                    update["table"],
+                    update["table_id"],
+                    update["partition_key"],
                 )
-                await _delivered(
-                    plan_requests,
-                    key=f"{tracked.table}/{tracked.partition_key}".encode(),
-                    value=planned.to_json(),
-                )
+            ] + batch
+        tracked, request = apply_update(state, batch, properties, time.time(), resend_after)
+        partitions[key] = tracked.as_dict()
+        if request is not None:
+            planned = plan_request_event(tracked, request)
+            log.info(
+                "%s %r: %s compaction due (score %.2f): %s",
+                tracked.table,
+                tracked.partition_key,
+                request.kind,
+                request.score,
+                "; ".join(request.reasons),
+            )
+            await _delivered(
+                plan_requests,
+                key=f"{tracked.table}/{tracked.partition_key}".encode(),
+                value=planned.to_json(),
+            )
 
     async def check() -> None:
         started = time.monotonic()
@@ -204,22 +218,23 @@ async def _delivered(topic: Any, **message: Any) -> None:
 
 
 async def _retrying(call: Callable[..., Any], *args: Any) -> Any:
-    """Run a blocking catalog call in a thread, retrying until it succeeds: a
-    Postgres outage pauses the stream instead of crashing the agent (Faust would
-    keep the worker running without it) or dropping the event."""
+    """Run a blocking catalog call in a thread, retrying while it fails transiently:
+    a Postgres outage pauses the stream instead of crashing the agent or dropping the
+    event. A permanent failure is raised (and the event parked)."""
+    attempt = 0
     while True:
         try:
             return await asyncio.to_thread(call, *args)
-        except FirnError as exc:
-            if not exc.retryable:
+        except Exception as exc:
+            if not is_transient(exc):
                 raise
-            log.warning("catalog call failed, retrying in %.0fs: %s", RETRY_SECONDS, exc)
-        except Exception as exc:  # psycopg errors: reconnect and retry
-            log.warning("catalog call failed, retrying in %.0fs: %r", RETRY_SECONDS, exc)
-        await asyncio.sleep(RETRY_SECONDS)
+            attempt += 1
+            wait = backoff(attempt)
+            log.warning("catalog call failed, retrying in %.1fs: %r", wait, exc)
+            await asyncio.sleep(wait)
 
 
-def _text(value: bytes | str | None) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return value.decode("utf-8", errors="replace")
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, FirnError):
+        return str(exc)
+    return f"unexpected {type(exc).__name__}: {exc}"

@@ -14,6 +14,7 @@ An update is a JSON object keyed ``table_id/partition_key``:
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -21,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import firn
+from firn.catalog.event_rows import commit_named, compaction_named
 from firn.catalog.metrics import partition_states
 from firn.compaction.tracking import Increment, Reading, Request, TrackedPartition
 from firn.compaction.triggers import PartitionMetrics
@@ -29,6 +31,7 @@ from firn.events.commits import CommitEvent
 from firn.events.compactions import CompactionEvent
 from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
+from firn.kafka.loop import UnhandledEventError
 from firn.table.properties import TableProperties
 
 log = logging.getLogger(__name__)
@@ -40,24 +43,28 @@ def update_key(table_id: int, partition_key: str) -> str:
     return f"{table_id}/{partition_key}"
 
 
-def commit_updates(event: Mapping[str, Any]) -> list[tuple[str, Update]]:
-    """One update per partition a commit event touched (``ConfigError`` if invalid)."""
-    validate(dict(event))
-    commit = CommitEvent.model_validate(event)
-    updates = []
-    for change in commit.partitions:
-        increment = Increment(
-            snapshot_id=commit.snapshot_id,
-            seq=commit.seq,
-            insert_bytes=change.insert_bytes,
-            delete_bytes=change.delete_bytes,
-            insert_files=change.insert_files,
-            delete_files=change.delete_files,
-        )
-        update = _update("commit", commit.table, commit.table_id, change.partition_key)
-        update["increment"] = dataclasses.asdict(increment)
-        updates.append((update_key(commit.table_id, change.partition_key), update))
-    return updates
+def parse_update(value: bytes | None) -> Update:
+    """An update read back from the updates topic (``UnhandledEventError`` when it is
+    not one: that topic is internal, but a message there must never stop the agent)."""
+    try:
+        update = json.loads(value or b"")
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UnhandledEventError(f"metrics update is not JSON: {exc}") from exc
+    if not isinstance(update, dict):
+        raise UnhandledEventError("metrics update is not a JSON object")
+    expected = {"commit": "increment", "reading": "reading"}
+    body = expected.get(update.get("kind"))  # type: ignore[arg-type]
+    shape = [
+        (body is not None, "kind 'commit' or 'reading'"),
+        (isinstance(update.get("table"), str), "a table name"),
+        (type(update.get("table_id")) is int, "an integer table_id"),
+        (isinstance(update.get("partition_key"), str), "a partition_key"),
+        (body is not None and isinstance(update.get(body), dict), f"a {body} object"),
+    ]
+    missing = [what for ok, what in shape if not ok]
+    if missing:
+        raise UnhandledEventError(f"metrics update lacks {', '.join(missing)}")
+    return update
 
 
 def _update(kind: str, table: str, table_id: int, partition_key: str) -> Update:
@@ -182,10 +189,49 @@ class CatalogReader:
             updates.append((update_key(table_id, key), update))
         return updates
 
+    def commit_updates(self, event: Mapping[str, Any]) -> list[tuple[str, Update]]:
+        """One update per partition the commit an event names touched, counted from
+        the catalog's rows of that snapshot, not from the event (``ConfigError`` if the
+        event is invalid, ``EventMismatchError`` if it disagrees with the catalog)."""
+        validate(dict(event))
+        commit = CommitEvent.model_validate(event)
+        with self._lock:
+            added = commit_named(
+                self.catalog.conn,
+                table_id=commit.table_id,
+                table=commit.table,
+                snapshot_id=commit.snapshot_id,
+                seq=commit.seq,
+            )
+        updates = []
+        for files in added:
+            increment = Increment(
+                snapshot_id=commit.snapshot_id,
+                seq=commit.seq,
+                insert_bytes=files.insert_bytes,
+                delete_bytes=files.delete_bytes,
+                insert_files=files.insert_files,
+                delete_files=files.delete_files,
+            )
+            update = _update("commit", commit.table, commit.table_id, files.partition_key)
+            update["increment"] = dataclasses.asdict(increment)
+            updates.append((update_key(commit.table_id, files.partition_key), update))
+        return updates
+
     def compaction_readings(self, event: Mapping[str, Any]) -> list[tuple[str, Update]]:
-        """The compacted partition's reading (``ConfigError`` if the event is invalid)."""
+        """The compacted partition's reading (``ConfigError`` if the event is invalid,
+        ``EventMismatchError`` if it names no plan committed as that snapshot)."""
         validate(dict(event))
         compaction = CompactionEvent.model_validate(event)
+        with self._lock:
+            compaction_named(
+                self.catalog.conn,
+                plan_id=compaction.plan_id,
+                table_id=compaction.table_id,
+                table=compaction.table,
+                partition_key=compaction.partition_key,
+                snapshot_id=compaction.snapshot_id,
+            )
         return self.readings(compaction.table, compaction.table_id, compaction.partition_key)
 
     def all_readings(self) -> list[tuple[str, Update]]:

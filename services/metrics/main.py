@@ -9,10 +9,11 @@ import faust
 
 import firn
 from firn.postgres import registry
+from firn.postgres.retry import is_transient
 from firn.settings import FirnSettings
 from firn_services.metrics.app import create_app
 from firn_services.metrics.handlers import CatalogReader
-from firn_services.runtime import prepare
+from firn_services.runtime import prepare, stopped
 
 NAME = "metrics"
 log = logging.getLogger(__name__)
@@ -29,7 +30,12 @@ def main(settings: FirnSettings) -> None:
     )
 
     async def heartbeat() -> None:
-        await asyncio.to_thread(registry.heartbeat, context.conn, context.instance_id)
+        try:
+            await asyncio.to_thread(lambda: registry.heartbeat(context.conn, context.instance_id))
+        except Exception as exc:  # a Faust timer that raises ends the worker
+            if not is_transient(exc):
+                raise
+            log.warning("heartbeat failed, retried at the next one: %r", exc)
 
     app = create_app(settings, reader, on_timer=heartbeat)
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
@@ -37,6 +43,4 @@ def main(settings: FirnSettings) -> None:
         worker.execute_from_commandline()
     finally:
         reader.close()
-        registry.deregister(context.conn, context.instance_id)
-        context.conn.close()
-        log.info("%s stopped", NAME)
+        stopped(context)

@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 import firn
+from firn.catalog.event_rows import partition_named
 from firn.catalog.plans import (
     PlanRecord,
     PlanSkipped,
@@ -26,7 +27,7 @@ from firn.catalog.plans import (
 )
 from firn.compaction.planning import plan_now
 from firn.compaction.states import TaskState
-from firn.errors import ConfigError, FirnError
+from firn.errors import EventMismatchError, FirnError
 from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
 
@@ -42,15 +43,26 @@ class Planner:
         self.topic = topic
 
     def plan_request(self, event: Mapping[str, Any]) -> None:
+        """Plan the partition the request names, from the catalog alone: the request
+        says which partition, the catalog says what to merge. A request for a
+        partition or seq the catalog does not have goes to the DLQ."""
         validate(dict(event))  # a ConfigError parks the event in the DLQ
         request = PlanRequestEvent.model_validate(event)
-        try:
-            table = self.catalog.table(request.table)
-        except ConfigError:
-            log.warning("plan request for unknown table %s ignored", request.table)
-            return
-        if table.table_id != request.table_id:
-            log.warning("plan request for a dropped incarnation of %s ignored", request.table)
+        greatest_seq = partition_named(
+            self.catalog.conn,
+            what="plan-request",
+            table_id=request.table_id,
+            table=request.table,
+            partition_key=request.partition_key,
+        )
+        if request.max_seq > greatest_seq:
+            raise EventMismatchError(
+                f"plan-request event names seq {request.max_seq} of {request.table} "
+                f"{request.partition_key!r}, beyond the greatest committed there ({greatest_seq})"
+            )
+        table = self.catalog.table_by_id(request.table_id)
+        if table is None:
+            log.warning("plan request for dropped table %s ignored", request.table)
             return
         served = served_by_committed_plan(
             self.catalog.conn,

@@ -6,6 +6,7 @@
     +-- StackError                the local stack (Kafka, Postgres) could not start or stop
     +-- MigrationError            the catalog schema could not be brought up to date
     +-- ServiceError              a service failed at its edge (Kafka, Postgres)
+    +-- EventMismatchError        an event disagrees with the catalog row it names
     +-- StorageError              table files could not be read or written (retryable)
     +-- CommitError               a commit was not applied; nothing of it is visible
         +-- CommitStateUnknownError   the outcome is unknown (the connection broke
@@ -50,6 +51,12 @@ class ServiceError(FirnError):
     """A service could not reach or use one of its dependencies."""
 
     retryable = True
+
+
+class EventMismatchError(FirnError):
+    """An event names a catalog row (a task, plan, partition, snapshot) but disagrees
+    with it, or names one that does not exist: forged, corrupted or from another
+    deployment. It changes nothing and goes to the dead-letter topic with the reason."""
 
 
 class StorageError(FirnError):

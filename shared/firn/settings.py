@@ -158,6 +158,14 @@ class FirnSettings(BaseSettings):
             raise ValueError(f"database_schema must be a lower-case SQL identifier, got {value!r}")
         return value
 
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, value: Path) -> Path:
+        # Relative paths meant different places to Maven, Java and the services
+        # (`make demo` on a fresh clone once fetched the Kafka jars into a nested
+        # folder); every process gets the same absolute home instead.
+        return value.expanduser().resolve()
+
     @field_validator("kafka_config")
     @classmethod
     def _no_owned_or_secret_properties(

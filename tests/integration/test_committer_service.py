@@ -68,7 +68,7 @@ def test_a_complete_plan_is_committed_and_announced_once(
     ids = np.arange(200)
     table.upsert(pa.table({"id": ids, "v": [f"v{i}" for i in ids]}))
     expected = table.read().sort_by("id")
-    committer = Committer(catalog.conn, producer(settings), topics.compactions)
+    committer = Committer(catalog.db, producer(settings), topics.compactions)
 
     record, done = prepared_plan(table, leave_one=True)
     committer.task_result(result_event(table, record, done[0]))
@@ -115,7 +115,7 @@ def test_the_sweep_applies_retention_at_most_every_interval(
     first = removed_paths(table)
     assert first
     assert all(table.storage.exists(p) for p in first)
-    committer = Committer(catalog.conn, producer(settings), topics.compactions, expire_every=3600)
+    committer = Committer(catalog.db, producer(settings), topics.compactions, expire_every=3600)
 
     assert committer.sweep() == []  # the first sweep applies retention at once
     assert not any(table.storage.exists(p) for p in first)
@@ -128,6 +128,6 @@ def test_the_sweep_applies_retention_at_most_every_interval(
     committer.sweep()  # within the hour: not again
     assert all(table.storage.exists(p) for p in second)
 
-    Committer(catalog.conn, producer(settings), topics.compactions, expire_every=0).sweep()
+    Committer(catalog.db, producer(settings), topics.compactions, expire_every=0).sweep()
     assert not any(table.storage.exists(p) for p in second)
     assert table.read().num_rows == 50

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 import firn
-from firn.errors import ConfigError
+from firn.errors import ConfigError, EventMismatchError
 from firn.events.plans import PlanRequestEvent
 from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.settings import FirnSettings
@@ -92,11 +92,44 @@ def test_bad_and_unknown_requests(settings: FirnSettings, catalog: firn.Catalog)
     request = PlanRequestEvent(
         table="nowhere", table_id=99, partition_key="", kind="major", max_seq=1, score=0, reasons=[]
     )
-    planner.plan_request(json.loads(request.to_json()))  # a dropped table: ignored
+    with pytest.raises(EventMismatchError, match="does not exist"):
+        planner.plan_request(json.loads(request.to_json()))  # parked in the DLQ
     bad = {**json.loads(request.to_json()), "kind": "huge"}
     with pytest.raises(ConfigError, match="kind"):
         planner.plan_request(bad)  # the consume loop parks this in the DLQ
     assert catalog.conn.execute("SELECT count(*) FROM compaction_plan").fetchone() == (0,)
+
+
+def test_a_request_that_disagrees_with_the_catalog_plans_nothing(
+    settings: FirnSettings, catalog: firn.Catalog
+) -> None:
+    """Events are wake-ups: the partition and seq a request names must exist."""
+    table = catalog.create_table("real", SCHEMA, ["id"], [], {"base.buckets": 2})
+    other = catalog.create_table("other", SCHEMA, ["id"], [], {"base.buckets": 2})
+    for n in range(3):
+        table.upsert(pa.table({"id": [n], "v": ["x"]}))
+    planner = Planner(catalog, producer(settings), Topics.from_settings(settings).plan_tasks)
+    honest = PlanRequestEvent(
+        table="real",
+        table_id=table.table_id,
+        partition_key="",
+        kind="major",
+        max_seq=3,
+        score=1,
+        reasons=[],
+    )
+    forged = [
+        (honest.model_copy(update={"table": "other"}), "table 'other'"),
+        (honest.model_copy(update={"table_id": other.table_id}), "partition ''"),
+        (honest.model_copy(update={"partition_key": "day=1"}), "does not exist"),
+        (honest.model_copy(update={"max_seq": 4}), "beyond the greatest committed"),
+    ]
+    for event, reason in forged:
+        with pytest.raises(EventMismatchError, match=reason):
+            planner.plan_request(json.loads(event.to_json()))
+    assert catalog.conn.execute("SELECT count(*) FROM compaction_plan").fetchone() == (0,)
+    planner.plan_request(json.loads(honest.to_json()))
+    assert catalog.conn.execute("SELECT count(*) FROM compaction_plan").fetchone() == (1,)
 
 
 def test_a_request_already_served_by_a_committed_plan_plans_nothing(

@@ -16,7 +16,7 @@ def test_defaults_point_at_the_local_stack_and_spark_local_mode(
         monkeypatch.delenv(name, raising=False)
     settings = FirnSettings()
     assert settings.spark_master == "local[*]"
-    assert settings.home == Path(".firn")
+    assert settings.home == Path(".firn").resolve()
     assert (settings.kafka_port, settings.postgres_port) == (19092, 55432)
     with pytest.raises(ConfigError, match="FIRN_DATABASE_URL"):
         settings.database_dsn()
@@ -56,3 +56,13 @@ def test_settings_are_frozen() -> None:
     settings = FirnSettings()
     with pytest.raises(ValidationError):
         settings.topic_prefix = "other."  # type: ignore[misc]
+
+
+def test_a_relative_home_is_made_absolute_so_every_process_agrees_on_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FIRN_HOME", "stack-home")
+    assert FirnSettings().home == tmp_path.resolve() / "stack-home"
+    monkeypatch.setenv("FIRN_HOME", "~/firn-home")
+    assert FirnSettings().home == Path.home().resolve() / "firn-home"

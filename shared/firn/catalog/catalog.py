@@ -1,8 +1,9 @@
 """``firn.connect`` and the ``Catalog``: create, find and list tables.
 
 A Catalog owns one Postgres connection (schema pinned through ``search_path``,
-autocommit, with explicit transactions for every write) and the warehouse root under
-which new tables get their location. Opening one applies any missing migrations, so a
+autocommit, with explicit transactions for every write), opened again when it is
+found broken (a database restart), and the warehouse root under which new tables get
+their location. Opening one applies any missing migrations, so a
 fresh database needs nothing done by hand. A Catalog and its Tables are not
 thread-safe; open one per thread or process.
 """
@@ -23,7 +24,7 @@ from firn.io.storage import join_location, resolve_root
 from firn.kafka.topics import Topics
 from firn.postgres import apply_migrations
 from firn.postgres import connect as pg_connect
-from firn.postgres.connection import Connection
+from firn.postgres.connection import Connection, ReconnectingConnection
 from firn.settings import FirnSettings
 from firn.table.properties import TableProperties
 from firn.table.schema import TableSchema
@@ -39,8 +40,14 @@ class Catalog:
         self, settings: FirnSettings, conn: Connection, commit_publisher: EventPublisher | None
     ) -> None:
         self.settings = settings
-        self.conn = conn
+        self.db = ReconnectingConnection(settings, conn=conn)
         self.commit_publisher = commit_publisher
+
+    @property
+    def conn(self) -> Connection:
+        """The catalog connection; a broken one is replaced here. Work cut off by the
+        break failed with a transient error: callers retry it, not part of it."""
+        return self.db.conn
 
     @property
     def warehouse(self) -> str:
@@ -49,7 +56,7 @@ class Catalog:
     def close(self) -> None:
         if self.commit_publisher is not None:
             self.commit_publisher.close()
-        self.conn.close()
+        self.db.close()
 
     def __enter__(self) -> Catalog:
         return self
@@ -98,14 +105,26 @@ class Catalog:
 
     def table(self, name: str) -> Table:
         """The table called ``name``; ``ConfigError`` if there is none."""
+        found = self._load("name = %s", name)
+        if found is None:
+            raise ConfigError(f"no table named {name!r}")
+        return found
+
+    def table_by_id(self, table_id: int) -> Table | None:
+        """The table with this id, or None (never created, or dropped). Services find
+        tables this way: by the id in the catalog row an event names, never by a
+        name an event carries."""
+        return self._load("table_id = %s", table_id)
+
+    def _load(self, where: str, value: object) -> Table | None:
         row = self.conn.execute(
-            "SELECT table_id, schema_ipc, primary_key, partition_by, properties, location "
-            "FROM catalog_table WHERE name = %s",
-            (name,),
+            "SELECT table_id, name, schema_ipc, primary_key, partition_by, properties, "
+            f"location FROM catalog_table WHERE {where}",
+            (value,),
         ).fetchone()
         if row is None:
-            raise ConfigError(f"no table named {name!r}")
-        table_id, ipc, key, parts, props, location = row
+            return None
+        table_id, name, ipc, key, parts, props, location = row
         definition = TableSchema(name, TableSchema.schema_from_ipc(ipc), tuple(key), tuple(parts))
         return Table(self, table_id, definition, TableProperties.parse(props), location)
 

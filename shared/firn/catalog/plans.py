@@ -11,6 +11,7 @@ move the SPEC does not allow is a bug that raises instead of a silent write.
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -270,6 +271,12 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
     plan failed: no attempts left) or ``stale`` (this attempt no longer owns the task;
     its outputs are recorded as orphans)."""
     with conn.transaction():
+        stray = _outputs_outside_attempt(conn, result)
+        if stray:
+            # Never registered, and never deleted either: such a path may be a live file.
+            result = result.model_copy(
+                update={"outputs": (), "error": f"outputs outside the attempt directory: {stray}"}
+            )
         if result.ok:
             outputs = json.dumps([o.model_dump() for o in result.outputs])
             moved = move_task(
@@ -320,6 +327,25 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
             f"task {result.task_id} failed {result.attempt} times: {result.error}",
         )
         return "failed"
+
+
+def _outputs_outside_attempt(conn: Connection, result: TaskResult) -> list[str]:
+    """Output paths of ``result`` that are not under its own attempt directory (the
+    only place an attempt may write, inside the table's location): a forged or broken
+    result must not register, or later delete, another file of the table."""
+    if not result.outputs:
+        return []
+    row = conn.execute(
+        "SELECT spec FROM compaction_task WHERE task_id = %s", (result.task_id,)
+    ).fetchone()
+    if row is None:
+        return [o.path for o in result.outputs]
+    own = TaskSpec.model_validate(row[0]).output_dir(result.attempt) + "/"
+    return [
+        o.path
+        for o in result.outputs
+        if not o.path.startswith(own) or posixpath.normpath(o.path) != o.path
+    ]
 
 
 def _plan_state(conn: Connection, task_id: int) -> PlanState:

@@ -2,19 +2,28 @@
 
 Delivery is at least once: an offset is committed only after the handler's side
 effect is durable (the handler returned) or the message was parked in the dead-letter
-topic with its reason. A retryable error leaves the offset where it is and the same
-message is handled again after a backoff, so a Postgres hiccup never loses an event.
-A message that cannot be decoded, or whose event type has no handler, can never
-succeed: it goes to the DLQ as a ``dead-letter`` event (the original value as text,
-the reason, where it came from) and the loop carries on.
+topic with its reason. No single message can stop a service:
+
+- a *transient* failure (a retryable ``FirnError``, or an error the service lists as
+  transient, such as a lost Postgres connection) leaves the offset where it is; the
+  same message is handled again after a backoff that doubles up to a cap, so a
+  database or broker restart pauses the service instead of ending it;
+- anything else (undecodable, no handler, disagrees with the catalog, or a bug the
+  handler did not expect) goes to the DLQ as a bounded ``dead-letter`` event and the
+  loop moves on; if even that letter is refused by the broker, the message is skipped,
+  logged and counted (``lost_dead_letters``), and the offset moves on.
+
+A handler may run for a long time (a Spark job): it runs on a worker thread while
+this thread keeps polling with the assignment paused, so the consumer never exceeds
+``max.poll.interval.ms`` and never loses its group membership.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,7 +37,8 @@ from confluent_kafka import (
 )
 
 from firn.errors import FirnError
-from firn.events.dead_letters import DeadLetterEvent
+from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
+from firn.kafka.delivery import DeliveryError, deliver
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +54,9 @@ _REBALANCED = {
 }
 """Commit errors that mean: this member no longer owns the partition."""
 
+_KEEPALIVE_SECONDS = 0.5
+"""A handler running longer than this gets the assignment paused and polls kept up."""
+
 
 class UnhandledEventError(FirnError):
     """An event that no retry can make succeed: it belongs in the DLQ."""
@@ -55,7 +68,7 @@ def decode(value: bytes | None) -> Mapping[str, Any]:
         raise UnhandledEventError("empty message value")
     try:
         event = json.loads(value)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise UnhandledEventError(f"not JSON: {exc}") from exc
     if not isinstance(event, dict) or not isinstance(event.get("event_type"), str):
         raise UnhandledEventError("not an event object with an event_type")
@@ -75,7 +88,9 @@ class ConsumeLoop:
         dlq_topic: str,
         service: str,
         on_idle: Callable[[], None] = lambda: None,
+        transient: Callable[[BaseException], bool] = lambda exc: False,
         retry_backoff: float = 1.0,
+        max_retry_backoff: float = 30.0,
     ) -> None:
         self._consumer = consumer
         self._producer = producer
@@ -84,15 +99,23 @@ class ConsumeLoop:
         self._dlq_topic = dlq_topic
         self._service = service
         self._on_idle = on_idle
+        self._transient = transient
         self._retry_backoff = retry_backoff
+        self._max_retry_backoff = max_retry_backoff
+        self._failures_in_a_row = 0
+        self._worker = concurrent.futures.ThreadPoolExecutor(1, f"{service}-handler")
         self.stopping = threading.Event()
+        self.lost_dead_letters = 0
+        """Messages skipped because even their bounded dead letter was refused."""
+        self.transient_failures = 0
+        """Handler and idle-work failures that were retried (database or broker away)."""
 
     def run(self) -> None:
         self._consumer.subscribe(self._topics)
         try:
             while not self.stopping.is_set():
                 message = self._consumer.poll(0.5)
-                self._on_idle()
+                self._idle()
                 if message is None:
                     continue
                 error = message.error()
@@ -104,27 +127,101 @@ class ConsumeLoop:
                     continue
                 self._handle(message)
         finally:
+            self._worker.shutdown(wait=True)
             self._producer.flush(10)
             self._consumer.close()
 
+    def _idle(self) -> None:
+        """Periodic work (heartbeats, sweeps) must not end the service when the
+        database or broker is away: it runs again at its next turn."""
+        try:
+            self._on_idle()
+        except Exception as exc:
+            if not self._is_transient(exc):
+                raise
+            self.transient_failures += 1
+            log.warning("periodic work failed, retried at its next turn: %r", exc)
+
+    def _is_transient(self, exc: BaseException) -> bool:
+        if isinstance(exc, FirnError):
+            return exc.retryable
+        return self._transient(exc)
+
     def _handle(self, message: Message) -> None:
         try:
-            event = decode(message.value())
-            handler = self._handlers.get(event["event_type"])
-            if handler is None:
-                raise UnhandledEventError(f"no handler for event type {event['event_type']!r}")
-            handler(event)
-        except FirnError as exc:
-            if exc.retryable:
-                topic, partition, offset = _position(message)
-                log.warning(
-                    "retryable failure on %s[%d]@%d, retrying: %s", topic, partition, offset, exc
-                )
-                self._consumer.seek(TopicPartition(topic, partition, offset))
-                time.sleep(self._retry_backoff)
+            self._while_polling(lambda: self._dispatch(message))
+        except Exception as exc:
+            if self._is_transient(exc):
+                self._retry_later(message, exc)
                 return
-            self._park(message, str(exc))
+            if not isinstance(exc, FirnError):
+                log.exception("handler failed unexpectedly on %s", _where(message))
+            try:
+                self._park(message, _reason(exc))
+            except DeliveryError as park_failed:  # the broker is away: retry it all
+                self._retry_later(message, park_failed)
+                return
+        self._failures_in_a_row = 0
         self._commit(message)
+
+    def _dispatch(self, message: Message) -> None:
+        event = decode(message.value())
+        handler = self._handlers.get(event["event_type"])
+        if handler is None:
+            raise UnhandledEventError(f"no handler for event type {event['event_type']!r}")
+        handler(event)
+
+    def _while_polling(self, work: Callable[[], None]) -> None:
+        """Run ``work`` on the worker thread; if it takes long, pause the assignment
+        and keep polling so the group does not evict this member meanwhile."""
+        future = self._worker.submit(work)
+        try:
+            future.result(timeout=_KEEPALIVE_SECONDS)
+            return
+        except concurrent.futures.TimeoutError:
+            pass
+        paused = self._pause_all()
+        try:
+            while True:
+                try:
+                    future.result(timeout=_KEEPALIVE_SECONDS)
+                    return
+                except concurrent.futures.TimeoutError:
+                    stray = self._consumer.poll(0)
+                    if stray is not None and stray.error() is None:
+                        # Assigned during a rebalance, so not paused: read it again later.
+                        topic, partition, offset = _position(stray)
+                        self._consumer.seek(TopicPartition(topic, partition, offset))
+                        paused |= self._pause_all()
+        finally:
+            assigned = {(p.topic, p.partition) for p in self._consumer.assignment()}
+            resume = [TopicPartition(t, p) for t, p in paused if (t, p) in assigned]
+            if resume:
+                self._consumer.resume(resume)
+
+    def _pause_all(self) -> set[tuple[str, int]]:
+        assignment = self._consumer.assignment()
+        if assignment:
+            self._consumer.pause(assignment)
+        return {(p.topic, p.partition) for p in assignment}
+
+    def _retry_later(self, message: Message, exc: BaseException) -> None:
+        self._failures_in_a_row += 1
+        self.transient_failures += 1
+        wait = min(
+            self._retry_backoff * 2.0 ** (self._failures_in_a_row - 1), self._max_retry_backoff
+        )
+        topic, partition, offset = _position(message)
+        log.warning(
+            "transient failure on %s[%d]@%d, retrying in %.1fs: %r",
+            topic,
+            partition,
+            offset,
+            wait,
+            exc,
+        )
+        self._consumer.seek(TopicPartition(topic, partition, offset))
+        self.stopping.wait(wait)
 
     def _commit(self, message: Message) -> None:
         """Commit past ``message``. If the group rebalanced while it was handled, the
@@ -138,52 +235,52 @@ class ConsumeLoop:
             if error.code() not in _REBALANCED:
                 raise
             log.warning(
-                "offset of %s[%s]@%s not committed, the group rebalanced: %s",
-                message.topic(),
-                message.partition(),
-                message.offset(),
+                "offset of %s not committed, the group rebalanced: %s",
+                _where(message),
                 error.str(),
             )
 
     def _park(self, message: Message, reason: str) -> None:
-        """Send the message to the DLQ with why, and wait until the broker has it."""
-        log.warning(
-            "parking %s[%d]@%d in %s: %s",
-            message.topic(),
-            message.partition(),
-            message.offset(),
-            self._dlq_topic,
-            reason,
-        )
-        headers = {
-            "firn.reason": reason.encode(),
-            "firn.service": self._service.encode(),
-            "firn.source": f"{message.topic()}[{message.partition()}]@{message.offset()}".encode(),
-        }
-        topic, partition, offset = _position(message)
-        letter = DeadLetterEvent(
+        """Send a bounded dead letter for the message and wait until the broker has
+        it; if the broker refuses even that, skip the message (logged and counted)."""
+        letter = DeadLetterEvent.of(
             service=self._service,
-            source_topic=topic,
-            source_partition=partition,
-            source_offset=offset,
-            key=_text(message.key()),
-            reason=reason,
-            payload=_text(message.value()) or "",
-        )
-        self._producer.produce(
-            self._dlq_topic,
+            source=_position(message),
             key=message.key(),
-            value=letter.to_json(),
-            headers=list(headers.items()),
+            value=message.value(),
+            reason=reason,
         )
-        if self._producer.flush(30) > 0:
-            raise FirnError("the DLQ message was not acknowledged", retryable=True)
+        log.warning("parking %s in %s: %s", _where(message), self._dlq_topic, letter.reason)
+        key = message.key()
+        try:
+            deliver(
+                self._producer,
+                self._dlq_topic,
+                key=key[:KEY_BYTES] if isinstance(key, bytes) else None,
+                value=letter.to_json(),
+                headers=letter.headers(),
+            )
+        except DeliveryError as exc:
+            if exc.retryable:
+                raise
+            self.lost_dead_letters += 1
+            log.error(
+                "the dead letter for %s was refused (%s): message skipped; "
+                "%d skipped so far by this process",
+                _where(message),
+                exc,
+                self.lost_dead_letters,
+            )
 
 
-def _text(value: bytes | str | None) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return value.decode("utf-8", errors="replace")
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, FirnError):
+        return str(exc)
+    return f"unexpected {type(exc).__name__} in the handler: {exc}"
+
+
+def _where(message: Message) -> str:
+    return f"{message.topic()}[{message.partition()}]@{message.offset()}"
 
 
 def _position(message: Message) -> tuple[str, int, int]:

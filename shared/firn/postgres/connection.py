@@ -31,3 +31,46 @@ def connect(settings: FirnSettings, *, autocommit: bool = False) -> Connection:
     conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
     conn.autocommit = autocommit
     return conn
+
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    psycopg.OperationalError,  # connection lost, server restarting, deadlock, serialization
+    psycopg.InterfaceError,  # the connection was already closed under us
+)
+"""Postgres errors after which the same work, retried on a fresh connection, may
+succeed. Deadlocks and serialization failures are ``TransactionRollback``, an
+``OperationalError``: the whole transaction is retried, never a part of it."""
+
+
+class ReconnectingConnection:
+    """One catalog connection, opened again when it is found broken (a Postgres
+    restart, a network blip). Callers ask for ``.conn`` at each use instead of keeping
+    the connection, so a service outlives any number of database restarts; the work
+    that was cut off fails with a transient error and is retried by its caller."""
+
+    def __init__(
+        self, settings: FirnSettings, *, autocommit: bool = True, conn: Connection | None = None
+    ) -> None:
+        self._settings = settings
+        self._autocommit = autocommit
+        self._conn = conn
+        self._closed = False
+        self.reconnects = 0
+        """How many times the connection was opened again after breaking."""
+
+    @property
+    def conn(self) -> Connection:
+        if self._closed:
+            raise ServiceError("the catalog connection was closed", retryable=False)
+        if self._conn is not None and (self._conn.closed or self._conn.broken):
+            self._conn.close()
+            self._conn = None
+            self.reconnects += 1
+        if self._conn is None:
+            self._conn = connect(self._settings, autocommit=self._autocommit)
+        return self._conn
+
+    def close(self) -> None:
+        self._closed = True
+        if self._conn is not None:
+            self._conn.close()

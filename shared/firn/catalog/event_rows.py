@@ -1,0 +1,176 @@
+"""Events are wake-ups, Postgres is the truth: the catalog rows an event names.
+
+Every handler reads what it acts on (the table, plan, partition, files, attempt)
+from the catalog row named by the event's id, never from the event's other fields.
+Those fields are still compared with the row: an event that disagrees with it
+(another table's name or id, another plan, an attempt that never started, a snapshot
+that does not exist) was forged, corrupted or comes from another deployment, and
+``EventMismatchError`` sends it to the dead-letter topic having changed nothing. A
+plan-task event once named another table with a compatible schema, the dispatcher
+merged the task with that table's key, and the real table lost 49 of its 50 rows.
+
+An event that agrees with its row but is simply old (an earlier attempt, a plan since
+replaced) is normal under at-least-once delivery: the caller drops it quietly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from firn.errors import EventMismatchError
+from firn.postgres.connection import Connection
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """A task as the catalog has it, with its plan and table."""
+
+    task_id: int
+    plan_id: int
+    table_id: int
+    table: str
+    partition_key: str
+    state: str
+    attempt: int
+
+
+def task_named(
+    conn: Connection,
+    *,
+    what: str,
+    task_id: int,
+    plan_id: int,
+    table_id: int,
+    table: str,
+    partition_key: str,
+    attempt: int,
+) -> TaskRow:
+    """The task row a ``what`` event names; ``EventMismatchError`` when the event's
+    other fields disagree with it or the attempt is one the task never reached."""
+    row = conn.execute(
+        "SELECT t.task_id, t.plan_id, p.table_id, c.name, p.partition_key, t.state, t.attempt "
+        "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+        "JOIN catalog_table c ON c.table_id = p.table_id WHERE t.task_id = %s",
+        (task_id,),
+    ).fetchone()
+    if row is None:
+        raise EventMismatchError(f"{what} event names task {task_id}, which does not exist")
+    task = TaskRow(*row)
+    _agree(
+        what,
+        f"task {task_id}",
+        [
+            ("plan_id", plan_id, task.plan_id),
+            ("table_id", table_id, task.table_id),
+            ("table", table, task.table),
+            ("partition_key", partition_key, task.partition_key),
+        ],
+    )
+    if attempt > task.attempt:
+        raise EventMismatchError(
+            f"{what} event names attempt {attempt} of task {task_id}, "
+            f"which has only reached attempt {task.attempt}"
+        )
+    return task
+
+
+def partition_named(
+    conn: Connection, *, what: str, table_id: int, table: str, partition_key: str
+) -> int:
+    """The greatest change seq committed to the partition a ``what`` event names."""
+    row = conn.execute(
+        "SELECT c.name, p.max_seq FROM catalog_table c JOIN catalog_partition p "
+        "USING (table_id) WHERE c.table_id = %s AND p.partition_key = %s",
+        (table_id, partition_key),
+    ).fetchone()
+    if row is None:
+        raise EventMismatchError(
+            f"{what} event names partition {partition_key!r} of table id {table_id}, "
+            "which does not exist"
+        )
+    _agree(what, f"table {table_id}", [("table", table, row[0])])
+    return int(row[1])
+
+
+@dataclass(frozen=True)
+class CommittedFiles:
+    """What one producer commit added to one partition, as the catalog has it."""
+
+    partition_key: str
+    insert_files: int
+    delete_files: int
+    insert_bytes: int
+    delete_bytes: int
+
+
+def commit_named(
+    conn: Connection, *, table_id: int, table: str, snapshot_id: int, seq: int
+) -> list[CommittedFiles]:
+    """The files the commit snapshot a commit event names added, per partition."""
+    row = conn.execute(
+        "SELECT c.name, s.kind, s.seq FROM snapshot s JOIN catalog_table c USING (table_id) "
+        "WHERE s.table_id = %s AND s.snapshot_id = %s",
+        (table_id, snapshot_id),
+    ).fetchone()
+    if row is None:
+        raise EventMismatchError(
+            f"commit event names snapshot {snapshot_id} of table id {table_id}, "
+            "which does not exist"
+        )
+    _agree(
+        "commit",
+        f"snapshot {snapshot_id}",
+        [("table", table, row[0]), ("kind", "commit", row[1]), ("seq", seq, row[2])],
+    )
+    rows = conn.execute(
+        "SELECT partition_key, "
+        "count(*) FILTER (WHERE file_type = 'I'), count(*) FILTER (WHERE file_type = 'D'), "
+        "coalesce(sum(size_bytes) FILTER (WHERE file_type = 'I'), 0), "
+        "coalesce(sum(size_bytes) FILTER (WHERE file_type = 'D'), 0) "
+        "FROM data_file WHERE table_id = %s AND added_snapshot = %s "
+        "GROUP BY partition_key ORDER BY partition_key",
+        (table_id, snapshot_id),
+    ).fetchall()
+    return [CommittedFiles(k, int(i), int(d), int(ib), int(db)) for k, i, d, ib, db in rows]
+
+
+def compaction_named(
+    conn: Connection,
+    *,
+    plan_id: int,
+    table_id: int,
+    table: str,
+    partition_key: str,
+    snapshot_id: int,
+) -> None:
+    """Check that a compaction event names a plan committed as that snapshot."""
+    row = conn.execute(
+        "SELECT p.table_id, c.name, p.partition_key, p.state, p.committed_snapshot "
+        "FROM compaction_plan p JOIN catalog_table c USING (table_id) WHERE p.plan_id = %s",
+        (plan_id,),
+    ).fetchone()
+    if row is None:
+        raise EventMismatchError(f"compaction event names plan {plan_id}, which does not exist")
+    _agree(
+        "compaction",
+        f"plan {plan_id}",
+        [
+            ("table_id", table_id, row[0]),
+            ("table", table, row[1]),
+            ("partition_key", partition_key, row[2]),
+            ("state", "Committed", row[3]),
+            ("snapshot_id", snapshot_id, row[4]),
+        ],
+    )
+
+
+def _agree(what: str, row: str, fields: list[tuple[str, object, object]]) -> None:
+    wrong = [
+        f"{name} {said!r} (the catalog says {truth!r})"
+        for name, said, truth in fields
+        if said != truth
+    ]
+    if wrong:
+        raise EventMismatchError(
+            f"{what} event disagrees with {row} in the catalog: {', '.join(wrong)}"
+        )
