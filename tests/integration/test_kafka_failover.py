@@ -5,7 +5,8 @@ with SIGKILL and stays down; the producer keeps committing. Afterwards the work
 settles: read() equals the model, no task is stuck, no plan is committed twice,
 every service process is still running, compactions went on after the kill, and
 every commit's event is in firn.commits exactly once (acknowledged writes survived
-the leader's death; idempotent producers retried without duplicating)."""
+the leader's death; idempotent producers retried without duplicating). Last, the
+killed node is started again and rejoins the cluster."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -134,7 +136,7 @@ def test_two_of_every_service_lose_nothing_when_a_broker_dies(
         conn = catalog.conn
         _wait_for_services(conn, len(SERVICES), services)
         workload = CdcProducer(table, seed=31)
-        killed: dict[str, object] = {}
+        killed: dict[str, Any] = {}
 
         def kill_a_leader(n: int) -> None:
             services.assert_running()
@@ -168,3 +170,7 @@ def test_two_of_every_service_lose_nothing_when_a_broker_dies(
         events = _commit_events(settings, topics.commits, f"events-{unique}")
         assert set(events) == set(commit_seqs), "commit events lost"
         assert set(events.values()) == {1}, "commit events duplicated"
+
+        # The killed node comes back as the same broker (ports, storage, voter id).
+        cluster.start_node(killed["node"])
+        assert cluster.node(killed["node"]).running
