@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 
-from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.kafka.loop import ConsumeLoop, EventHandler
 from firn.postgres import apply_migrations, connect, registry
 from firn.postgres.connection import Connection, ReconnectingConnection
@@ -66,7 +66,7 @@ def _prepare(name: str, settings: FirnSettings) -> ServiceContext:
         apply_migrations(conn)
         conn.autocommit = True
         topics = Topics.from_settings(settings)
-        ensure_topics(admin_client(settings), topics.all())
+        ensure_topics(settings, topics.all())
         instance_id = registry.register(conn, name)
     except BaseException:
         conn.close()

@@ -10,12 +10,12 @@ from __future__ import annotations
 import base64
 import logging
 import shutil
-import subprocess
 import uuid
 import zipfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from subprocess import Popen
 
 from firn.errors import StackError
 
@@ -101,6 +101,39 @@ def cluster_id() -> str:
             return text
 
 
+def format_storage(libs: Path, config: Path, cluster: str, *quorum: str) -> None:
+    """Format a node's storage for ``cluster``; ``quorum`` says how the voter set is
+    bootstrapped (``--standalone`` or ``--initial-controllers ...``)."""
+    run(
+        [
+            *("java", "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format"),
+            *("-t", cluster, *quorum, "-c", str(config)),
+        ],
+        what="formatting the Kafka storage",
+    )
+
+
+def spawn_server(libs: Path, data: Path, config: Path, heap: str, log_path: Path) -> Popen[bytes]:
+    """Start ``kafka.Kafka`` on ``config`` with the local stack's quiet logging."""
+    log4j = data / "log4j2.properties"
+    log4j.write_text(resources.files(__package__).joinpath("kafka-log4j2.properties").read_text())
+    return spawn(
+        [
+            "java",
+            f"-Xmx{heap}",
+            f"-Xms{heap}",
+            "-XX:+UseSerialGC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            f"{libs}/*",
+            "kafka.Kafka",
+            str(config),
+        ],
+        log_path=log_path,
+    )
+
+
 @dataclass
 class KafkaBroker:
     """One broker+controller process on loopback."""
@@ -110,7 +143,7 @@ class KafkaBroker:
     port: int = 0
     controller_port: int = 0
     heap: str = "512m"
-    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _proc: Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
     def bootstrap(self) -> str:
@@ -131,43 +164,9 @@ class KafkaBroker:
         if port_is_open(self.port):
             raise StackError(f"port {self.port} is taken; set FIRN_KAFKA_PORT to another one")
         config = self._write_config()
-        classpath = f"{libs}/*"
-        logs = self.data / "logs"
-        if not (logs / "meta.properties").exists():
-            run(
-                [
-                    "java",
-                    "-cp",
-                    classpath,
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "--standalone",
-                    "-t",
-                    cluster_id(),
-                    "-c",
-                    str(config),
-                ],
-                what="formatting the Kafka storage",
-            )
-        log4j = self.data / "log4j2.properties"
-        log4j.write_text(
-            resources.files(__package__).joinpath("kafka-log4j2.properties").read_text()
-        )
-        self._proc = spawn(
-            [
-                "java",
-                f"-Xmx{self.heap}",
-                f"-Xms{self.heap}",
-                "-XX:+UseSerialGC",
-                "-Djava.awt.headless=true",
-                f"-Dlog4j2.configurationFile={log4j}",
-                "-cp",
-                classpath,
-                "kafka.Kafka",
-                str(config),
-            ],
-            log_path=self.log_path,
-        )
+        if not (self.data / "logs" / "meta.properties").exists():
+            format_storage(libs, config, cluster_id(), "--standalone")
+        self._proc = spawn_server(libs, self.data, config, self.heap, self.log_path)
         wait_until(
             lambda: port_is_open(self.port),
             what=f"Kafka {KAFKA_VERSION}",

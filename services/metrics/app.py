@@ -14,6 +14,10 @@ the same way when several metrics workers share the load:
 A timer (on the leader) and a start-up task send a reading of every partition
 through the same path: lost commit events, restarts and time-based triggers are
 made good there.
+
+The app reaches Kafka as the other services do (``kafka_access``: the security
+pass-through, idempotent acks=all producers), and its own topics (the table's
+changelog, the assignor's) take the configured partitions and replication.
 """
 
 from __future__ import annotations
@@ -41,11 +45,9 @@ from firn_services.metrics.handlers import (
     parse_update,
     plan_request_event,
 )
+from firn_services.metrics.kafka_access import IdempotentTransport, broker_credentials
 
 log = logging.getLogger(__name__)
-
-PARTITIONS = 4
-"""Of the updates topic and the table's changelog, which Faust requires to match."""
 
 
 def create_app(
@@ -57,26 +59,41 @@ def create_app(
     topics = Topics.from_settings(settings)
     datadir = settings.home / "metrics"
     datadir.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level
+    # The updates topic and the table's changelog must have as many partitions as
+    # each other (Faust checks); the updates topic is created with the others.
+    partition_count = settings.topic_partitions
     app = faust.App(
         f"{settings.topic_prefix}metrics",
         broker=f"kafka://{settings.kafka_servers()}",
+        broker_credentials=broker_credentials(settings),
         store="memory://",  # the table is rebuilt from its changelog topic on start
         datadir=str(datadir),
         web_enabled=False,
-        topic_partitions=PARTITIONS,
+        topic_partitions=partition_count,
+        topic_replication_factor=settings.topic_replication,
         # Offsets are committed by Faust only after the agent has processed the event.
         broker_commit_every=100,
         broker_commit_interval=1.0,
     )
+    app.transport = IdempotentTransport(app.conf.broker_consumer, app)
     source = app.topic(topics.commits, topics.compactions, value_serializer="raw")
     # Raw values, decoded in the agent: a message Faust cannot decode must be parked,
     # not crash the agent (the topic is internal, but anyone with access can write it).
     updates = app.topic(
-        topics.metrics_updates, key_serializer="raw", value_serializer="raw", partitions=PARTITIONS
+        topics.metrics_updates,
+        key_serializer="raw",
+        value_serializer="raw",
+        partitions=partition_count,
     )
     plan_requests = app.topic(topics.plan_requests, value_serializer="raw")
     dlq = app.topic(topics.dlq, value_serializer="raw")
-    partitions = app.Table("partitions", default=None, partitions=PARTITIONS)
+    insync = {"min.insync.replicas": str(settings.min_insync_replicas())}
+    partitions = app.Table(
+        "partitions",
+        default=None,
+        partitions=partition_count,
+        extra_topic_configs=insync if settings.topic_replication > 1 else None,
+    )
     # A request no compaction answered is sent again after this long: it was lost, or
     # its plan failed. Not sooner: a plan may simply still be queued or running.
     resend_after = max(2 * settings.metrics_check_interval, 60.0)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from firn.errors import ConfigError
@@ -21,6 +22,22 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _TOPIC_PREFIX = re.compile(r"[A-Za-z0-9._\-]{0,200}")
 """Kafka's topic characters; 200 leaves room for the longest name made from it
 (``<prefix>metrics-partitions-changelog``) within Kafka's 249."""
+
+KAFKA_SECRETS = {
+    "sasl.password": "FIRN_KAFKA_SASL_PASSWORD",
+    "ssl.key.password": "FIRN_KAFKA_SSL_KEY_PASSWORD",
+}
+"""librdkafka properties that are secrets: each has a SecretStr setting of its own, so
+that it never shows in a repr or a log line of the settings."""
+
+KAFKA_OWNED = {
+    "bootstrap.servers": "set FIRN_KAFKA_BOOTSTRAP instead",
+    "enable.idempotence": "every Firn producer is idempotent",
+    "acks": "every Firn producer waits for all in-sync replicas",
+    "enable.auto.commit": "Firn commits offsets only after the side effect is durable",
+    "group.id": "each service names its own consumer group",
+}
+"""librdkafka properties Firn sets itself; a pass-through value would break a guarantee."""
 
 
 class FirnSettings(BaseSettings):
@@ -40,9 +57,43 @@ class FirnSettings(BaseSettings):
         default=None,
         description="Kafka bootstrap servers; unset means the local stack's broker.",
     )
+    kafka_config: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="Extra librdkafka properties as a JSON object, applied to every producer, "
+        'consumer and admin client, e.g. {"security.protocol": "SASL_SSL", '
+        '"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "firn-planner", '
+        '"ssl.ca.location": "/etc/kafka/ca.pem"}. Passwords have settings of their own.',
+    )
+    kafka_sasl_password: SecretStr | None = Field(
+        default=None,
+        description="SASL password (librdkafka sasl.password) of every Kafka client.",
+    )
+    kafka_ssl_key_password: SecretStr | None = Field(
+        default=None,
+        description="Password of the client's TLS private key (librdkafka ssl.key.password).",
+    )
     topic_prefix: str = Field(
         default="firn.",
         description="Prefix of every Firn topic, e.g. firn.commits (tests use one per test).",
+    )
+    topic_partitions: int = Field(
+        default=4,
+        ge=1,
+        description="Partitions of each topic Firn creates (existing topics are left as "
+        "they are); the most members one service's consumer group can keep busy.",
+    )
+    topic_replication: int = Field(
+        default=1,
+        ge=1,
+        description="Replication factor of each topic Firn creates, and of the metrics "
+        "service's Faust topics; at most the number of brokers.",
+    )
+    topic_min_insync_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        description="min.insync.replicas of each topic Firn creates; unset means "
+        "replication - 1 (at least 1), so one broker may be down while acks=all "
+        "producers carry on.",
     )
     warehouse: str = Field(
         default=".firn/warehouse",
@@ -129,6 +180,34 @@ class FirnSettings(BaseSettings):
         # folder); every process gets the same absolute home instead.
         return value.expanduser().resolve()
 
+    @field_validator("kafka_config")
+    @classmethod
+    def _no_owned_or_secret_properties(
+        cls, value: dict[str, str | int | float | bool]
+    ) -> dict[str, str | int | float | bool]:
+        for key in value:
+            if key in KAFKA_SECRETS:
+                raise ValueError(
+                    f"kafka_config must not hold the secret {key!r}: set {KAFKA_SECRETS[key]}"
+                )
+            if "password" in key or "secret" in key:
+                raise ValueError(
+                    f"kafka_config must not hold the secret {key!r}; Firn supports "
+                    f"{', '.join(sorted(KAFKA_SECRETS))} through their own settings"
+                )
+            if key in KAFKA_OWNED:
+                raise ValueError(f"kafka_config must not set {key!r}: {KAFKA_OWNED[key]}")
+        return value
+
+    @model_validator(mode="after")
+    def _insync_within_replication(self) -> FirnSettings:
+        if self.min_insync_replicas() > self.topic_replication:
+            raise ValueError(
+                f"topic_min_insync_replicas ({self.topic_min_insync_replicas}) exceeds "
+                f"topic_replication ({self.topic_replication}): no acks=all write could succeed"
+            )
+        return self
+
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:
@@ -168,3 +247,20 @@ class FirnSettings(BaseSettings):
                 "no Kafka: set FIRN_KAFKA_BOOTSTRAP or start the local stack with `firn up`"
             )
         return self.kafka_bootstrap
+
+    def kafka_client_config(self) -> dict[str, Any]:
+        """The librdkafka properties every Firn client starts from: the bootstrap
+        servers, the ``kafka_config`` pass-through, and the secrets."""
+        config: dict[str, Any] = {"bootstrap.servers": self.kafka_servers(), **self.kafka_config}
+        if self.kafka_sasl_password is not None:
+            config["sasl.password"] = self.kafka_sasl_password.get_secret_value()
+        if self.kafka_ssl_key_password is not None:
+            config["ssl.key.password"] = self.kafka_ssl_key_password.get_secret_value()
+        return config
+
+    def min_insync_replicas(self) -> int:
+        """min.insync.replicas of Firn's topics: the setting, else one fewer than the
+        replication factor, so acks=all survives one broker down."""
+        if self.topic_min_insync_replicas is not None:
+            return self.topic_min_insync_replicas
+        return max(1, self.topic_replication - 1)

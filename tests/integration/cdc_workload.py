@@ -137,6 +137,17 @@ def due_partitions(table: firn.Table) -> dict[str, tuple[str, ...]]:
     return {p["partition"]: tuple(p["reasons"]) for p in status["partitions"] if p["due"]}
 
 
+def assert_committed_once(conn: Connection, table_id: int) -> None:
+    """Every committed plan made exactly one compaction snapshot of its own."""
+    (plans, snapshots, distinct) = conn.execute(
+        "SELECT count(*), (SELECT count(*) FROM snapshot WHERE table_id = %s "
+        "AND kind = 'compaction'), count(DISTINCT committed_snapshot) "
+        "FROM compaction_plan WHERE table_id = %s AND state = 'Committed'",
+        (table_id, table_id),
+    ).fetchone() or (0, 0, 0)
+    assert plans == snapshots == distinct, "a plan was committed twice"
+
+
 def wait_until_settled(
     table: firn.Table, timeout: float, alive: Callable[[], None]
 ) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -62,22 +63,32 @@ def postgres(base_settings: FirnSettings, stack_home: Path) -> Iterator[Backend]
         yield backend
 
 
-@pytest.fixture
-def settings(
-    base_settings: FirnSettings, kafka: Backend, postgres: Backend, unique: str
+@contextmanager
+def private_settings(
+    base_settings: FirnSettings, kafka_address: str, postgres: Backend, unique: str
 ) -> Iterator[FirnSettings]:
-    """Settings pointed at the real backends, with a schema and topics of this test's own."""
+    """Settings on these backends with a schema and topics of their own; the schema
+    is dropped afterwards."""
     schema = f"test_{unique}"
     yield base_settings.model_copy(
         update={
             "database_url": SecretStr(postgres.address),
-            "kafka_bootstrap": kafka.address,
+            "kafka_bootstrap": kafka_address,
             "database_schema": schema,
             "topic_prefix": f"test-{unique}.",
         }
     )
     with psycopg.connect(postgres.address, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def settings(
+    base_settings: FirnSettings, kafka: Backend, postgres: Backend, unique: str
+) -> Iterator[FirnSettings]:
+    """Settings pointed at the real backends, with a schema and topics of this test's own."""
+    with private_settings(base_settings, kafka.address, postgres, unique) as settings:
+        yield settings
 
 
 @pytest.fixture

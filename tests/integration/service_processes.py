@@ -3,6 +3,7 @@ test's settings, with their logs kept for the failure message."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -26,6 +27,9 @@ def service_env(settings: FirnSettings, **extra: str) -> dict[str, str]:
         "FIRN_DATABASE_SCHEMA": settings.database_schema,
         "FIRN_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
         "FIRN_TOPIC_PREFIX": settings.topic_prefix,
+        "FIRN_TOPIC_PARTITIONS": str(settings.topic_partitions),
+        "FIRN_TOPIC_REPLICATION": str(settings.topic_replication),
+        "FIRN_KAFKA_CONFIG": json.dumps(settings.kafka_config),
         "FIRN_WAREHOUSE": settings.warehouse,
         "FIRN_HOME": str(settings.home),
         "FIRN_SERVICE_HEARTBEAT_SECONDS": "2",
@@ -33,6 +37,8 @@ def service_env(settings: FirnSettings, **extra: str) -> dict[str, str]:
         # One Spark core per dispatcher: the machines that run these tests have two.
         "FIRN_SPARK_MASTER": "local[1]",
     }
+    if settings.topic_min_insync_replicas is not None:
+        env["FIRN_TOPIC_MIN_INSYNC_REPLICAS"] = str(settings.topic_min_insync_replicas)
     env.update(extra)
     return env
 

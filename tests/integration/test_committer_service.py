@@ -17,7 +17,7 @@ from firn.compaction.execution import run_local
 from firn.compaction.kernel import KernelLimits
 from firn.compaction.planning import plan_now
 from firn.events.tasks import TaskResultEvent
-from firn.kafka import Topics, admin_client, ensure_topics, producer
+from firn.kafka import Topics, ensure_topics, producer
 from firn.settings import FirnSettings
 from firn_services.committer.handlers import Committer
 from tests.integration.test_planner_service import drain
@@ -63,7 +63,7 @@ def test_a_complete_plan_is_committed_and_announced_once(
     settings: FirnSettings, catalog: firn.Catalog, unique: str
 ) -> None:
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    ensure_topics(settings, topics.all(), partitions=1)
     table = catalog.create_table("done", SCHEMA, ["id"], [], {"base.buckets": 2})
     ids = np.arange(200)
     table.upsert(pa.table({"id": ids, "v": [f"v{i}" for i in ids]}))

@@ -10,7 +10,6 @@ from typing import Any
 import pyarrow as pa
 
 import firn
-from firn.kafka.clients import admin_client
 from firn.kafka.topics import Topics, ensure_topics
 from firn.settings import FirnSettings
 from tests.changesets import ReferenceModel, as_view, table_schema
@@ -23,7 +22,7 @@ COMMITS = 15
 def test_concurrent_producers_get_gap_free_seqs_and_a_consistent_view(
     settings: FirnSettings, tmp_path: Path
 ) -> None:
-    ensure_topics(admin_client(settings), (Topics.from_settings(settings).commits,))
+    ensure_topics(settings, (Topics.from_settings(settings).commits,))
     values: dict[str, Any] = {
         "database_url": settings.database_dsn(),
         "database_schema": settings.database_schema,

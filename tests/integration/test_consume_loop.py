@@ -10,7 +10,7 @@ from typing import Any
 
 from firn.errors import FirnError
 from firn.events.schemas import validate
-from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.kafka.loop import ConsumeLoop
 from firn.settings import FirnSettings
 
@@ -22,7 +22,7 @@ def _event(kind: str, n: int) -> bytes:
 def _publish(settings: FirnSettings, values: list[bytes]) -> Topics:
     """Create this test's topics (one partition, so order is total) and fill commits."""
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    ensure_topics(settings, topics.all(), partitions=1)
     out = producer(settings)
     for value in values:
         out.produce(topics.commits, key=b"k", value=value)

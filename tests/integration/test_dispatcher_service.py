@@ -20,7 +20,7 @@ from firn.compaction.kernel import KernelLimits
 from firn.compaction.planning import plan_now
 from firn.compaction.tasks import TaskResult
 from firn.events.plans import PlanTaskEvent
-from firn.kafka import Topics, admin_client, ensure_topics, producer
+from firn.kafka import Topics, ensure_topics, producer
 from firn.settings import FirnSettings
 from firn.spark import spark_session
 from firn.table.schema import TableSchema
@@ -74,7 +74,7 @@ def test_one_event_runs_the_plan_as_one_spark_job(
     settings: FirnSettings, catalog: firn.Catalog, unique: str
 ) -> None:
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    ensure_topics(settings, topics.all(), partitions=1)
     table, record = planned(catalog, "dispatched")
     expected = table.read().sort_by("id")
     jobs: list[int] = []
@@ -103,7 +103,7 @@ def test_failed_attempts_go_back_to_pending_and_the_sweep_announces_them(
     settings: FirnSettings, catalog: firn.Catalog, unique: str
 ) -> None:
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    ensure_topics(settings, topics.all(), partitions=1)
     table, record = planned(catalog, "flaky")
 
     def failing(t: TableSchema, claims: Sequence[Claim], limits: KernelLimits) -> list[TaskResult]:
@@ -139,7 +139,7 @@ def test_the_sweep_announces_a_plan_the_planner_stored_but_never_released(
     settings: FirnSettings, catalog: firn.Catalog, unique: str
 ) -> None:
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    ensure_topics(settings, topics.all(), partitions=1)
     table = catalog.create_table("orphaned_plan", SCHEMA, ["id"], [], {"base.buckets": 2})
     table.upsert(pa.table({"id": np.arange(50), "v": ["x"] * 50}))
     record = plan_now(table, "", "major")  # stored; the planner died before releasing

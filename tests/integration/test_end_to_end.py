@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import firn
-from firn.kafka import Topics, admin_client, ensure_topics
+from firn.kafka import Topics, ensure_topics
 from firn.settings import FirnSettings
 from tests.integration.cdc_workload import DAYS, PROPERTIES, SCHEMA, CdcProducer, wait_until_settled
 from tests.integration.service_processes import running_services
@@ -31,7 +31,7 @@ def test_services_keep_a_streamed_table_compacted(
     stack_settings: FirnSettings, tmp_path: Path
 ) -> None:
     settings = stack_settings
-    ensure_topics(admin_client(settings), Topics.from_settings(settings).all())
+    ensure_topics(settings, Topics.from_settings(settings).all())
     with (
         firn.connect(settings=settings) as catalog,
         running_services(settings, tmp_path, SERVICES, FIRN_METRICS_CHECK_INTERVAL="5") as services,

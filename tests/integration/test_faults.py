@@ -22,11 +22,17 @@ from typing import Any
 import pytest
 
 import firn
-from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.postgres import connect
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
-from tests.integration.cdc_workload import PROPERTIES, SCHEMA, CdcProducer, wait_until_settled
+from tests.integration.cdc_workload import (
+    PROPERTIES,
+    SCHEMA,
+    CdcProducer,
+    assert_committed_once,
+    wait_until_settled,
+)
 from tests.integration.service_processes import running_services
 
 SERVICES = ["metrics", "planner", "dispatcher", "committer"]
@@ -88,16 +94,6 @@ def _state(conn: Connection, table_id: int) -> dict[str, Any]:
     return {"snapshots": snapshots, "plans": plans, "live files": files}
 
 
-def _assert_committed_once(conn: Connection, table_id: int) -> None:
-    (plans, snapshots, distinct) = conn.execute(
-        "SELECT count(*), (SELECT count(*) FROM snapshot WHERE table_id = %s "
-        "AND kind = 'compaction'), count(DISTINCT committed_snapshot) "
-        "FROM compaction_plan WHERE table_id = %s AND state = 'Committed'",
-        (table_id, table_id),
-    ).fetchone() or (0, 0, 0)
-    assert plans == snapshots == distinct, "a plan was committed twice"
-
-
 def _replay_everything(settings: FirnSettings, topics: Topics, group: str) -> int:
     """Re-send every event of the run on its own topic, in order; returns how many."""
     names = [
@@ -134,7 +130,7 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
 ) -> None:
     settings = stack_settings
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all())
+    ensure_topics(settings, topics.all())
     with (
         firn.connect(settings=settings) as catalog,
         running_services(settings, tmp_path, SERVICES, **ENV) as services,
@@ -195,7 +191,7 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
         assert set(killed) == {"dispatcher", "committer", "planner", "metrics"}
         wait_until_settled(table, timeout=300, alive=services.assert_running)
         workload.check()
-        _assert_committed_once(conn, table.table_id)
+        assert_committed_once(conn, table.table_id)
         (failed,) = conn.execute(
             "SELECT count(*) FROM compaction_plan WHERE table_id = %s AND state = 'Failed'",
             (table.table_id,),
@@ -216,7 +212,7 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
         wait_until_settled(table, timeout=120, alive=services.assert_running)
         assert _state(conn, table.table_id) == before, "the replay changed something"
         workload.check()
-        _assert_committed_once(conn, table.table_id)
+        assert_committed_once(conn, table.table_id)
 
 
 def _dead_letters(
@@ -236,7 +232,7 @@ def _dead_letters(
 
 def test_two_dispatchers_share_the_work(stack_settings: FirnSettings, tmp_path: Path) -> None:
     settings = stack_settings
-    ensure_topics(admin_client(settings), Topics.from_settings(settings).all())
+    ensure_topics(settings, Topics.from_settings(settings).all())
     names = ["metrics", "planner", "dispatcher#1", "dispatcher#2", "committer"]
     with (
         firn.connect(settings=settings) as catalog,
@@ -268,5 +264,5 @@ def test_two_dispatchers_share_the_work(stack_settings: FirnSettings, tmp_path: 
             (table.table_id,),
         ).fetchone() or (0,)
         assert twice == 0, "a task was run to Prepared twice"
-        _assert_committed_once(conn, table.table_id)
+        assert_committed_once(conn, table.table_id)
         services.assert_running()

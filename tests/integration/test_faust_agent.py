@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from firn.kafka import admin_client, consumer, ensure_topics, producer
+from firn.kafka import consumer, ensure_topics, producer
 from firn.settings import FirnSettings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_faust_agent_round_trip(settings: FirnSettings, unique: str, tmp_path: Path) -> None:
     topic_in, topic_out = f"echo-in-{unique}", f"echo-out-{unique}"
     # Faust ignores subscribed topics that do not exist yet, so create them first.
-    ensure_topics(admin_client(settings), (topic_in, topic_out), partitions=1)
+    ensure_topics(settings, (topic_in, topic_out), partitions=1)
     env = {
         **os.environ,
         "ECHO_BROKER": settings.kafka_servers(),

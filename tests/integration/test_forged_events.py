@@ -27,7 +27,7 @@ from firn.compaction.tasks import OutputFile, TaskResult
 from firn.errors import EventMismatchError
 from firn.events.plans import PlanTaskEvent
 from firn.events.tasks import TaskResultEvent
-from firn.kafka import Topics, admin_client, ensure_topics, producer
+from firn.kafka import Topics, ensure_topics, producer
 from firn.settings import FirnSettings
 from firn.table.schema import TableSchema
 from firn_services.committer.handlers import Committer
@@ -40,7 +40,7 @@ SCHEMA = pa.schema(
 
 @pytest.fixture
 def catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
-    ensure_topics(admin_client(settings), Topics.from_settings(settings).all(), partitions=1)
+    ensure_topics(settings, Topics.from_settings(settings).all(), partitions=1)
     with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
         yield catalog
 

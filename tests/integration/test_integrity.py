@@ -25,7 +25,7 @@ from firn.compaction.compact import Engine
 from firn.compaction.execution import run_spark
 from firn.compaction.planning import plan_now
 from firn.events.plans import PlanTaskEvent
-from firn.kafka import Topics, admin_client, ensure_topics, producer
+from firn.kafka import Topics, ensure_topics, producer
 from firn.settings import FirnSettings
 from firn.spark import spark_session
 from firn_services.dispatcher.handlers import Dispatcher
@@ -199,7 +199,7 @@ def test_the_dispatcher_fails_the_plan_at_once_on_a_damaged_input(
     settings: FirnSettings, catalog: firn.Catalog, unique: str
 ) -> None:
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    ensure_topics(settings, topics.all(), partitions=1)
     table, entry = orders(catalog, "dispatched_damage")
     path = replace_with_fewer_rows(table, entry)
     record = plan_now(table, "region=eu", "major")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 
-from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.settings import FirnSettings
 
 
 def test_messages_round_trip_in_key_order(settings: FirnSettings, unique: str) -> None:
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all())
-    ensure_topics(admin_client(settings), topics.all())  # idempotent: no error the second time
+    ensure_topics(settings, topics.all())
+    ensure_topics(settings, topics.all())  # idempotent: no error the second time
 
     out = producer(settings)
     sent = [(f"table-{i % 3}".encode(), f"{i}".encode()) for i in range(30)]

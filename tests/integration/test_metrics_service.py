@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 import firn
-from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.settings import FirnSettings
 from tests.integration.service_processes import running_services
 
@@ -53,7 +53,7 @@ def test_commit_events_become_plan_requests_once(
     settings: FirnSettings, tmp_path: Path, unique: str
 ) -> None:
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all())
+    ensure_topics(settings, topics.all())
     requests = Tail(settings, topics.plan_requests, f"requests-{unique}")
     dlq = Tail(settings, topics.dlq, f"dlq-{unique}")
     commits = Tail(settings, topics.commits, f"commits-{unique}")
@@ -113,7 +113,7 @@ def test_the_periodic_check_finds_commits_without_events(
     settings: FirnSettings, tmp_path: Path, unique: str
 ) -> None:
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all())
+    ensure_topics(settings, topics.all())
     requests = Tail(settings, topics.plan_requests, f"requests-{unique}")
     silent = settings.model_copy(update={"kafka_bootstrap": None})
     with (

@@ -15,7 +15,7 @@ import pytest
 import firn
 from firn.errors import ConfigError, EventMismatchError
 from firn.events.plans import PlanRequestEvent
-from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.settings import FirnSettings
 from firn_services.planner.handlers import Planner
 
@@ -48,7 +48,7 @@ def test_a_plan_request_is_planned_announced_and_released_once(
     settings: FirnSettings, catalog: firn.Catalog, unique: str
 ) -> None:
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    ensure_topics(settings, topics.all(), partitions=1)
     table = catalog.create_table("requested", SCHEMA, ["id"], [], {"base.buckets": 2})
     for n in range(3):
         table.upsert(
@@ -136,7 +136,7 @@ def test_a_request_already_served_by_a_committed_plan_plans_nothing(
     settings: FirnSettings, catalog: firn.Catalog
 ) -> None:
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all(), partitions=1)
+    ensure_topics(settings, topics.all(), partitions=1)
     table = catalog.create_table("served", SCHEMA, ["id"], [], {"base.buckets": 2})
     for n in range(3):
         table.upsert(pa.table({"id": [n, n + 10], "v": [f"v{n}"] * 2}))

@@ -22,7 +22,7 @@ import pytest
 import firn
 from firn.events.commits import CommitEvent, PartitionChange
 from firn.events.plans import PlanTaskEvent
-from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.settings import FirnSettings
 from tests.integration.cdc_workload import PROPERTIES, SCHEMA, CdcProducer, wait_until_settled
 from tests.integration.service_processes import running_services
@@ -53,7 +53,7 @@ def test_the_largest_messages_and_forged_events_are_parked_and_nothing_stops(
 ) -> None:
     settings = stack_settings
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), topics.all())
+    ensure_topics(settings, topics.all())
     poison: dict[str, bytes] = {
         topics.commits: _largest("commit"),
         topics.compactions: _largest("compaction"),

@@ -19,7 +19,7 @@ import pytest
 from pydantic import SecretStr
 
 import firn
-from firn.kafka import Topics, admin_client, ensure_topics
+from firn.kafka import Topics, ensure_topics
 from firn.settings import FirnSettings
 from firn_localstack import KafkaBroker, PostgresServer
 from tests.integration.cdc_workload import PROPERTIES, SCHEMA, CdcProducer, wait_until_settled
@@ -62,7 +62,7 @@ def test_services_ride_out_postgres_and_broker_restarts(
     own_backends: tuple[FirnSettings, PostgresServer, KafkaBroker], tmp_path: Path
 ) -> None:
     settings, postgres, kafka = own_backends
-    ensure_topics(admin_client(settings), Topics.from_settings(settings).all())
+    ensure_topics(settings, Topics.from_settings(settings).all())
     restarts = {"postgres": 0, "kafka": 0}
     with (
         firn.connect(settings=settings) as catalog,

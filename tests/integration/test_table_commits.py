@@ -14,7 +14,7 @@ import pytest
 import firn
 from firn.errors import ConfigError
 from firn.events.schemas import validate
-from firn.kafka.clients import admin_client, consumer
+from firn.kafka.clients import consumer
 from firn.kafka.topics import Topics, ensure_topics
 from firn.settings import FirnSettings
 from firn.table.keyhash import hash_keys
@@ -213,7 +213,7 @@ def test_commit_event_reaches_the_commits_topic(
     catalog: firn.Catalog, settings: FirnSettings
 ) -> None:
     topics = Topics.from_settings(settings)
-    ensure_topics(admin_client(settings), (topics.commits,), partitions=1)
+    ensure_topics(settings, (topics.commits,), partitions=1)
     table = catalog.create_table("orders", SCHEMA, ["region", "id"], ["region"])
     seq = table.commit(changes([("U", "eu", 1, 1.0, "a"), ("D", "us", 2, None, None)]))
     assert table.last_event_delivered is True

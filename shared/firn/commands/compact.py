@@ -39,7 +39,7 @@ from firn.compaction.tasks import Kind
 from firn.errors import ConfigError, ServiceError
 from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
-from firn.kafka import Topics, admin_client, ensure_topics, producer
+from firn.kafka import Topics, ensure_topics, producer
 from firn.settings import FirnSettings
 from firn.table.table import Table
 
@@ -256,7 +256,7 @@ class _Publisher:
         if not self._ready:
             # The services create their topics at start; a request made before they
             # ever ran must not vanish into a topic that does not exist.
-            ensure_topics(admin_client(self.settings), (self.topic,))
+            ensure_topics(self.settings, (self.topic,))
             self._ready = True
         client = producer(self.settings, **{"client.id": "firn-cli"})
         problems: list[str] = []

@@ -1,42 +1,68 @@
 """confluent-kafka clients built from settings (never at import time).
 
-Producers are idempotent with ``acks=all`` so a retried send is not duplicated by the
-broker; consumers never auto-commit: a service commits an offset only after the side
-effect of the message is durable.
+Every client starts from ``FirnSettings.kafka_client_config()``: the bootstrap
+servers, the ``FIRN_KAFKA_CONFIG`` pass-through (TLS, SASL, tuning) and the secrets,
+so a secured cluster needs no change in any service.
+
+Producers are idempotent with ``acks=all`` so a retried send is neither duplicated
+nor acknowledged before every in-sync replica has it (with ``min.insync.replicas``
+below the replication factor, one broker may fail without losing an acknowledged
+event). Consumers never auto-commit: a service commits an offset only after the side
+effect of the message is durable. Neither guarantee can be overridden.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from firn.errors import ConfigError
 from firn.settings import FirnSettings
+
+PRODUCER_GUARANTEES: Mapping[str, Any] = {"enable.idempotence": True, "acks": "all"}
+CONSUMER_GUARANTEES: Mapping[str, Any] = {"enable.auto.commit": False}
+
+
+def _with(guarantees: Mapping[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    for key, value in guarantees.items():
+        if key in config and config[key] != value:
+            raise ConfigError(f"a Firn Kafka client cannot set {key}={config[key]!r}")
+    return {**config, **guarantees}
+
+
+def admin_config(settings: FirnSettings) -> dict[str, Any]:
+    return settings.kafka_client_config()
+
+
+def producer_config(settings: FirnSettings, **overrides: Any) -> dict[str, Any]:
+    return _with(
+        PRODUCER_GUARANTEES, {**settings.kafka_client_config(), "linger.ms": 5, **overrides}
+    )
+
+
+def consumer_config(settings: FirnSettings, group_id: str, **overrides: Any) -> dict[str, Any]:
+    return _with(
+        CONSUMER_GUARANTEES,
+        {
+            **settings.kafka_client_config(),
+            "group.id": group_id,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
+            **overrides,
+        },
+    )
 
 
 def admin_client(settings: FirnSettings) -> AdminClient:
-    return AdminClient({"bootstrap.servers": settings.kafka_servers()})
+    return AdminClient(admin_config(settings))
 
 
 def producer(settings: FirnSettings, **overrides: Any) -> Producer:
-    config: dict[str, Any] = {
-        "bootstrap.servers": settings.kafka_servers(),
-        "enable.idempotence": True,
-        "acks": "all",
-        "linger.ms": 5,
-        **overrides,
-    }
-    return Producer(config)
+    return Producer(producer_config(settings, **overrides))
 
 
 def consumer(settings: FirnSettings, group_id: str, **overrides: Any) -> Consumer:
-    config: dict[str, Any] = {
-        "bootstrap.servers": settings.kafka_servers(),
-        "group.id": group_id,
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "partition.assignment.strategy": "cooperative-sticky",
-        **overrides,
-    }
-    return Consumer(config)
+    return Consumer(consumer_config(settings, group_id, **overrides))

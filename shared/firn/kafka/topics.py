@@ -1,4 +1,10 @@
-"""The topics Firn's services talk through, and their idempotent creation."""
+"""The topics Firn's services talk through, and their idempotent creation.
+
+Partitions, replication factor and ``min.insync.replicas`` come from the settings
+(``FIRN_TOPIC_PARTITIONS``, ``FIRN_TOPIC_REPLICATION``,
+``FIRN_TOPIC_MIN_INSYNC_REPLICAS``). A topic that exists is left as it is: Firn never
+repartitions or re-replicates a topic behind an operator's back.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,10 @@ import logging
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from firn.errors import ServiceError
+from firn.kafka.clients import admin_client
 from firn.settings import FirnSettings
 
 log = logging.getLogger(__name__)
@@ -72,12 +78,48 @@ class Topics:
         return cls(settings.topic_prefix)
 
 
+def new_topics(
+    settings: FirnSettings, names: tuple[str, ...], *, partitions: int | None = None
+) -> list[NewTopic]:
+    """How each topic is created: partitions (``partitions`` overrides the setting,
+    for tests that need one ordered partition), replication, and min.insync.replicas
+    when there is more than one replica."""
+    config = {}
+    if settings.topic_replication > 1:
+        config["min.insync.replicas"] = str(settings.min_insync_replicas())
+    return [
+        NewTopic(
+            name,
+            num_partitions=partitions or settings.topic_partitions,
+            replication_factor=settings.topic_replication,
+            config=dict(config),
+        )
+        for name in names
+    ]
+
+
 def ensure_topics(
-    admin: AdminClient, names: tuple[str, ...], *, partitions: int = 4, timeout: float = 30.0
+    settings: FirnSettings,
+    names: tuple[str, ...],
+    *,
+    partitions: int | None = None,
+    timeout: float = 30.0,
 ) -> None:
-    """Create the topics that do not exist yet; existing ones are left as they are."""
+    """Create the topics that do not exist yet; existing ones are left as they are.
+
+    Only missing topics are asked for, so on a cluster whose topics an administrator
+    created, a service needs DESCRIBE on them but no CREATE right (see the ACL
+    layout in the README)."""
+    admin = admin_client(settings)  # kept referenced: its futures die with it
+    try:
+        existing = set(admin.list_topics(timeout=timeout).topics)
+    except KafkaException as exc:
+        raise ServiceError(f"cannot list the Kafka topics: {exc}") from exc
+    missing = tuple(name for name in names if name not in existing)
+    if not missing:
+        return
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names],
+        new_topics(settings, missing, partitions=partitions),
         operation_timeout=timeout,
         request_timeout=timeout,
     )
@@ -87,7 +129,7 @@ def ensure_topics(
             log.info("created topic %s", name)
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                continue
+                continue  # another process created it meanwhile
             raise ServiceError(f"cannot create topic {name}: {exc}") from exc
         except TimeoutError as exc:  # the broker is away: worth trying again
             raise ServiceError(f"no answer from Kafka creating topic {name}") from exc

@@ -1,0 +1,120 @@
+"""How Firn's Kafka clients and topics are configured from the settings (no I/O)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from pydantic import SecretStr, ValidationError
+
+from firn.errors import ConfigError
+from firn.kafka.clients import admin_config, consumer_config, producer_config
+from firn.kafka.topics import new_topics
+from firn.settings import FirnSettings
+
+SECURED = {
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "SCRAM-SHA-512",
+    "sasl.username": "firn-planner",
+    "ssl.ca.location": "/etc/kafka/ca.pem",
+}
+
+
+def _settings(**values: object) -> FirnSettings:
+    return FirnSettings(kafka_bootstrap="k1:9092,k2:9092", **values)  # type: ignore[arg-type]
+
+
+def test_every_producer_is_idempotent_and_waits_for_all_replicas() -> None:
+    config = producer_config(_settings(), **{"client.id": "x", "linger.ms": 50})
+    assert config["enable.idempotence"] is True
+    assert config["acks"] == "all"
+    assert (config["client.id"], config["linger.ms"]) == ("x", 50)
+
+
+@pytest.mark.parametrize(("key", "value"), [("enable.idempotence", False), ("acks", "1")])
+def test_an_override_cannot_weaken_a_producer(key: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        producer_config(_settings(), **{key: value})
+
+
+def test_consumers_never_auto_commit() -> None:
+    config = consumer_config(_settings(), "g")
+    assert config["enable.auto.commit"] is False
+    assert config["group.id"] == "g"
+    with pytest.raises(ConfigError, match=r"enable\.auto\.commit"):
+        consumer_config(_settings(), "g", **{"enable.auto.commit": True})
+
+
+def test_the_pass_through_and_secrets_reach_every_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "FIRN_KAFKA_CONFIG",
+        '{"security.protocol": "SASL_SSL", '
+        '"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "firn-planner", '
+        '"ssl.ca.location": "/etc/kafka/ca.pem"}',
+    )
+    monkeypatch.setenv("FIRN_KAFKA_SASL_PASSWORD", "s3cret")
+    monkeypatch.setenv("FIRN_KAFKA_SSL_KEY_PASSWORD", "k3y")
+    monkeypatch.setenv("FIRN_KAFKA_BOOTSTRAP", "k1:9093")
+    settings = FirnSettings()
+    expected = {
+        "bootstrap.servers": "k1:9093",
+        **SECURED,
+        "sasl.password": "s3cret",
+        "ssl.key.password": "k3y",
+    }
+    for config in (
+        admin_config(settings),
+        producer_config(settings),
+        consumer_config(settings, "g"),
+    ):
+        assert expected.items() <= config.items()
+    assert "s3cret" not in repr(settings)
+    assert "k3y" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("key", "hint"),
+    [
+        ("sasl.password", "FIRN_KAFKA_SASL_PASSWORD"),
+        ("ssl.key.password", "FIRN_KAFKA_SSL_KEY_PASSWORD"),
+        ("ssl.keystore.password", "secret"),
+        ("bootstrap.servers", "FIRN_KAFKA_BOOTSTRAP"),
+        ("acks", "all in-sync replicas"),
+        ("enable.idempotence", "idempotent"),
+    ],
+)
+def test_secrets_and_firn_owned_properties_are_refused_in_the_pass_through(
+    key: str, hint: str
+) -> None:
+    with pytest.raises(ValidationError, match=re.escape(hint)):
+        _settings(kafka_config={key: "x"})
+
+
+def test_topics_are_created_with_the_configured_partitions_and_replication() -> None:
+    settings = _settings(topic_partitions=12, topic_replication=3)
+    (commits, dlq) = new_topics(settings, ("p.commits", "p.dlq"))
+    for topic in (commits, dlq):
+        assert (topic.num_partitions, topic.replication_factor) == (12, 3)
+        # One broker may be down while acks=all writes still succeed.
+        assert topic.config == {"min.insync.replicas": "2"}
+    (single,) = new_topics(settings, ("p.x",), partitions=1)
+    assert (single.num_partitions, single.replication_factor) == (1, 3)
+
+
+def test_topic_defaults_are_four_partitions_on_one_replica() -> None:
+    (topic,) = new_topics(_settings(), ("p.commits",))
+    assert (topic.num_partitions, topic.replication_factor, topic.config) == (4, 1, {})
+
+
+def test_min_insync_replicas_can_be_set_but_not_above_the_replication() -> None:
+    settings = _settings(topic_replication=5, topic_min_insync_replicas=3)
+    (topic,) = new_topics(settings, ("p.commits",))
+    assert topic.config == {"min.insync.replicas": "3"}
+    with pytest.raises(ValidationError, match="exceeds"):
+        _settings(topic_replication=2, topic_min_insync_replicas=3)
+
+
+def test_the_sasl_password_is_a_secret() -> None:
+    settings = _settings(kafka_sasl_password=SecretStr("pw"))
+    assert "pw" not in repr(settings)
+    assert admin_config(settings)["sasl.password"] == "pw"
