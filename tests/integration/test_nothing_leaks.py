@@ -310,3 +310,25 @@ def test_a_commit_slower_than_orphan_retention_fails_instead_of_losing_files(
         register_commit(catalog.conn, table.table_id, staged)
     assert ids(table) == []
     assert table.current_snapshot() == 0
+
+
+def test_records_claimed_by_an_expiry_that_died_are_finished_and_fence_the_commit(
+    catalog: firn.Catalog,
+) -> None:
+    table = new_table(catalog)  # orphan.retention: 2 days, far off
+    staged = half_commit(table, range(3))
+    paths = {f.path for f in staged}
+    # An expiry run claimed the records, then died before deleting the files.
+    catalog.conn.execute(
+        "UPDATE orphan_file SET deleted_at = now() WHERE table_id = %s", (table.table_id,)
+    )
+    with (
+        pytest.raises(CommitError, match="orphan cleanup claimed them"),
+        catalog.conn.transaction(),
+    ):
+        register_commit(catalog.conn, table.table_id, staged)
+    assert paths <= stored(table)
+    report = expire(catalog.conn, table.name)
+    assert set(report.tables[0].orphans) == paths
+    assert not paths & stored(table)
+    assert recorded(table) == set()
