@@ -466,11 +466,22 @@ def expire_leases(conn: Connection) -> list[int]:
                 updates={"lease_owner": None, "lease_expires": None},
             )
             if moved is not None:
-                killed = f"{attempt_dir(output_prefix, attempt)}/"
-                record_orphans(conn, table_id, [killed], f"attempt {attempt}: lease expired")
+                _record_killed_attempt(conn, table_id, attempt_dir(output_prefix, attempt), attempt)
         if moved is not None:
             expired.append(int(task_id))
     return expired
+
+
+def _record_killed_attempt(conn: Connection, table_id: int, directory: str, attempt: int) -> None:
+    """Record a killed attempt's directory, if that needs no wait: the row's foreign key
+    takes a share lock on the table row, and a lease sweep must never queue behind
+    whoever holds that row exclusively (a table being dropped, an operator's lock).
+    Skipped, the files are still found by the storage sweep (``firn.catalog.orphans``)."""
+    free = conn.execute(
+        "SELECT 1 FROM catalog_table WHERE table_id = %s FOR KEY SHARE SKIP LOCKED", (table_id,)
+    ).fetchone()
+    if free is not None:
+        record_orphans(conn, table_id, [f"{directory}/"], f"attempt {attempt}: lease expired")
 
 
 SERVES = {"minor": ("minor", "major", "full"), "major": ("major", "full"), "full": ("full",)}
