@@ -6,8 +6,9 @@ Idempotent: committing a committed plan is a no-op that still (re)announces it, 
 a crash between the commit and the event loses nothing; metrics treats compaction
 events by snapshot, so a repeat changes nothing there either. The sweep commits
 plans whose task-result events were lost and, every ``expire_every`` seconds, applies
-retention (``firn.catalog.expiry``): expiry is idempotent, so several committers
-doing it at once only repeat each other's work.
+retention (``firn.catalog.expiry``), listing storage for unknown files every
+``sweep_every`` seconds (a listing costs far more than the catalog queries): expiry
+is idempotent, so several committers doing it at once only repeat each other's work.
 """
 
 from __future__ import annotations
@@ -41,12 +42,15 @@ class Committer:
         topic: str,
         *,
         expire_every: float = 300.0,
+        sweep_every: float = 3600.0,
     ) -> None:
         self.db = db
         self.producer = producer
         self.topic = topic
         self.expire_every = expire_every
+        self.sweep_every = sweep_every
         self._last_expiry: float | None = None
+        self._last_sweep: float | None = None
 
     @property
     def conn(self) -> Connection:
@@ -108,8 +112,11 @@ class Committer:
         if self._last_expiry is not None and now - self._last_expiry < self.expire_every:
             return
         self._last_expiry = now
+        list_storage = self._last_sweep is None or now - self._last_sweep >= self.sweep_every
         try:
-            expire(self.conn)
+            expire(self.conn, list_storage=list_storage)
+            if list_storage:
+                self._last_sweep = now
         except FirnError as exc:
             # Storage is deleted before rows, so the next run finishes what this left;
             # retention is housekeeping and must not stop plans from committing.

@@ -4,6 +4,7 @@ user would, configured through FIRN_ variables, its output read back."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -476,3 +477,27 @@ def test_expire_deletes_only_what_no_kept_snapshot_reads(
     with pytest.raises(firn.SnapshotExpiredError):
         table.read(4)
     assert run("expire", "nope") == (1, {"error": "no table named 'nope'"})
+
+
+def test_expire_sweeps_files_unknown_to_the_catalog_with_progress_on_stderr(
+    run: Run, catalog: firn.Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = make_orders(run, catalog)
+    table.upsert(rows("eu", range(50), 0.0))
+    live = table.files().column("path").to_pylist()
+    stray = "base/region=eu/p9-t9-a1/B-2-0-00000.parquet"  # a killed executor's
+    table.storage.write_parquet(stray, rows("eu", range(3), 0.0))
+    three_days_ago = time.time() - 3 * 86400
+    os.utime(table.storage.full_path(stray), (three_days_ago, three_days_ago))
+
+    assert main(["expire", "orders", "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert "1 unknown file(s) in storage" in out
+    assert f"  {stray}" in out.splitlines()
+    assert f"firn: orders: listed {len(live) + 1} file(s), 1 unknown" in err
+    assert table.storage.exists(stray), "a dry run deletes nothing"
+
+    code, done = run("expire", "orders")
+    assert (code, done["swept"], done["tables"][0]["swept"]) == (0, 1, [stray])
+    assert not table.storage.exists(stray)
+    assert all(table.storage.exists(p) for p in live)

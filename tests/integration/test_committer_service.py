@@ -4,6 +4,8 @@ tasks are Prepared, is announced on firn.compactions, and repeats change nothing
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,4 +132,41 @@ def test_the_sweep_applies_retention_at_most_every_interval(
 
     Committer(catalog.db, producer(settings), topics.compactions, expire_every=0).sweep()
     assert not any(table.storage.exists(p) for p in second)
+    assert table.read().num_rows == 50
+
+
+def write_stray(table: firn.Table, path: str, days_old: float) -> None:
+    """A file the catalog does not know (a killed executor's), written ``days_old`` ago."""
+    table.storage.write_parquet(path, pa.table({"id": [1], "v": ["x"]}))
+    then = time.time() - days_old * 86400
+    os.utime(table.storage.full_path(path), (then, then))
+
+
+def test_the_sweep_lists_storage_for_unknown_files_at_most_every_interval(
+    settings: FirnSettings, catalog: firn.Catalog
+) -> None:
+    topics = Topics.from_settings(settings)
+    table = catalog.create_table("swept", SCHEMA, ["id"], [])
+    table.upsert(pa.table({"id": np.arange(50), "v": ["a"] * 50}))
+    live = table.files().column("path").to_pylist()
+    write_stray(table, "base/p9-t9-a1/B-1-0-00000.parquet", days_old=3)
+    write_stray(table, "base/p9-t9-a2/B-1-0-00000.parquet", days_old=1)  # within 2 days
+    committer = Committer(
+        catalog.db, producer(settings), topics.compactions, expire_every=0, sweep_every=3600
+    )
+
+    committer.sweep()  # the first sweep lists storage at once
+    assert not table.storage.exists("base/p9-t9-a1/B-1-0-00000.parquet")
+    assert table.storage.exists("base/p9-t9-a2/B-1-0-00000.parquet")
+    assert all(table.storage.exists(p) for p in live)
+
+    write_stray(table, "base/p9-t9-a3/B-1-0-00000.parquet", days_old=3)
+    committer.sweep()  # retention again, but the listing is not due within the hour
+    assert table.storage.exists("base/p9-t9-a3/B-1-0-00000.parquet")
+
+    Committer(
+        catalog.db, producer(settings), topics.compactions, expire_every=0, sweep_every=0
+    ).sweep()
+    assert not table.storage.exists("base/p9-t9-a3/B-1-0-00000.parquet")
+    assert all(table.storage.exists(p) for p in live)
     assert table.read().num_rows == 50

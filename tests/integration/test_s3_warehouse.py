@@ -7,6 +7,7 @@ scans over object keys); it is not a test of AWS itself.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 import firn
+from firn.catalog.expiry import expire
 from firn.settings import FirnSettings
 from firn_localstack.processes import free_port
 
@@ -51,3 +53,28 @@ def test_commit_and_read_with_an_s3_warehouse(settings: FirnSettings, s3_endpoin
             f"lake/firn/orders-{table.table_id}/{p}"
             for p in table.files().column("path").to_pylist()
         )
+
+
+def test_the_orphan_sweep_lists_an_s3_warehouse(settings: FirnSettings, s3_endpoint: str) -> None:
+    options = f"region=us-east-1&scheme=http&endpoint_override={s3_endpoint}"
+    fs, _ = pafs.FileSystem.from_uri(f"s3://lake?{options}&allow_bucket_creation=true")
+    fs.create_dir("lake")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    # moto keeps "lake" between tests: a prefix of this test's own
+    with firn.connect(warehouse=f"s3://lake/sweep?{options}", settings=settings) as catalog:
+        table = catalog.create_table(
+            "swept", schema, ["id"], properties={"change.buckets": 2, "orphan.retention": "1s"}
+        )
+        table.upsert(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
+        live = set(table.files().column("path").to_pylist())
+        stray = "base/p7-t7-a1/B-1-0-00000.parquet"  # a killed executor's
+        table.storage.write_parquet(stray, pa.table({"id": [9], "v": ["z"]}))
+        assert {f.path for f in table.storage.walk()} == live | {stray}
+
+        deadline = time.monotonic() + 60
+        while table.storage.exists(stray):
+            assert time.monotonic() < deadline, "the sweep did not delete the stray object"
+            expire(catalog.conn, "swept")
+            time.sleep(0.2)
+        assert {f.path for f in table.storage.walk()} == live
+        assert sorted(table.read().column("id").to_pylist()) == [1, 2, 3]

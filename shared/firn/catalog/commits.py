@@ -1,6 +1,19 @@
 """Registering a producer commit: ONE transaction allocates the seq and the snapshot,
 records the partitions, the snapshot and every staged file (SPEC 3).
 
+Staged files never leak, whatever happens to the producer. Their paths are recorded
+in ``orphan_file`` (``stage_paths``) before the first byte is written, and the commit
+transaction deletes those rows as it registers the files. So after any outcome (a
+rollback, a crash, a connection lost during COMMIT) the rows still there are exactly
+the staged files no commit references: the commit landed iff its rows are gone. A
+leftover row is an orphan, deleted with its file after ``orphan.retention``
+(``firn.catalog.expiry``), which needs no one to find out later what happened.
+
+The rows are also a fence against a producer slower than ``orphan.retention``:
+expiry claims a row (``deleted_at``) before deleting its file, and the commit deletes
+only unclaimed rows, so if any of its files was claimed the commit fails and rolls
+back instead of registering a file that is being deleted.
+
 The ``UPDATE ... RETURNING`` on the table row takes its row lock, so commits to one
 table serialise here: seqs are allocated in commit order and, because a rolled-back
 transaction also rolls back its increment, without gaps. Commits to different tables
@@ -14,7 +27,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from firn.errors import ConfigError
+from firn.errors import CommitError, ConfigError
 from firn.postgres.connection import Connection
 from firn.table.staging import StagedFile
 
@@ -28,8 +41,31 @@ class CommitResult:
     committed_at: dt.datetime
 
 
+STAGED = "staged by a producer commit"
+"""The ``orphan_file`` reason of a staged path whose commit has not (yet) landed."""
+
+
+def stage_paths(conn: Connection, table_id: int, paths: Sequence[str]) -> None:
+    """Record ``paths`` before they are written (commits its own transaction)."""
+    with conn.transaction():
+        conn.execute(
+            "INSERT INTO orphan_file (table_id, path, reason) SELECT %s, unnest(%s::text[]), %s",
+            (table_id, list(paths), STAGED),
+        )
+
+
+def unstage_paths(conn: Connection, table_id: int, paths: Sequence[str]) -> None:
+    """Forget staged paths whose files were deleted after a known failure."""
+    with conn.transaction():
+        conn.execute(
+            "DELETE FROM orphan_file WHERE table_id = %s AND path = ANY(%s) AND deleted_at IS NULL",
+            (table_id, list(paths)),
+        )
+
+
 def register_commit(conn: Connection, table_id: int, files: Sequence[StagedFile]) -> CommitResult:
-    """Allocate seq and snapshot and register ``files``; call inside a transaction."""
+    """Allocate seq and snapshot and register ``files`` (staged by ``stage_paths``);
+    call inside a transaction."""
     row = conn.execute(
         "UPDATE catalog_table SET last_seq = last_seq + 1, last_snapshot = last_snapshot + 1 "
         "WHERE table_id = %s RETURNING last_seq, last_snapshot, now()",
@@ -37,6 +73,16 @@ def register_commit(conn: Connection, table_id: int, files: Sequence[StagedFile]
     ).fetchone()
     if row is None:
         raise ConfigError(f"table {table_id} no longer exists")
+    unstaged = conn.execute(
+        "DELETE FROM orphan_file WHERE table_id = %s AND path = ANY(%s) AND deleted_at IS NULL",
+        (table_id, [f.path for f in files]),
+    ).rowcount
+    if unstaged != len(files):
+        raise CommitError(
+            f"{len(files) - unstaged} of {len(files)} staged files are no longer staged: "
+            "the commit took longer than orphan.retention and orphan cleanup claimed them",
+            retryable=True,
+        )
     seq, snapshot_id, now = row
     partitions = {f.partition_key: f.partition_values for f in files}
     with conn.cursor() as cur:

@@ -16,9 +16,16 @@ The steps run in an order that a crash at any point leaves for a rerun to finish
 2. delete the expired files from storage (a file already gone is fine);
 3. delete their catalog rows: the files are gone, and no kept snapshot sees them.
 
-Orphans (files written but never referenced: outputs of failed or replaced attempts)
-older than ``orphan.retention`` go the same way, storage first, then their rows. A
-path the catalog still lists as a data file is never deleted as an orphan.
+Recorded orphans (``orphan_file``: outputs of failed, replaced or killed attempts,
+staged files of producer commits that did not land) older than ``orphan.retention``
+are first claimed (``deleted_at``, the fence a slow producer's commit checks:
+``firn.catalog.commits``), then deleted from storage, then their rows; a claimed row
+left by a crash is finished by the next run. A path the catalog still lists as a
+data file is never deleted as an orphan. A recorded path ending in ``/`` is a
+directory (a killed attempt's): everything under it goes.
+
+Last, unless told not to, the storage-listing sweep (``firn.catalog.orphans``)
+deletes the files under the table's location that the catalog does not know.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from firn.catalog.orphans import Progress, SweepResult, sweep_storage
 from firn.errors import ConfigError
 from firn.io.storage import Storage
 from firn.postgres.connection import Connection
@@ -55,7 +63,13 @@ class TableExpiry:
     bytes: int
     """Their total size."""
     orphans: tuple[str, ...]
-    """Orphan files deleted, relative to the table's location."""
+    """Recorded orphans deleted (a path ending in ``/`` is a directory), relative to
+    the table's location."""
+    swept: tuple[str, ...] = ()
+    """Files the storage sweep deleted: unknown to the catalog, older than
+    ``orphan.retention`` (how many it listed goes to the log and the progress
+    callback: a dry run lists the files expiry would delete too)."""
+    swept_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,10 @@ class ExpiryReport:
         return sum(len(t.orphans) for t in self.tables)
 
     @property
+    def swept(self) -> int:
+        return sum(len(t.swept) for t in self.tables)
+
+    @property
     def expired_snapshots(self) -> int:
         return sum(t.expired_snapshots for t in self.tables)
 
@@ -88,6 +106,7 @@ class ExpiryReport:
             "files": self.files,
             "bytes": self.bytes,
             "orphans": self.orphans,
+            "swept": self.swept,
             "tables": [asdict(t) for t in self.tables],
         }
 
@@ -100,11 +119,22 @@ class _TableRow:
     location: str
 
 
-def expire(conn: Connection, table: str | None = None, *, dry_run: bool = False) -> ExpiryReport:
+def expire(
+    conn: Connection,
+    table: str | None = None,
+    *,
+    dry_run: bool = False,
+    list_storage: bool = True,
+    progress: Progress | None = None,
+) -> ExpiryReport:
     """Apply retention to ``table`` (every table when ``None``); with ``dry_run``,
-    report what would go and change nothing. Idempotent."""
+    report what would go and change nothing. ``list_storage`` adds the storage
+    sweep, whose counts go to ``progress`` as it lists. Idempotent."""
     rows = _tables(conn, table)
-    return ExpiryReport(dry_run, tuple(_expire_table(conn, row, dry_run) for row in rows))
+    return ExpiryReport(
+        dry_run,
+        tuple(_expire_table(conn, row, dry_run, list_storage, progress) for row in rows),
+    )
 
 
 def _tables(conn: Connection, name: str | None) -> list[_TableRow]:
@@ -121,7 +151,13 @@ def _tables(conn: Connection, name: str | None) -> list[_TableRow]:
     return [_TableRow(tid, n, TableProperties.from_catalog(p, n), loc) for tid, n, p, loc in found]
 
 
-def _expire_table(conn: Connection, table: _TableRow, dry_run: bool) -> TableExpiry:
+def _expire_table(
+    conn: Connection,
+    table: _TableRow,
+    dry_run: bool,
+    list_storage: bool,
+    progress: Progress | None,
+) -> TableExpiry:
     props = table.properties
     # One clock (the database's) for every comparison with created_at / recorded_at.
     cutoffs = conn.execute(
@@ -133,9 +169,9 @@ def _expire_table(conn: Connection, table: _TableRow, dry_run: bool) -> TableExp
     keep_from = _keep_from(conn, table.table_id, snapshot_cutoff)
     expired = _expire_snapshots(conn, table.table_id, keep_from, dry_run)
     files = _expired_files(conn, table.table_id, keep_from, snapshot_cutoff)
-    orphans = _expired_orphans(conn, table.table_id, orphan_cutoff)
+    orphans = _expired_orphans(conn, table.table_id, orphan_cutoff, dry_run)
+    storage = Storage(table.location)
     if not dry_run and (files or orphans):
-        storage = Storage(table.location)
         for start in range(0, len(files), BATCH):
             batch = files[start : start + BATCH]
             _delete(storage, [path for _, path, _ in batch])
@@ -160,6 +196,17 @@ def _expire_table(conn: Connection, table: _TableRow, dry_run: bool) -> TableExp
             sum(size for _, _, size in files),
             len(orphans),
         )
+    swept = SweepResult(0, (), 0)
+    if list_storage:
+        swept = sweep_storage(
+            conn,
+            table.table_id,
+            table.name,
+            storage,
+            orphan_cutoff,
+            dry_run=dry_run,
+            progress=progress,
+        )
     return TableExpiry(
         table=table.name,
         keep_from=keep_from,
@@ -167,6 +214,8 @@ def _expire_table(conn: Connection, table: _TableRow, dry_run: bool) -> TableExp
         files=tuple(path for _, path, _ in files),
         bytes=sum(size for _, _, size in files),
         orphans=tuple(orphans),
+        swept=swept.unreferenced,
+        swept_bytes=swept.bytes,
     )
 
 
@@ -210,15 +259,42 @@ def _expired_files(
     return [(int(fid), str(path), int(size)) for fid, path, size in rows]
 
 
-def _expired_orphans(conn: Connection, table_id: int, cutoff: dt.datetime) -> list[str]:
+_UNREFERENCED = (
+    "NOT EXISTS (SELECT 1 FROM data_file d WHERE d.path = o.path) "
+    "AND NOT (right(o.path, 1) = '/' AND EXISTS (SELECT 1 FROM data_file d "
+    "WHERE d.table_id = o.table_id AND left(d.path, length(o.path)) = o.path))"
+)
+"""A recorded orphan the catalog does not list as a data file (nor, for a directory,
+any data file under it)."""
+
+
+def _expired_orphans(
+    conn: Connection, table_id: int, cutoff: dt.datetime, dry_run: bool
+) -> list[str]:
+    """Recorded orphans to delete: claimed now, or by an earlier run that died."""
+    due = f"o.deleted_at IS NULL AND o.recorded_at < %s AND {_UNREFERENCED}"
+    if dry_run:
+        rows = conn.execute(
+            f"SELECT o.path FROM orphan_file o WHERE o.table_id = %s "
+            f"AND (o.deleted_at IS NOT NULL OR ({due})) ORDER BY o.path",
+            (table_id, cutoff),
+        ).fetchall()
+        return [str(path) for (path,) in rows]
+    with conn.transaction():
+        conn.execute(
+            f"UPDATE orphan_file o SET deleted_at = now() WHERE o.table_id = %s AND {due}",
+            (table_id, cutoff),
+        )
     rows = conn.execute(
-        "SELECT o.path FROM orphan_file o WHERE o.table_id = %s AND o.recorded_at < %s "
-        "AND NOT EXISTS (SELECT 1 FROM data_file d WHERE d.path = o.path) ORDER BY o.path",
-        (table_id, cutoff),
+        "SELECT path FROM orphan_file WHERE table_id = %s AND deleted_at IS NOT NULL ORDER BY path",
+        (table_id,),
     ).fetchall()
     return [str(path) for (path,) in rows]
 
 
 def _delete(storage: Storage, paths: Sequence[str]) -> None:
     for path in paths:
-        storage.delete(path)
+        if path.endswith("/"):
+            storage.delete_dir(path)
+        else:
+            storage.delete(path)

@@ -25,7 +25,7 @@ from typing import Any
 
 from firn.compaction.planner import PlanDraft
 from firn.compaction.states import PLAN, TASK, PlanState, TaskState
-from firn.compaction.tasks import OutputFile, TaskResult, TaskSpec
+from firn.compaction.tasks import OutputFile, TaskResult, TaskSpec, attempt_dir
 from firn.events.plans import PlanTaskEvent
 from firn.postgres.connection import Connection
 
@@ -491,26 +491,43 @@ def extend_lease(
 def expire_leases(conn: Connection) -> list[int]:
     """Executing tasks whose lease ran out go back to Pending (their executor died or
     hung); returns them, for re-announcing. A late result of the old attempt is then
-    stale: ``record_result`` matches on the attempt."""
+    stale: ``record_result`` matches on the attempt. Whatever the old attempt wrote
+    can never be committed, so its directory is recorded as an orphan at once."""
     rows = conn.execute(
-        "SELECT task_id, attempt FROM compaction_task WHERE state = %s AND lease_expires < now() "
-        "ORDER BY task_id",
+        "SELECT t.task_id, t.attempt, p.table_id, t.spec->>'output_prefix' "
+        "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+        "WHERE t.state = %s AND t.lease_expires < now() ORDER BY t.task_id",
         (TaskState.EXECUTING.value,),
     ).fetchall()
     expired = []
-    for task_id, attempt in rows:
-        moved = move_task(
-            conn,
-            task_id,
-            TaskState.EXECUTING,
-            TaskState.PENDING,
-            attempt=attempt,
-            reason="lease expired",
-            updates={"lease_owner": None, "lease_expires": None},
-        )
+    for task_id, attempt, table_id, output_prefix in rows:
+        with conn.transaction():
+            moved = move_task(
+                conn,
+                task_id,
+                TaskState.EXECUTING,
+                TaskState.PENDING,
+                attempt=attempt,
+                reason="lease expired",
+                updates={"lease_owner": None, "lease_expires": None},
+            )
+            if moved is not None:
+                _record_killed_attempt(conn, table_id, attempt_dir(output_prefix, attempt), attempt)
         if moved is not None:
             expired.append(int(task_id))
     return expired
+
+
+def _record_killed_attempt(conn: Connection, table_id: int, directory: str, attempt: int) -> None:
+    """Record a killed attempt's directory, if that needs no wait: the row's foreign key
+    takes a share lock on the table row, and a lease sweep must never queue behind
+    whoever holds that row exclusively (a table being dropped, an operator's lock).
+    Skipped, the files are still found by the storage sweep (``firn.catalog.orphans``)."""
+    free = conn.execute(
+        "SELECT 1 FROM catalog_table WHERE table_id = %s FOR KEY SHARE SKIP LOCKED", (table_id,)
+    ).fetchone()
+    if free is not None:
+        record_orphans(conn, table_id, [f"{directory}/"], f"attempt {attempt}: lease expired")
 
 
 SERVES = {"minor": ("minor", "major", "full"), "major": ("major", "full"), "full": ("full",)}

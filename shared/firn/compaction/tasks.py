@@ -105,7 +105,12 @@ class TaskSpec(_Frozen):
 
     def output_dir(self, attempt: int) -> str:
         """Where one attempt writes: never shared with another attempt or task."""
-        return f"{self.output_prefix}-a{attempt}"
+        return attempt_dir(self.output_prefix, attempt)
+
+
+def attempt_dir(output_prefix: str, attempt: int) -> str:
+    """The directory attempt ``attempt`` of the task with ``output_prefix`` writes in."""
+    return f"{output_prefix}-a{attempt}"
 
 
 class TaskResult(_Frozen):

@@ -9,8 +9,10 @@ whichever process reads them.
 
 from __future__ import annotations
 
+import datetime as dt
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,6 +41,17 @@ def join_location(root: str, child: str) -> str:
     at the end where ``pyarrow.fs`` expects it."""
     base, sep, query = root.partition("?")
     return f"{base.rstrip('/')}/{child}{sep}{query}"
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """One file found by ``Storage.walk``."""
+
+    path: str
+    """Relative to the storage root."""
+    size: int
+    modified: dt.datetime | None
+    """When it was last written (timezone-aware), if the file system says."""
 
 
 class Storage:
@@ -104,3 +117,45 @@ class Storage:
     def exists(self, relative: str) -> bool:
         info = self.fs.get_file_info(self.full_path(relative))
         return bool(info.type != pafs.FileType.NotFound)
+
+    def delete_dir(self, relative: str) -> None:
+        """Remove a directory and everything under it; a directory already gone is fine."""
+        path = self.full_path(relative.rstrip("/"))
+        if path == self._base:
+            raise ConfigError(f"refusing to delete the whole storage root {self.root!r}")
+        try:
+            self.fs.delete_dir(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"cannot delete {path}: {exc}") from exc
+
+    def walk(self, relative: str = "") -> Iterator[StoredFile]:
+        """Every file under ``relative``, one directory listing at a time: memory holds
+        one directory's entries and the stack of directories still to list, never the
+        whole tree (a table can hold millions of files). Order is unspecified."""
+        pending = [self.full_path(relative)]
+        prefix = f"{self._base}/" if self._base else ""
+        while pending:
+            directory = pending.pop()
+            selector = pafs.FileSelector(directory, allow_not_found=True, recursive=False)
+            try:
+                entries = self.fs.get_file_info(selector)
+            except OSError as exc:
+                raise StorageError(f"cannot list {directory}: {exc}") from exc
+            for entry in entries:
+                if entry.type == pafs.FileType.Directory:
+                    pending.append(entry.path)
+                elif entry.type == pafs.FileType.File:
+                    yield StoredFile(
+                        path=entry.path.removeprefix(prefix),
+                        size=int(entry.size or 0),
+                        modified=_aware(entry.mtime),
+                    )
+
+
+def _aware(moment: dt.datetime | None) -> dt.datetime | None:
+    """``pyarrow.fs`` reports UTC times, naive on some file systems."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=dt.UTC)

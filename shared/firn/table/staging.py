@@ -8,7 +8,9 @@ and last rows and the merge kernel can stream it. The split is one vectorised
 ``group_by``; no Python loop touches rows.
 
 Staged files are not visible to anyone until the catalog registers them; the seq is
-allocated then, which is why it is not in the file names.
+allocated then, which is why it is not in the file names. The names are chosen before
+anything is written (``file_name``), so the commit can record them first: a producer
+that dies half way leaves only recorded paths behind (``firn.catalog.commits``).
 """
 
 from __future__ import annotations
@@ -94,12 +96,13 @@ def split_changes(table: TableSchema, change_buckets: int, changes: pa.Table) ->
 
 
 def file_name(group: ChangeGroup) -> str:
+    """A new, unique path for ``group``'s file, relative to the table's location."""
     prefix = f"change/{group.partition_key}/" if group.partition_key else "change/"
     return f"{prefix}{group.file_type}-{group.node.m}-{group.node.i}-{uuid.uuid4().hex}.parquet"
 
 
-def write_group(table: TableSchema, storage: Storage, group: ChangeGroup) -> StagedFile:
-    path = file_name(group)
+def write_group(table: TableSchema, storage: Storage, group: ChangeGroup, path: str) -> StagedFile:
+    """Write ``group`` at ``path`` (from ``file_name``)."""
     size = storage.write_parquet(path, group.rows)
     n = group.rows.num_rows
     keyed = table.keyed and n > 0

@@ -1,16 +1,21 @@
 """``Table``: commit change sets, read the merged view, list files and status (SPEC 10).
 
-A commit is three steps, in this order (SPEC 3):
+A commit is four steps, in this order (SPEC 3):
 
-1. write the change files (nothing refers to them yet; on failure they are deleted);
-2. register files, seq and snapshot in ONE catalog transaction: the commit point;
-3. publish the commit event with a bounded wait (``firn.events.publisher``).
+1. choose the change files' paths and record them as staged (``orphan_file``);
+2. write the change files (nothing refers to them yet);
+3. register files, seq and snapshot in ONE catalog transaction, which also deletes
+   the staged records: the commit point;
+4. publish the commit event with a bounded wait (``firn.events.publisher``).
 
-If step 2 fails before Postgres commits, the staged files are deleted and nothing is
-visible. If the connection breaks *while* committing, the outcome is unknown:
-``CommitStateUnknownError`` is raised and the staged files are kept, because deleting
-them would corrupt the commit if it did land (an unreferenced file is only an orphan,
-removed later by orphan cleanup after ``orphan.retention``).
+When the outcome is known to be a failure (writing failed, a statement failed before
+COMMIT, or Postgres answered COMMIT with an error, which means it rolled back) the
+staged files and their records are deleted at once. When the connection breaks *while*
+committing, the outcome is unknown: ``CommitStateUnknownError`` is raised and the
+files are kept, because deleting them would corrupt the commit if it did land. Their
+records settle it later without asking anyone: they exist iff the commit did not
+land, and orphan cleanup deletes a recorded file after ``orphan.retention``
+(``firn.catalog.commits``, ``firn.catalog.expiry``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.catalog.commits import CommitResult, register_commit
+from firn.catalog.commits import CommitResult, register_commit, stage_paths, unstage_paths
 from firn.catalog.files import (
     check_snapshot,
     current_snapshot,
@@ -39,13 +44,18 @@ from firn.table.merge_on_read import merge
 from firn.table.properties import TableProperties
 from firn.table.scan import read_inputs
 from firn.table.schema import TableSchema
-from firn.table.staging import StagedFile, split_changes, write_group
+from firn.table.staging import StagedFile, file_name, split_changes, write_group
 from firn.table.verify import Progress, VerifyReport, verify_files
 
 if TYPE_CHECKING:
     from firn.catalog.catalog import Catalog
 
 log = logging.getLogger(__name__)
+
+UNKNOWN_OUTCOME_CLASSES = frozenset({"08", "53", "57", "58", "XX"})
+"""SQLSTATE classes an error at COMMIT may carry without proving a rollback:
+connection exceptions, insufficient resources, operator intervention (a shutdown),
+system and internal errors. Any other error answering COMMIT means it rolled back."""
 
 
 class Table:
@@ -89,12 +99,15 @@ class Table:
         if not self.definition.keyed and pc.any(pc.equal(validated.column(OP), DELETE)).as_py():
             raise ConfigError(f"table {self.name!r} has no primary key: it only takes upserts")
         groups = split_changes(self.definition, self.properties.change_buckets, validated)
-        staged: list[StagedFile] = []
+        paths = [file_name(group) for group in groups]
+        stage_paths(self.catalog.conn, self.table_id, paths)
         try:
-            for group in groups:
-                staged.append(write_group(self.definition, self.storage, group))
-        except StorageError:
-            self._discard(staged)
+            staged = [
+                write_group(self.definition, self.storage, group, path)
+                for group, path in zip(groups, paths, strict=True)
+            ]
+        except BaseException:
+            self._discard(paths)
             raise
         result = self._register(staged)
         self._announce(result, staged)
@@ -119,34 +132,39 @@ class Table:
 
     def _register(self, staged: list[StagedFile]) -> CommitResult:
         conn = self.catalog.conn
-        registered = False
+        paths = [f.path for f in staged]
+        committing = False
         try:
             with conn.transaction():
                 result = register_commit(conn, self.table_id, staged)
-                registered = True
+                committing = True
         except psycopg.Error as exc:
-            # Before COMMIT was sent, Postgres rolls back whatever happened; only a
-            # failure of the COMMIT itself leaves the outcome unknown.
-            if registered:
+            # Before COMMIT was sent, Postgres rolls back whatever happened; COMMIT
+            # answered with an error rolled back too. Only a COMMIT whose answer was
+            # lost leaves the outcome unknown.
+            if committing and not _rolled_back(conn, exc):
                 raise CommitStateUnknownError(
                     f"the catalog connection failed while committing to {self.name!r}; "
                     f"the commit may or may not have landed ({len(staged)} staged files "
-                    f"kept): {exc}"
+                    f"kept, recorded for orphan cleanup in case it did not): {exc}"
                 ) from exc
-            self._discard(staged)
+            self._discard(paths)
             raise CommitError(f"commit to {self.name!r} failed: {exc}", retryable=True) from exc
         except BaseException:
-            if not registered:
-                self._discard(staged)
+            if not committing:
+                self._discard(paths)
             raise
         return result
 
-    def _discard(self, staged: list[StagedFile]) -> None:
-        for f in staged:
-            try:
-                self.storage.delete(f.path)
-            except StorageError as exc:
-                log.warning("staged file %s left behind (orphan cleanup removes it): %s", f, exc)
+    def _discard(self, paths: list[str]) -> None:
+        """Delete staged files of a commit known to have failed, then their records."""
+        try:
+            for path in paths:
+                self.storage.delete(path)
+            unstage_paths(self.catalog.conn, self.table_id, paths)
+        except (StorageError, psycopg.Error) as exc:
+            # Still recorded as staged: orphan cleanup deletes them after orphan.retention.
+            log.warning("staged files of a failed commit to %s left behind: %s", self.name, exc)
 
     def _announce(self, result: CommitResult, staged: list[StagedFile]) -> None:
         publisher = self.catalog.commit_publisher
@@ -251,6 +269,13 @@ class Table:
         """Per partition: merge state, what waits to be compacted, the trigger
         decision and score, the open plan and its task states, the last compaction."""
         return table_status(self.catalog.conn, self.table_id, self.name, self.properties)
+
+
+def _rolled_back(conn: psycopg.Connection[Any], exc: psycopg.Error) -> bool:
+    """Whether an error raised by COMMIT proves the transaction rolled back: Postgres
+    answered with an error, and the connection is still sound."""
+    state = exc.sqlstate
+    return state is not None and state[:2] not in UNKNOWN_OUTCOME_CLASSES and not conn.broken
 
 
 def _with_op(rows: pa.Table, op: str) -> pa.Table:
