@@ -62,16 +62,7 @@ class Committer:
         its task's row goes to the DLQ, one about an earlier attempt is dropped."""
         validate(dict(event))  # a ConfigError parks the event in the DLQ
         result = TaskResultEvent.model_validate(event)
-        task = task_named(
-            self.conn,
-            what="task-result",
-            task_id=result.task_id,
-            plan_id=result.plan_id,
-            table_id=result.table_id,
-            table=result.table,
-            partition_key=result.partition_key,
-            attempt=result.attempt,
-        )
+        task = task_named(self.conn, result)
         if result.attempt < task.attempt:
             log.info("task %d: result of attempt %d is stale", task.task_id, result.attempt)
             return

@@ -77,16 +77,7 @@ class Dispatcher:
         validate(dict(event))  # a ConfigError parks the event in the DLQ
         task = PlanTaskEvent.model_validate(event)
         conn = self.catalog.conn
-        row = task_named(
-            conn,
-            what="plan-task",
-            task_id=task.task_id,
-            plan_id=task.plan_id,
-            table_id=task.table_id,
-            table=task.table,
-            partition_key=task.partition_key,
-            attempt=task.attempt,
-        )
+        row = task_named(conn, task)
         table = self.catalog.table_by_id(row.table_id)
         if table is None:
             return  # dropped since: its tasks can never run

@@ -196,13 +196,7 @@ class CatalogReader:
         validate(dict(event))
         commit = CommitEvent.model_validate(event)
         with self._lock:
-            added = commit_named(
-                self.catalog.conn,
-                table_id=commit.table_id,
-                table=commit.table,
-                snapshot_id=commit.snapshot_id,
-                seq=commit.seq,
-            )
+            added = commit_named(self.catalog.conn, commit)
         updates = []
         for files in added:
             increment = Increment(
@@ -224,14 +218,7 @@ class CatalogReader:
         validate(dict(event))
         compaction = CompactionEvent.model_validate(event)
         with self._lock:
-            compaction_named(
-                self.catalog.conn,
-                plan_id=compaction.plan_id,
-                table_id=compaction.table_id,
-                table=compaction.table,
-                partition_key=compaction.partition_key,
-                snapshot_id=compaction.snapshot_id,
-            )
+            compaction_named(self.catalog.conn, compaction)
         return self.readings(compaction.table, compaction.table_id, compaction.partition_key)
 
     def all_readings(self) -> list[tuple[str, Update]]:

@@ -48,13 +48,7 @@ class Planner:
         partition or seq the catalog does not have goes to the DLQ."""
         validate(dict(event))  # a ConfigError parks the event in the DLQ
         request = PlanRequestEvent.model_validate(event)
-        greatest_seq = partition_named(
-            self.catalog.conn,
-            what="plan-request",
-            table_id=request.table_id,
-            table=request.table,
-            partition_key=request.partition_key,
-        )
+        greatest_seq = partition_named(self.catalog.conn, request)
         if request.max_seq > greatest_seq:
             raise EventMismatchError(
                 f"plan-request event names seq {request.max_seq} of {request.table} "

@@ -92,6 +92,15 @@ def settings(
 
 
 @pytest.fixture
+def stack_settings(settings: FirnSettings, tmp_path: Path) -> FirnSettings:
+    """The test's settings with a warehouse and home of its own, shared with the
+    service processes it starts."""
+    return settings.model_copy(
+        update={"warehouse": str(tmp_path / "warehouse"), "home": tmp_path / "home"}
+    )
+
+
+@pytest.fixture
 def db(settings: FirnSettings) -> Iterator[Connection]:
     conn = connect(settings)
     yield conn

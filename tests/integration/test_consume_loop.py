@@ -52,6 +52,20 @@ def _drain(settings: FirnSettings, topic: str, group: str, expect: int) -> list[
     return got
 
 
+def _left_over(settings: FirnSettings, topic: str, group: str) -> list[bytes | None]:
+    """What a new member of ``group`` still gets from ``topic`` (uncommitted offsets)."""
+    again = consumer(settings, group)
+    again.subscribe([topic])
+    deadline = time.monotonic() + 8
+    leftovers = []
+    while time.monotonic() < deadline:
+        message = again.poll(0.5)
+        if message is not None and message.error() is None:
+            leftovers.append(message.value())
+    again.close()
+    return leftovers
+
+
 def test_bad_events_are_parked_with_a_reason_and_the_loop_goes_on(
     settings: FirnSettings, unique: str
 ) -> None:
@@ -94,16 +108,7 @@ def test_bad_events_are_parked_with_a_reason_and_the_loop_goes_on(
     assert "no handler for event type 'mystery'" in reasons[1]
 
     # Every offset was committed: a restarted member of the group gets nothing again.
-    again = consumer(settings, group)
-    again.subscribe([topics.commits])
-    deadline = time.monotonic() + 8
-    leftovers = []
-    while time.monotonic() < deadline:
-        message = again.poll(0.5)
-        if message is not None and message.error() is None:
-            leftovers.append(message.value())
-    again.close()
-    assert leftovers == []
+    assert _left_over(settings, topics.commits, group) == []
 
 
 def test_a_retryable_failure_is_handled_again_not_skipped(
@@ -166,15 +171,7 @@ def test_a_handler_longer_than_the_poll_interval_keeps_the_group_membership(
     )
     _run_until(loop, done)
     assert handled == [0, 1]
-    again = consumer(settings, group)
-    again.subscribe([topics.commits])
-    deadline = time.monotonic() + 8
-    leftovers = []
-    while time.monotonic() < deadline:
-        message = again.poll(0.5)
-        if message is not None and message.error() is None:
-            leftovers.append(message.value())
-    again.close()
+    leftovers = _left_over(settings, topics.commits, group)
     assert leftovers == [], "an offset was not committed: the member had been evicted"
 
 

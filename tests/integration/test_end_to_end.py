@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import firn
 from firn.kafka import Topics, ensure_topics
 from firn.settings import FirnSettings
@@ -16,15 +14,6 @@ from tests.integration.cdc_workload import DAYS, PROPERTIES, SCHEMA, CdcProducer
 from tests.integration.service_processes import running_services
 
 SERVICES = ["metrics", "planner", "dispatcher", "committer"]
-
-
-@pytest.fixture
-def stack_settings(settings: FirnSettings, tmp_path: Path) -> FirnSettings:
-    """The test's settings with a warehouse and home of its own, shared with the
-    service processes."""
-    return settings.model_copy(
-        update={"warehouse": str(tmp_path / "warehouse"), "home": tmp_path / "home"}
-    )
 
 
 def test_services_keep_a_streamed_table_compacted(

@@ -19,8 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import firn
 from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.postgres import connect
@@ -37,13 +35,6 @@ from tests.integration.service_processes import running_services
 
 SERVICES = ["metrics", "planner", "dispatcher", "committer"]
 ENV = {"FIRN_METRICS_CHECK_INTERVAL": "5"}
-
-
-@pytest.fixture
-def stack_settings(settings: FirnSettings, tmp_path: Path) -> FirnSettings:
-    return settings.model_copy(
-        update={"warehouse": str(tmp_path / "warehouse"), "home": tmp_path / "home"}
-    )
 
 
 def _exists(conn: Connection, sql: str, *args: Any) -> bool:

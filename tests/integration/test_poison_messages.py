@@ -17,8 +17,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import firn
 from firn.events.commits import CommitEvent, PartitionChange
 from firn.events.plans import PlanTaskEvent
@@ -32,13 +30,6 @@ BROKER_LIMIT = 1_048_588
 """Kafka's default ``message.max.bytes`` (a record batch), which the local broker keeps."""
 LARGEST = BROKER_LIMIT - 1024
 """A value that fits in a batch of one with its key and the batch overhead."""
-
-
-@pytest.fixture
-def stack_settings(settings: FirnSettings, tmp_path: Path) -> FirnSettings:
-    return settings.model_copy(
-        update={"warehouse": str(tmp_path / "warehouse"), "home": tmp_path / "home"}
-    )
 
 
 def _largest(event_type: str) -> bytes:

@@ -18,6 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from firn.errors import EventMismatchError
+from firn.events.commits import CommitEvent
+from firn.events.compactions import CompactionEvent
+from firn.events.plans import PlanRequestEvent, PlanTaskEvent
+from firn.events.tasks import TaskResultEvent
 from firn.postgres.connection import Connection
 
 
@@ -34,19 +38,11 @@ class TaskRow:
     attempt: int
 
 
-def task_named(
-    conn: Connection,
-    *,
-    what: str,
-    task_id: int,
-    plan_id: int,
-    table_id: int,
-    table: str,
-    partition_key: str,
-    attempt: int,
-) -> TaskRow:
-    """The task row a ``what`` event names; ``EventMismatchError`` when the event's
-    other fields disagree with it or the attempt is one the task never reached."""
+def task_named(conn: Connection, event: PlanTaskEvent | TaskResultEvent) -> TaskRow:
+    """The task row a plan-task or task-result event names; ``EventMismatchError``
+    when the event's other fields disagree with it or the attempt is one the task
+    never reached."""
+    what, task_id, attempt = event.event_type, event.task_id, event.attempt
     row = conn.execute(
         "SELECT t.task_id, t.plan_id, p.table_id, c.name, p.partition_key, t.state, t.attempt "
         "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
@@ -60,10 +56,10 @@ def task_named(
         what,
         f"task {task_id}",
         [
-            ("plan_id", plan_id, task.plan_id),
-            ("table_id", table_id, task.table_id),
-            ("table", table, task.table),
-            ("partition_key", partition_key, task.partition_key),
+            ("plan_id", event.plan_id, task.plan_id),
+            ("table_id", event.table_id, task.table_id),
+            ("table", event.table, task.table),
+            ("partition_key", event.partition_key, task.partition_key),
         ],
     )
     if attempt > task.attempt:
@@ -74,10 +70,9 @@ def task_named(
     return task
 
 
-def partition_named(
-    conn: Connection, *, what: str, table_id: int, table: str, partition_key: str
-) -> int:
-    """The greatest change seq committed to the partition a ``what`` event names."""
+def partition_named(conn: Connection, request: PlanRequestEvent) -> int:
+    """The greatest change seq committed to the partition a plan request names."""
+    table_id, partition_key = request.table_id, request.partition_key
     row = conn.execute(
         "SELECT c.name, p.max_seq FROM catalog_table c JOIN catalog_partition p "
         "USING (table_id) WHERE c.table_id = %s AND p.partition_key = %s",
@@ -85,10 +80,10 @@ def partition_named(
     ).fetchone()
     if row is None:
         raise EventMismatchError(
-            f"{what} event names partition {partition_key!r} of table id {table_id}, "
+            f"plan-request event names partition {partition_key!r} of table id {table_id}, "
             "which does not exist"
         )
-    _agree(what, f"table {table_id}", [("table", table, row[0])])
+    _agree("plan-request", f"table {table_id}", [("table", request.table, row[0])])
     return int(row[1])
 
 
@@ -103,10 +98,9 @@ class CommittedFiles:
     delete_bytes: int
 
 
-def commit_named(
-    conn: Connection, *, table_id: int, table: str, snapshot_id: int, seq: int
-) -> list[CommittedFiles]:
+def commit_named(conn: Connection, commit: CommitEvent) -> list[CommittedFiles]:
     """The files the commit snapshot a commit event names added, per partition."""
+    table_id, snapshot_id = commit.table_id, commit.snapshot_id
     row = conn.execute(
         "SELECT c.name, s.kind, s.seq FROM snapshot s JOIN catalog_table c USING (table_id) "
         "WHERE s.table_id = %s AND s.snapshot_id = %s",
@@ -120,7 +114,7 @@ def commit_named(
     _agree(
         "commit",
         f"snapshot {snapshot_id}",
-        [("table", table, row[0]), ("kind", "commit", row[1]), ("seq", seq, row[2])],
+        [("table", commit.table, row[0]), ("kind", "commit", row[1]), ("seq", commit.seq, row[2])],
     )
     rows = conn.execute(
         "SELECT partition_key, "
@@ -134,16 +128,9 @@ def commit_named(
     return [CommittedFiles(k, int(i), int(d), int(ib), int(db)) for k, i, d, ib, db in rows]
 
 
-def compaction_named(
-    conn: Connection,
-    *,
-    plan_id: int,
-    table_id: int,
-    table: str,
-    partition_key: str,
-    snapshot_id: int,
-) -> None:
+def compaction_named(conn: Connection, compaction: CompactionEvent) -> None:
     """Check that a compaction event names a plan committed as that snapshot."""
+    plan_id = compaction.plan_id
     row = conn.execute(
         "SELECT p.table_id, c.name, p.partition_key, p.state, p.committed_snapshot "
         "FROM compaction_plan p JOIN catalog_table c USING (table_id) WHERE p.plan_id = %s",
@@ -155,11 +142,11 @@ def compaction_named(
         "compaction",
         f"plan {plan_id}",
         [
-            ("table_id", table_id, row[0]),
-            ("table", table, row[1]),
-            ("partition_key", partition_key, row[2]),
+            ("table_id", compaction.table_id, row[0]),
+            ("table", compaction.table, row[1]),
+            ("partition_key", compaction.partition_key, row[2]),
             ("state", "Committed", row[3]),
-            ("snapshot_id", snapshot_id, row[4]),
+            ("snapshot_id", compaction.snapshot_id, row[4]),
         ],
     )
 

@@ -100,7 +100,14 @@ class Table:
             raise ConfigError(f"table {self.name!r} has no primary key: it only takes upserts")
         groups = split_changes(self.definition, self.properties.change_buckets, validated)
         paths = [file_name(group) for group in groups]
-        stage_paths(self.catalog.conn, self.table_id, paths)
+        try:
+            stage_paths(self.catalog.conn, self.table_id, paths)
+        except psycopg.Error as exc:
+            # Nothing is written yet; a record left behind names no file and is
+            # cleared by orphan cleanup. Trying the commit again is safe.
+            raise CommitError(
+                f"commit to {self.name!r} failed before writing anything: {exc}", retryable=True
+            ) from exc
         try:
             staged = [
                 write_group(self.definition, self.storage, group, path)
