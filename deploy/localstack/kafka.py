@@ -186,27 +186,48 @@ class KafkaBroker:
         logs = self.data / "logs"
         # The controller port must stay the same across restarts of a formatted
         # storage: the standalone voter set records it.
-        settings = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
-            f"CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "log.dirs": str(logs),
-            "num.partitions": "1",
-            "offsets.topic.replication.factor": "1",
-            "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            "auto.create.topics.enable": "true",
-        }
+        settings = node_settings(
+            node_id=1,
+            port=self.port,
+            controller_port=self.controller_port,
+            voters=[self.controller_port],
+            log_dirs=logs,
+        )
         config = self.data / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         return config
+
+
+def node_settings(
+    *,
+    node_id: int,
+    port: int,
+    controller_port: int,
+    voters: list[int],
+    log_dirs: Path,
+    replicas: int = 1,
+    insync: int = 1,
+) -> dict[str, str]:
+    """``server.properties`` of one combined broker+controller on loopback, whose
+    internal topics are replicated ``replicas`` times (the single broker and each
+    node of a ``KafkaCluster``)."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": str(node_id),
+        "controller.quorum.bootstrap.servers": ",".join(f"127.0.0.1:{v}" for v in voters),
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "log.dirs": str(log_dirs),
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": str(replicas),
+        "offsets.topic.num.partitions": "4",
+        "transaction.state.log.replication.factor": str(replicas),
+        "transaction.state.log.min.isr": str(insync),
+        "share.coordinator.state.topic.replication.factor": str(replicas),
+        "share.coordinator.state.topic.min.isr": str(insync),
+        "group.initial.rebalance.delay.ms": "0",
+        "auto.create.topics.enable": "true",
+    }

@@ -27,7 +27,14 @@ from confluent_kafka.admin import AdminClient
 
 from firn.errors import StackError
 
-from .kafka import KAFKA_VERSION, broker_jars, cluster_id, format_storage, spawn_server
+from .kafka import (
+    KAFKA_VERSION,
+    broker_jars,
+    cluster_id,
+    format_storage,
+    node_settings,
+    spawn_server,
+)
 from .processes import free_port, port_is_open, stop, tail, wait_until
 
 log = logging.getLogger(__name__)
@@ -193,36 +200,26 @@ class KafkaCluster:
 
     def _write_config(self, node: KafkaNode) -> Path:
         node.data.mkdir(parents=True, exist_ok=True)
-        replicas = str(self.size)
-        insync = str(max(1, self.size - 1))
-        settings = {
-            "process.roles": "broker,controller",
-            "node.id": str(node.node_id),
-            "controller.quorum.bootstrap.servers": ",".join(
-                f"127.0.0.1:{n.controller_port}" for n in self.nodes
-            ),
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
-            f"CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "log.dirs": str(node.data / "logs"),
-            "num.partitions": "1",
-            "default.replication.factor": replicas,
-            "min.insync.replicas": insync,
-            "offsets.topic.replication.factor": replicas,
-            "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": replicas,
-            "transaction.state.log.min.isr": insync,
-            "share.coordinator.state.topic.replication.factor": replicas,
-            "share.coordinator.state.topic.min.isr": insync,
-            "group.initial.rebalance.delay.ms": "0",
-            "auto.create.topics.enable": "true",
-            # A killed node is fenced, and loses its leaderships, after this long.
-            "broker.session.timeout.ms": "4000",
-            "broker.heartbeat.interval.ms": "1000",
-        }
+        replicas = self.size
+        insync = max(1, self.size - 1)
+        settings = node_settings(
+            node_id=node.node_id,
+            port=node.port,
+            controller_port=node.controller_port,
+            voters=[n.controller_port for n in self.nodes],
+            log_dirs=node.data / "logs",
+            replicas=replicas,
+            insync=insync,
+        )
+        settings.update(
+            {
+                "default.replication.factor": str(replicas),
+                "min.insync.replicas": str(insync),
+                # A killed node is fenced, and loses its leaderships, after this long.
+                "broker.session.timeout.ms": "4000",
+                "broker.heartbeat.interval.ms": "1000",
+            }
+        )
         config = node.data / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         return config

@@ -214,6 +214,13 @@ class Table:
         """The id of the latest snapshot (0 before the first commit)."""
         return current_snapshot(self.catalog.conn, self.table_id)
 
+    def _readable(self, snapshot: int | None) -> int:
+        """``snapshot``, checked to exist and not be expired; the latest when None."""
+        if snapshot is None:
+            return current_snapshot(self.catalog.conn, self.table_id)
+        check_snapshot(self.catalog.conn, self.table_id, snapshot)
+        return snapshot
+
     def read(self, snapshot: int | None = None) -> pa.Table:
         """The merged view at ``snapshot`` (default: the latest), table columns only.
 
@@ -222,10 +229,7 @@ class Table:
         that is missing, damaged, or not the size or record count the catalog
         recorded raises ``CorruptFileError`` (a ``StorageError``) naming it."""
         conn = self.catalog.conn
-        if snapshot is None:
-            snapshot = current_snapshot(conn, self.table_id)
-        else:
-            check_snapshot(conn, self.table_id, snapshot)
+        snapshot = self._readable(snapshot)
         entries = files_at(conn, self.table_id, snapshot)
         merged = merged_seqs_at(conn, self.table_id, snapshot)
         inputs = read_inputs(self.storage, self.definition, entries, merged)
@@ -238,10 +242,7 @@ class Table:
         catalog: exists, size, Parquet footer, record count, columns; ``deep`` also
         decodes every row. Reports problems instead of raising (``firn verify``)."""
         conn = self.catalog.conn
-        if snapshot is None:
-            snapshot = current_snapshot(conn, self.table_id)
-        else:
-            check_snapshot(conn, self.table_id, snapshot)
+        snapshot = self._readable(snapshot)
         entries = files_at(conn, self.table_id, snapshot)
         return verify_files(
             self.storage, self.definition, snapshot, entries, deep=deep, progress=progress
@@ -250,10 +251,7 @@ class Table:
     def files(self, snapshot: int | None = None) -> pa.Table:
         """The live files: store, type, partition, node, seq, size, records, ..."""
         conn = self.catalog.conn
-        if snapshot is None:
-            snapshot = current_snapshot(conn, self.table_id)
-        else:
-            check_snapshot(conn, self.table_id, snapshot)
+        snapshot = self._readable(snapshot)
         entries = files_at(conn, self.table_id, snapshot)
         return pa.table(
             {
