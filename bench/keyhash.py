@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from harness import best_of  # bench/ is on sys.path when run as a script
 
-from firn.table.keyhash import hash_keys
+from firn.model.keyhash import hash_keys
 
 
 def _stable(value: int | str) -> int:

@@ -56,9 +56,9 @@ def _status_bytes(field: str) -> int:
 
 def child(spec_path: str, budget: int, spill_dir: str) -> None:
     """Run the task in this (fresh) process and print what it measured, as JSON."""
-    from firn.compaction.kernel import KernelLimits, run_task
-    from firn.compaction.tasks import TaskSpec
-    from firn.table.schema import TableSchema
+    from firn.engine.kernel import KernelLimits, run_task
+    from firn.model.schema import TableSchema
+    from firn.model.tasks import TaskSpec
 
     spec = TaskSpec.model_validate_json(Path(spec_path).read_text())
     table = TableSchema.build("bench_memory", SCHEMA, ["id"])
@@ -117,7 +117,7 @@ def main() -> None:
     from harness import bench_catalog  # bench/ is on sys.path when run as a script
 
     from firn.catalog.files import files_at, merged_seqs_at
-    from firn.compaction.planner import plan_partition
+    from firn.engine.planner import plan_partition
 
     budget = args.budget_mib * MiB
     rng = np.random.default_rng(5)

@@ -46,9 +46,9 @@ from harness import bench_catalog, best_of  # bench/ is on sys.path when run as 
 
 import firn
 from firn.catalog.files import files_at, merged_seqs_at
-from firn.compaction.kernel import KernelLimits, run_task
-from firn.compaction.planner import plan_partition
-from firn.compaction.tasks import TaskResult, TaskSpec
+from firn.engine.kernel import KernelLimits, run_task
+from firn.engine.planner import plan_partition
+from firn.model.tasks import TaskResult, TaskSpec
 
 SCHEMA = pa.schema(
     [
@@ -150,7 +150,7 @@ def spark_merge(
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from firn.spark import spark_session
+    from firn.engine.spark_session import spark_session
 
     settings = firn.FirnSettings(spark_conf={"spark.driver.memory": memory})
     spark = spark_session(settings, app_name="firn-bench-merge")

@@ -28,11 +28,12 @@ import numpy as np
 import pyarrow as pa
 from harness import best_of  # bench/ is on sys.path when run as a script
 
-from firn.catalog.files import FileEntry
-from firn.compaction.planner import PlanDraft, plan_partition
-from firn.table.properties import TableProperties
-from firn.table.schema import TableSchema
-from firn.table.tree import Node
+from firn.engine.planner import plan_partition
+from firn.model.files import FileEntry
+from firn.model.plans import PlanDraft
+from firn.model.properties import TableProperties
+from firn.model.schema import TableSchema
+from firn.model.tree import Node
 
 KEY_SPACE = 10**12
 MiB = 1 << 20

@@ -30,7 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from firn.catalog.catalog import Catalog
+from firn.api.catalog import Catalog
+from firn.api.table import Table
 from firn.catalog.progress import (
     LatencySummary,
     ProgressReading,
@@ -43,7 +44,6 @@ from firn.catalog.progress import (
     written_bytes,
 )
 from firn.errors import ConfigError, FirnError
-from firn.table.table import Table
 
 from .workload import (
     PARTITION_BY,

@@ -23,10 +23,10 @@ from confluent_kafka import Producer
 from firn.catalog.compactions import commit_plan, committable_plans, compaction_event
 from firn.catalog.event_rows import task_named
 from firn.catalog.expiry import expire
-from firn.compaction.states import TaskState
 from firn.errors import FirnError
 from firn.events.schemas import validate
 from firn.events.tasks import TaskResultEvent
+from firn.model.states import TaskState
 from firn.postgres.connection import Connection, ReconnectingConnection
 
 log = logging.getLogger(__name__)

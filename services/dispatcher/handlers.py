@@ -35,19 +35,19 @@ from firn.catalog.plans import (
     record_result,
     stale_waiting_tasks,
 )
-from firn.compaction.execution import Claim
-from firn.compaction.kernel import KernelLimits
-from firn.compaction.states import TaskState
-from firn.compaction.tasks import TaskResult
+from firn.engine.execution import Claim
+from firn.engine.kernel import KernelLimits
 from firn.errors import FirnError
 from firn.events.dead_letters import bounded
 from firn.events.plans import PlanTaskEvent
 from firn.events.schemas import validate
 from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics
+from firn.model.schema import TableSchema
+from firn.model.states import TaskState
+from firn.model.tasks import TaskResult
 from firn.postgres.connection import ReconnectingConnection
 from firn.postgres.retry import is_transient, retrying_transient
-from firn.table.schema import TableSchema
 
 log = logging.getLogger(__name__)
 

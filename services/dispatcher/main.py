@@ -10,10 +10,10 @@ import functools
 import logging
 
 import firn
-from firn.compaction.execution import run_spark
+from firn.engine.execution import run_spark
+from firn.engine.spark_session import spark_session
 from firn.kafka import producer
 from firn.settings import FirnSettings
-from firn.spark import spark_session
 from firn_services.dispatcher.handlers import Dispatcher
 from firn_services.runtime import prepare, run_consumer_service
 

@@ -24,15 +24,15 @@ from typing import Any
 import firn
 from firn.catalog.event_rows import commit_named, compaction_named
 from firn.catalog.metrics import partition_states
-from firn.compaction.tracking import Increment, Reading, Request, TrackedPartition
-from firn.compaction.triggers import PartitionMetrics
+from firn.engine.tracking import Increment, Reading, Request, TrackedPartition
 from firn.errors import ConfigError
 from firn.events.commits import CommitEvent
 from firn.events.compactions import CompactionEvent
 from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
 from firn.kafka.loop import UnhandledEventError
-from firn.table.properties import TableProperties
+from firn.model.properties import TableProperties
+from firn.model.triggers import PartitionMetrics
 
 log = logging.getLogger(__name__)
 

@@ -18,18 +18,13 @@ from confluent_kafka import Producer
 
 import firn
 from firn.catalog.event_rows import partition_named
-from firn.catalog.plans import (
-    PlanRecord,
-    PlanSkipped,
-    move_task,
-    served_by_committed_plan,
-    waiting_tasks,
-)
-from firn.compaction.planning import plan_now
-from firn.compaction.states import TaskState
+from firn.catalog.plans import move_task, served_by_committed_plan, waiting_tasks
+from firn.engine.planning import plan_now
 from firn.errors import EventMismatchError, FirnError
 from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
+from firn.model.plans import PlanRecord, PlanSkipped
+from firn.model.states import TaskState
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """Firn: asynchronous compaction for primary-keyed lakehouse tables."""
 
-from firn.catalog import Catalog, connect
-from firn.compaction.compact import compact
+from firn.api.catalog import Catalog, connect
+from firn.api.compact import compact
+from firn.api.table import Table
 from firn.errors import (
     CommitError,
     CommitStateUnknownError,
@@ -12,7 +13,6 @@ from firn.errors import (
     StorageError,
 )
 from firn.settings import FirnSettings
-from firn.table.table import Table
 
 __version__ = "0.1.0"
 

@@ -15,7 +15,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from firn.errors import ConfigError
-from firn.table.properties import Bytes, Seconds
+from firn.units import Bytes, Seconds
 
 # Matched whole (fullmatch): with ``$`` a trailing newline would pass.
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")

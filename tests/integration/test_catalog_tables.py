@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from firn.catalog import Catalog, connect
+from firn.api.catalog import Catalog, connect
 from firn.errors import ConfigError
 from firn.settings import FirnSettings
 

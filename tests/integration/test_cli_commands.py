@@ -16,12 +16,13 @@ import pyarrow as pa
 import pytest
 
 import firn
-from firn.catalog.plans import PlanRecord, fail_plan, record_orphans
+from firn.catalog.plans import fail_plan, record_orphans
 from firn.cli import main
-from firn.compaction.planning import plan_now
+from firn.engine.planning import plan_now
 from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
 from firn.kafka import Topics, consumer
+from firn.model.plans import PlanRecord
 from firn.settings import FirnSettings
 
 SCHEMA = "region:string,id:int64,amount:double"

@@ -14,12 +14,13 @@ import pyarrow as pa
 import pytest
 
 import firn
-from firn.catalog.plans import PlanRecord, claim_task, record_result, release_tasks
-from firn.compaction.execution import run_local
-from firn.compaction.kernel import KernelLimits
-from firn.compaction.planning import plan_now
+from firn.catalog.plans import claim_task, record_result, release_tasks
+from firn.engine.execution import run_local
+from firn.engine.kernel import KernelLimits
+from firn.engine.planning import plan_now
 from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics, ensure_topics, producer
+from firn.model.plans import PlanRecord
 from firn.settings import FirnSettings
 from firn_services.committer.handlers import Committer
 from tests.integration.test_planner_service import drain

@@ -18,7 +18,6 @@ import firn
 from firn.catalog.compactions import commit_plan
 from firn.catalog.files import files_at
 from firn.catalog.plans import (
-    PlanRecord,
     claim_task,
     expire_leases,
     extend_lease,
@@ -26,13 +25,14 @@ from firn.catalog.plans import (
     record_result,
     release_tasks,
 )
-from firn.compaction.execution import run_local
-from firn.compaction.kernel import KernelLimits
-from firn.compaction.planning import plan_now
-from firn.compaction.tasks import TaskResult
+from firn.engine.execution import run_local
+from firn.engine.kernel import KernelLimits
+from firn.engine.planning import plan_now
+from firn.model.plans import PlanRecord
+from firn.model.tasks import TaskResult
+from firn.model.values import key_from_json
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
-from firn.table.values import key_from_json
 
 SCHEMA = pa.schema(
     [

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import firn
+from firn.model.values import key_from_json
 from firn.settings import FirnSettings
-from firn.table.values import key_from_json
 from tests.changesets import (
     KEY_KINDS,
     KeyKind,

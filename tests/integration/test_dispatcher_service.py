@@ -14,16 +14,17 @@ import pytest
 
 import firn
 from firn.catalog.compactions import commit_plan
-from firn.catalog.plans import PlanRecord, release_tasks, retry_backoff
-from firn.compaction.execution import Claim, run_local, run_spark
-from firn.compaction.kernel import KernelLimits
-from firn.compaction.planning import plan_now
-from firn.compaction.tasks import TaskResult
+from firn.catalog.plans import release_tasks, retry_backoff
+from firn.engine.execution import Claim, run_local, run_spark
+from firn.engine.kernel import KernelLimits
+from firn.engine.planning import plan_now
+from firn.engine.spark_session import spark_session
 from firn.events.plans import PlanTaskEvent
 from firn.kafka import Topics, ensure_topics, producer
+from firn.model.plans import PlanRecord
+from firn.model.schema import TableSchema
+from firn.model.tasks import TaskResult
 from firn.settings import FirnSettings
-from firn.spark import spark_session
-from firn.table.schema import TableSchema
 from firn_services.dispatcher.handlers import Dispatcher
 from tests.integration.test_planner_service import drain
 

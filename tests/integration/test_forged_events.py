@@ -19,17 +19,18 @@ import pytest
 
 import firn
 from firn.catalog.compactions import commit_plan
-from firn.catalog.plans import PlanRecord, claim_task, record_result, release_tasks
-from firn.compaction.execution import Claim, run_local
-from firn.compaction.kernel import KernelLimits
-from firn.compaction.planning import plan_now
-from firn.compaction.tasks import OutputFile, TaskResult
+from firn.catalog.plans import claim_task, record_result, release_tasks
+from firn.engine.execution import Claim, run_local
+from firn.engine.kernel import KernelLimits
+from firn.engine.planning import plan_now
 from firn.errors import EventMismatchError
 from firn.events.plans import PlanTaskEvent
 from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics, ensure_topics, producer
+from firn.model.plans import PlanRecord
+from firn.model.schema import TableSchema
+from firn.model.tasks import OutputFile, TaskResult
 from firn.settings import FirnSettings
-from firn.table.schema import TableSchema
 from firn_services.committer.handlers import Committer
 from firn_services.dispatcher.handlers import Dispatcher
 

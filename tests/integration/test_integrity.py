@@ -17,17 +17,19 @@ import pyarrow.parquet as pq
 import pytest
 
 import firn
-from firn.catalog.files import FileEntry, files_at
+from firn.api.compact import Engine
+from firn.catalog.files import files_at
 from firn.catalog.listing import list_tasks
-from firn.catalog.plans import PlanRecord, release_tasks
+from firn.catalog.plans import release_tasks
 from firn.cli import main
-from firn.compaction.compact import Engine
-from firn.compaction.execution import run_spark
-from firn.compaction.planning import plan_now
+from firn.engine.execution import run_spark
+from firn.engine.planning import plan_now
+from firn.engine.spark_session import spark_session
 from firn.events.plans import PlanTaskEvent
 from firn.kafka import Topics, ensure_topics, producer
+from firn.model.files import FileEntry
+from firn.model.plans import PlanRecord
 from firn.settings import FirnSettings
-from firn.spark import spark_session
 from firn_services.dispatcher.handlers import Dispatcher
 from tests.integration.test_planner_service import drain
 

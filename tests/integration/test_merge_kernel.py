@@ -12,9 +12,9 @@ import pytest
 
 import firn
 from firn.catalog.files import files_at
-from firn.compaction.kernel import KernelLimits, run_task
-from firn.compaction.planner import plan_partition
-from firn.compaction.tasks import TaskSpec
+from firn.engine.kernel import KernelLimits, run_task
+from firn.engine.planner import plan_partition
+from firn.model.tasks import TaskSpec
 from firn.settings import FirnSettings
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("payload", pa.string())])

@@ -17,12 +17,14 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 import firn
 from firn.catalog.commits import register_commit, stage_paths
 from firn.catalog.expiry import ExpiryReport, expire
-from firn.catalog.plans import PlanRecord, claim_task, expire_leases, fail_plan, release_tasks
-from firn.compaction.planning import plan_now
+from firn.catalog.plans import claim_task, expire_leases, fail_plan, release_tasks
+from firn.engine.planning import plan_now
+from firn.engine.staging import file_name, split_changes, write_group
 from firn.errors import CommitError, CommitStateUnknownError
+from firn.model.changes import OP, validate_changes
+from firn.model.commits import StagedFile
+from firn.model.plans import PlanRecord
 from firn.settings import FirnSettings
-from firn.table.changes import OP, validate_changes
-from firn.table.staging import StagedFile, file_name, split_changes, write_group
 from tests.integration.commit_fault_proxy import Fault, commit_fault_proxy
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])

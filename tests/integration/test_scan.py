@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from firn.catalog.files import FileEntry
+from firn.engine.scan import read_inputs
 from firn.io.storage import Storage
-from firn.table.scan import read_inputs
-from firn.table.schema import TableSchema
-from firn.table.tree import Node
+from firn.model.files import FileEntry
+from firn.model.schema import TableSchema
+from firn.model.tree import Node
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
 TABLE = TableSchema.build("t", SCHEMA, ["id"])

@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
+from firn.engine.spark_session import spark_session
 from firn.settings import FirnSettings
-from firn.spark import spark_session
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from firn.errors import ConfigError
 from firn.events.schemas import validate
 from firn.kafka.clients import consumer
 from firn.kafka.topics import Topics, ensure_topics
+from firn.model.keyhash import hash_keys
 from firn.settings import FirnSettings
-from firn.table.keyhash import hash_keys
 
 SCHEMA = pa.schema(
     [

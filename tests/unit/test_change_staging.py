@@ -6,11 +6,11 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from firn.table.changes import validate_changes
-from firn.table.keyhash import hash_keys
-from firn.table.schema import TableSchema
-from firn.table.staging import split_changes
-from firn.table.tree import ROOT
+from firn.engine.staging import split_changes
+from firn.model.changes import validate_changes
+from firn.model.keyhash import hash_keys
+from firn.model.schema import TableSchema
+from firn.model.tree import ROOT
 from tests.changesets import KEY_KINDS, KeyKind, as_change_set, operations, table_schema
 
 

@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 from firn.errors import ConfigError
-from firn.table.changes import validate_changes
-from firn.table.schema import TableSchema
+from firn.model.changes import validate_changes
+from firn.model.schema import TableSchema
 
 TABLE = TableSchema.build(
     "orders",

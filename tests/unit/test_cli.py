@@ -9,8 +9,8 @@ import pytest
 from firn.cli import SERVICES, build_parser, main
 from firn.commands.output import columns, size
 from firn.commands.tables import parse_properties, parse_schema, parse_type
-from firn.compaction.states import TaskState
 from firn.errors import ConfigError
+from firn.model.states import TaskState
 
 
 def test_every_command_accepts_json() -> None:

@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 from hypothesis import given
 from hypothesis import strategies as st
 
-from firn.table.values import (
+from firn.model.values import (
     column_to_json,
     key_from_json,
     partition_path,

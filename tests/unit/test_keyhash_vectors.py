@@ -1,5 +1,5 @@
 """FirnHash64 must never change: pinned vectors, and a scalar reference implementation
-written straight from the algorithm in ``firn.table.keyhash``'s docstring."""
+written straight from the algorithm in ``firn.model.keyhash``'s docstring."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from firn.errors import ConfigError
-from firn.table.keyhash import hash_keys, node_index
+from firn.model.keyhash import hash_keys, node_index
 
 MASK = 2**64 - 1
 SEED, P1, P2, P3 = 0x9E3779B97F4A7C15, 0x87C37B91114253D5, 0x4CF5AD432745937F, 0x9FB21C651E98DF25

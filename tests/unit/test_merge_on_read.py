@@ -6,9 +6,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from firn.table.changes import validate_changes
-from firn.table.merge_on_read import SEQ, merge, run_starts
-from firn.table.schema import TableSchema
+from firn.model.changes import validate_changes
+from firn.model.merge_on_read import SEQ, merge, run_starts
+from firn.model.schema import TableSchema
 from tests.changesets import (
     KEY_KINDS,
     KeyKind,

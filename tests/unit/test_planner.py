@@ -9,11 +9,12 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from firn.catalog.files import FileEntry
-from firn.compaction.planner import PlanDraft, plan_partition
-from firn.table.properties import TableProperties
-from firn.table.schema import TableSchema
-from firn.table.tree import Node
+from firn.engine.planner import plan_partition
+from firn.model.files import FileEntry
+from firn.model.plans import PlanDraft
+from firn.model.properties import TableProperties
+from firn.model.schema import TableSchema
+from firn.model.tree import Node
 
 TABLE = TableSchema.build("t", pa.schema([pa.field("id", pa.int64(), False)]), ["id"])
 UNKEYED = TableSchema.build("u", pa.schema([pa.field("line", pa.string())]), [])

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from firn.errors import ConfigError
-from firn.table.properties import DAY, RANGES, GiB, KiB, MiB, TableProperties, TiB
-from firn.table.units import parse_duration, parse_size
+from firn.model.properties import DAY, RANGES, GiB, KiB, MiB, TableProperties, TiB
+from firn.units import parse_duration, parse_size
 
 README = Path(__file__).parents[2] / "README.md"
 

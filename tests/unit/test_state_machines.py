@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from firn.compaction.states import (
+from firn.model.states import (
     PLAN,
     TASK,
     InvalidTransitionError,

@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 from firn.errors import ConfigError
-from firn.table.properties import MiB, TableProperties
-from firn.table.schema import TableSchema
+from firn.model.properties import MiB, TableProperties
+from firn.model.schema import TableSchema
 
 KEY = pa.field("id", pa.int64(), nullable=False)
 REGION = pa.field("region", pa.string(), nullable=False)

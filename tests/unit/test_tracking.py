@@ -10,9 +10,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from firn.compaction.tracking import Increment, Reading, TrackedPartition
-from firn.compaction.triggers import PartitionMetrics
-from firn.table.properties import TableProperties
+from firn.engine.tracking import Increment, Reading, TrackedPartition
+from firn.model.properties import TableProperties
+from firn.model.triggers import PartitionMetrics
 
 
 def truth(increments: list[Increment], upto: int) -> PartitionMetrics:

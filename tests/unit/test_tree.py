@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from firn.errors import ConfigError
-from firn.table.tree import ROOT, Node
+from firn.model.tree import ROOT, Node
 
 levels = st.integers(0, 8).map(lambda e: 1 << e)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from firn.compaction.triggers import Kind, PartitionMetrics, decide, score
-from firn.table.properties import MiB, TableProperties
+from firn.model.properties import MiB, TableProperties
+from firn.model.triggers import Kind, PartitionMetrics, decide, score
 
 PROPS = TableProperties.parse({"base.buckets": 4})  # n = 4
 QUIET = PartitionMetrics(

@@ -1,5 +1,2 @@
-"""The system catalog in Postgres: tables, partitions, snapshots and files."""
-
-from firn.catalog.catalog import Catalog, connect
-
-__all__ = ["Catalog", "connect"]
+"""The system catalog in Postgres: repositories of tables, partitions, snapshots,
+files, plans and tasks that take and return model types."""

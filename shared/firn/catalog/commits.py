@@ -22,24 +22,12 @@ never wait for each other.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from firn.errors import CommitError, ConfigError
+from firn.model.commits import CommitResult, StagedFile
 from firn.postgres.connection import Connection
-from firn.table.staging import StagedFile
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """What the catalog allocated for one commit."""
-
-    seq: int
-    snapshot_id: int
-    committed_at: dt.datetime
-
 
 STAGED = "staged by a producer commit"
 """The ``orphan_file`` reason of a staged path whose commit has not (yet) landed."""

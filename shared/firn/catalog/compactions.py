@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from firn.catalog.plans import fail_plan, move_plan, move_task
-from firn.compaction.states import PlanState, TaskState
-from firn.compaction.tasks import OutputFile, TaskSpec
 from firn.events.compactions import CompactionEvent
+from firn.model.states import PlanState, TaskState
+from firn.model.tasks import OutputFile, TaskSpec
 from firn.postgres.connection import Connection
 
 

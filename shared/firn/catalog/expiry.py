@@ -39,8 +39,8 @@ from typing import Any
 from firn.catalog.orphans import Progress, SweepResult, sweep_storage
 from firn.errors import ConfigError
 from firn.io.storage import Storage
+from firn.model.properties import TableProperties
 from firn.postgres.connection import Connection
-from firn.table.properties import TableProperties
 
 log = logging.getLogger(__name__)
 

@@ -11,34 +11,12 @@ kept snapshot can see, after marking the older snapshots expired.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from firn.errors import ConfigError, SnapshotExpiredError
+from firn.model.files import FileEntry
+from firn.model.tree import Node
 from firn.postgres.connection import Connection
-from firn.table.tree import Node
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    """One data file as the catalog records it (SPEC 2, file entry)."""
-
-    file_id: int
-    partition_key: str
-    store: str
-    """``change`` or ``base``."""
-    file_type: str
-    """``I`` insert, ``D`` delete (change store) or ``B`` base."""
-    node: Node
-    seq: int
-    path: str
-    """Relative to the table's location."""
-    size_bytes: int
-    record_count: int
-    min_key: list[Any] | None
-    max_key: list[Any] | None
-    added_snapshot: int
-
 
 _FILE_COLUMNS = (
     "file_id, partition_key, store, file_type, node_m, node_i, seq, path, "

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from firn.compaction.states import PlanState, TaskState
+from firn.model.states import PlanState, TaskState
 from firn.postgres.connection import Connection
 
 TERMINAL_PLAN_STATES = (PlanState.COMMITTED, PlanState.FAILED, PlanState.REPLACED)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from firn.compaction.triggers import PartitionMetrics
+from firn.model.triggers import PartitionMetrics
 from firn.postgres.connection import Connection
 
 _QUERY = """

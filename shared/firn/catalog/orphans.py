@@ -34,9 +34,9 @@ import posixpath
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from firn.compaction.states import PlanState, TaskState
-from firn.compaction.tasks import attempt_dir
 from firn.io.storage import Storage, StoredFile
+from firn.model.states import PlanState, TaskState
+from firn.model.tasks import attempt_dir
 from firn.postgres.connection import Connection
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ compare-and-set on the old state with its history row (SPEC 5 step 6, SPEC 9).
 A move is ``UPDATE ... SET state = new WHERE id = ? AND state = old [AND attempt = ?]``:
 when a redelivered or stale event asks for a move that already happened (or that a
 newer attempt overtook), no row matches and the caller learns it was a no-op. The
-machine's transition table (``firn.compaction.states``) is consulted first, so a
+machine's transition table (``firn.model.states``) is consulted first, so a
 move the SPEC does not allow is a bug that raises instead of a silent write.
 
 Lock order, the same in every transaction that takes more than one of these row
@@ -23,10 +23,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from firn.compaction.planner import PlanDraft
-from firn.compaction.states import PLAN, TASK, PlanState, TaskState
-from firn.compaction.tasks import OutputFile, TaskResult, TaskSpec, attempt_dir
 from firn.events.plans import PlanTaskEvent
+from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
+from firn.model.states import PLAN, TASK, PlanState, TaskState
+from firn.model.tasks import OutputFile, TaskResult, TaskSpec, attempt_dir
 from firn.postgres.connection import Connection
 
 OPEN_PLAN_STATES = (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)
@@ -42,22 +42,6 @@ def retry_backoff(attempt: int) -> float:
 
 
 _TASK_COLUMNS = frozenset({"lease_owner", "lease_expires", "outputs", "error"})
-
-
-@dataclass(frozen=True)
-class PlanRecord:
-    """A persisted plan and its tasks."""
-
-    plan_id: int
-    tasks: tuple[TaskSpec, ...]
-
-
-@dataclass(frozen=True)
-class PlanSkipped:
-    """Why no plan was made (the state check of SPEC 5 step 1)."""
-
-    partition_key: str
-    reason: str
 
 
 def move_task(

@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from firn.compaction.states import PlanState, TaskState
+from firn.model.states import PlanState, TaskState
 from firn.postgres.connection import Connection
 
 _OPEN_PLANS = [s.value for s in (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)]

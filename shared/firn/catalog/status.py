@@ -9,10 +9,10 @@ from typing import Any
 
 from firn.catalog.metrics import partition_metrics
 from firn.catalog.plans import OPEN_PLAN_STATES
-from firn.compaction.triggers import decide, score
 from firn.errors import ConfigError
+from firn.model.properties import TableProperties
+from firn.model.triggers import decide, score
 from firn.postgres.connection import Connection
-from firn.table.properties import TableProperties
 
 
 def table_status(

@@ -29,19 +29,19 @@ from typing import Any, cast
 
 from confluent_kafka import KafkaError, Message
 
-from firn.catalog import connect
+from firn.api.catalog import connect
+from firn.api.compact import Engine, compact
+from firn.api.table import Table
 from firn.catalog.listing import PlanProgress, plan_progress, settled_plan_ids
 from firn.commands.output import Output, partition_name, seconds_up_to, size
-from firn.compaction.compact import Engine, compact
-from firn.compaction.planning import draft_now
-from firn.compaction.states import PlanState
-from firn.compaction.tasks import Kind
+from firn.engine.planning import draft_now
 from firn.errors import ConfigError, ServiceError
 from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
 from firn.kafka import Topics, ensure_topics, producer
+from firn.model.states import PlanState
+from firn.model.tasks import Kind
 from firn.settings import FirnSettings
-from firn.table.table import Table
 
 DEFAULT_TIMEOUT = 600.0
 MAX_TIMEOUT = 7 * 86400.0

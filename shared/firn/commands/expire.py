@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from firn.catalog import connect
+from firn.api.catalog import connect
 from firn.catalog.expiry import ExpiryReport, expire
 from firn.catalog.orphans import SweepProgress
 from firn.commands.output import Output, size

@@ -12,10 +12,10 @@ import argparse
 import datetime as dt
 from typing import Any
 
-from firn.catalog import connect
+from firn.api.catalog import connect
 from firn.catalog.listing import list_tasks
 from firn.commands.output import Output, columns, int_between, partition_name, size
-from firn.compaction.states import TaskState
+from firn.model.states import TaskState
 from firn.settings import FirnSettings
 
 MAX_LIMIT = 100_000

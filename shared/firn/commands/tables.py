@@ -16,13 +16,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.catalog import connect
+from firn.api.catalog import connect
+from firn.api.table import Table
 from firn.commands.output import Output, columns, size
 from firn.errors import ConfigError
+from firn.model.properties import TableProperties
+from firn.model.schema import TableSchema
 from firn.settings import FirnSettings
-from firn.table.properties import TableProperties
-from firn.table.schema import TableSchema
-from firn.table.table import Table
 
 # Matched whole (fullmatch): with ``$`` a trailing newline would pass.
 _COLUMN = re.compile(r"\s*([^:\s]+)\s*:\s*(\S.*?)\s*")

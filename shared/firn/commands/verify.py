@@ -10,10 +10,10 @@ import sys
 import time
 from typing import Any
 
-from firn.catalog import connect
+from firn.api.catalog import connect
 from firn.commands.output import Output, partition_name, size
+from firn.engine.verify import VerifyReport
 from firn.settings import FirnSettings
-from firn.table.verify import VerifyReport
 
 PROGRESS_SECONDS = 1.0
 """How often, at most, progress goes to stderr; a check quicker than this shows none."""

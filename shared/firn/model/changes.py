@@ -5,7 +5,7 @@ A change set is a ``pyarrow.Table`` with exactly the table's columns plus ``_op`
 normalised set (columns cast to the table's types, ``_ord`` = row position added) or
 raises ``ConfigError`` naming the first problem; nothing is written in that case.
 
-Types are checked strictly: only the lossless widenings of ``firn.table.widening``
+Types are checked strictly: only the lossless widenings of ``firn.model.widening``
 are implicit. Key values end up in the catalog (Postgres text and JSON, which
 cannot hold NUL) and partition values in paths too, so a string key with a NUL
 character, or a partition value that cannot be a path component
@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from firn.errors import ConfigError
-from firn.table.schema import TableSchema
-from firn.table.values import partition_problem, partition_texts
-from firn.table.widening import widens
+from firn.model.schema import TableSchema
+from firn.model.values import partition_problem, partition_texts
+from firn.model.widening import widens
 
 UPSERT = "U"
 DELETE = "D"

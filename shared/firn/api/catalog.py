@@ -18,17 +18,17 @@ import psycopg
 import pyarrow as pa
 from pydantic import SecretStr
 
+from firn.api.table import Table
 from firn.errors import ConfigError
 from firn.events.publisher import EventPublisher
 from firn.io.storage import join_location, resolve_root
 from firn.kafka.topics import Topics
+from firn.model.properties import TableProperties
+from firn.model.schema import TableSchema
 from firn.postgres import apply_migrations
 from firn.postgres import connect as pg_connect
 from firn.postgres.connection import Connection, ReconnectingConnection
 from firn.settings import FirnSettings
-from firn.table.properties import TableProperties
-from firn.table.schema import TableSchema
-from firn.table.table import Table
 
 log = logging.getLogger(__name__)
 

@@ -6,14 +6,14 @@ Vectorised Arrow throughout; no Python loop touches rows. For a keyed task:
    ``(from_merged_seq, S]``, per row when a file stores ``_seq``), this task's node
    (rows of files at shallower nodes are hashed) and key range; they are reduced to
    one row per key and sorted, spilling to disk past the memory budget
-   (``firn.compaction.runs``);
+   (``firn.engine.runs``);
 2. base files are grouped into runs of disjoint files in key order and streamed batch
    by batch, filtered the same way;
 3. the runs are merged window by window: per key the greatest LSN wins, winning
    deletes drop the key (major) or are kept (minor: change files only, written back
    as one insert and one delete file that keep each row's ``_seq`` and ``_ord``);
 4. the output is written sorted and cut at ``target-file-size``
-   (``firn.compaction.writer``) under a path unique to the task and attempt.
+   (``firn.engine.writer``) under a path unique to the task and attempt.
 
 Unkeyed tables only bin-pack: the input files are streamed into full-sized files.
 The kernel takes a ``TaskSpec`` and returns a ``TaskResult``, so it runs the same in
@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.compaction.runs import (
+from firn.engine.runs import (
     DEL,
     SortedRun,
     SpillStats,
@@ -41,18 +41,18 @@ from firn.compaction.runs import (
     windows,
     work_schema,
 )
-from firn.compaction.tasks import InputFile, TaskResult, TaskSpec
-from firn.compaction.writer import SizedWriter
+from firn.engine.scan import change_schema, stored_schema
+from firn.engine.writer import SizedWriter
 from firn.io.integrity import read_batches
 from firn.io.storage import Storage
+from firn.model.changes import ORD
+from firn.model.keyhash import hash_keys
+from firn.model.keyorder import bound_scalars, count_below, in_range
+from firn.model.merge_on_read import SEQ
+from firn.model.schema import TableSchema
+from firn.model.tasks import InputFile, TaskResult, TaskSpec
+from firn.model.values import KeyTuple, key_from_json
 from firn.settings import FirnSettings
-from firn.table.changes import ORD
-from firn.table.keyhash import hash_keys
-from firn.table.keyorder import bound_scalars, count_below, in_range
-from firn.table.merge_on_read import SEQ
-from firn.table.scan import change_schema, stored_schema
-from firn.table.schema import TableSchema
-from firn.table.values import KeyTuple, key_from_json
 
 READ_BATCH_ROWS = 65536
 DEFAULT_MEMORY_BUDGET = 1 << 30

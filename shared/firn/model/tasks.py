@@ -4,7 +4,7 @@ A ``TaskSpec`` is everything an executor needs to run one task without asking th
 catalog: the input files (with the seq the merge rule needs), the target node and key
 range, S, the output size and prefix. It is stored with the task row and carried by
 plan-task events and into Spark tasks, so it is a frozen model with a JSON form.
-Key bounds are keys in their catalog JSON form (``firn.table.values``); the lower bound
+Key bounds are keys in their catalog JSON form (``firn.model.values``); the lower bound
 is inclusive, the upper exclusive, ``None`` unbounded.
 """
 
@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from firn.catalog.files import FileEntry
-from firn.table.tree import Node
+from firn.model.files import FileEntry
+from firn.model.tree import Node
 
 Kind = Literal["major", "minor", "full", "bin-pack"]
 

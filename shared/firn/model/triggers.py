@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from firn.table.properties import TableProperties
+from firn.model.properties import TableProperties
 
 
 class Kind(StrEnum):

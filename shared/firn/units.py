@@ -11,7 +11,9 @@ the user can type back.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
 
 SIZE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 DURATION_UNITS = {"s": 1, "min": 60, "h": 3600, "d": 86400}
@@ -64,3 +66,11 @@ def format_duration(seconds: float) -> str:
         if seconds >= factor and seconds % factor == 0:
             return f"{int(seconds // factor)}{unit}"
     return f"{seconds:g}s"
+
+
+Bytes = Annotated[int, BeforeValidator(parse_size), Field(gt=0)]
+"""A positive size (settings use it too)."""
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+"""A positive duration (settings use it too)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from firn.errors import ConfigError
-from firn.table.values import MAX_PARTITION_VALUE_BYTES, MAX_PATH_COMPONENT_BYTES, path_text
+from firn.model.values import MAX_PARTITION_VALUE_BYTES, MAX_PATH_COMPONENT_BYTES, path_text
 
 RESERVED = ("_op", "_ord", "_seq")
 """Column names Firn uses in change files; a table may not use them."""

@@ -24,13 +24,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from firn.catalog.files import FileEntry
 from firn.errors import CorruptFileError, StorageError
 from firn.io.integrity import IO, RECORD_COUNT, SCHEMA, check_sizes, inspect_file
 from firn.io.storage import Storage
-from firn.table.changes import ORD
-from firn.table.merge_on_read import SEQ
-from firn.table.schema import TableSchema
+from firn.model.changes import ORD
+from firn.model.files import FileEntry
+from firn.model.merge_on_read import SEQ
+from firn.model.schema import TableSchema
 
 
 @dataclass(frozen=True)

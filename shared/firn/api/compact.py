@@ -12,24 +12,18 @@ import time
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from firn.catalog.compactions import PlanCommit, commit_plan
-from firn.catalog.plans import (
-    PlanRecord,
-    PlanSkipped,
-    claim_task,
-    record_result,
-    release_tasks,
-    retry_backoff,
-)
-from firn.compaction.execution import Claim, run_local, run_spark
-from firn.compaction.kernel import KernelLimits
-from firn.compaction.planning import plan_now
-from firn.compaction.states import PlanState
-from firn.compaction.tasks import Kind, TaskResult
+from firn.catalog.plans import claim_task, record_result, release_tasks, retry_backoff
+from firn.engine.execution import Claim, run_local, run_spark
+from firn.engine.kernel import KernelLimits
+from firn.engine.planning import plan_now
 from firn.errors import ConfigError
+from firn.model.plans import PlanRecord, PlanSkipped
+from firn.model.states import PlanState
+from firn.model.tasks import Kind, TaskResult
 from firn.postgres.connection import Connection
 
 if TYPE_CHECKING:
-    from firn.table.table import Table
+    from firn.api.table import Table
 
 Engine = Literal["spark", "local"]
 
@@ -126,7 +120,7 @@ def _execute(
 ) -> list[TaskResult]:
     if engine == "local":
         return run_local(table.definition, claims, limits)
-    from firn.spark import spark_session
+    from firn.engine.spark_session import spark_session
 
     session = spark_session(table.catalog.settings)
     return run_spark(session, table.definition, claims, limits)

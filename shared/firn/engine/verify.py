@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from firn.catalog.files import FileEntry
+from firn.engine.scan import stored_schema
 from firn.io.integrity import inspect_file
 from firn.io.storage import Storage
-from firn.table.scan import stored_schema
-from firn.table.schema import TableSchema
+from firn.model.files import FileEntry
+from firn.model.schema import TableSchema
 
 Progress = Callable[[int, int], None]
 """Called after each file with (files checked so far, files to check)."""

@@ -3,7 +3,7 @@
 Users pass them as a flat dict with the SPEC's dotted names, e.g.
 ``{"change.buckets": 8, "target-file-size": "64MiB"}``; sizes accept a number of bytes
 or a string with a KiB/MiB/GiB suffix, durations a number of seconds or a string with
-an s/min/h/d suffix (``firn.table.units``).
+an s/min/h/d suffix (``firn.units``).
 
 Every property has a range (``RANGES``, listed in README.md) chosen so that any
 value inside it works end to end: retentions fit a Postgres timestamp, a file size
@@ -35,7 +35,7 @@ from pydantic import (
 )
 
 from firn.errors import ConfigError
-from firn.table.units import (
+from firn.units import (
     format_duration,
     format_size,
     not_boolean,
@@ -103,10 +103,6 @@ RANGES: dict[str, Range] = {
 }
 """Every property's range; README.md lists the same (a unit test compares them)."""
 
-Bytes = Annotated[int, BeforeValidator(parse_size), Field(gt=0)]
-"""A positive size (settings use it too)."""
-Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
-"""A positive duration (settings use it too)."""
 # Properties take their bounds from RANGES, so that a refusal states the range.
 _Size = Annotated[int, BeforeValidator(parse_size)]
 _Duration = Annotated[float, BeforeValidator(parse_duration)]

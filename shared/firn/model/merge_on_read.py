@@ -28,8 +28,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.table.changes import ORD
-from firn.table.schema import TableSchema
+from firn.model.changes import ORD
+from firn.model.schema import TableSchema
 
 SEQ = "_seq"
 _LSN = "_firn_lsn"

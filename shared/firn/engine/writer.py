@@ -18,11 +18,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from firn.compaction.tasks import OutputFile
 from firn.errors import StorageError
 from firn.io.storage import Storage
-from firn.table.tree import Node
-from firn.table.values import key_at
+from firn.model.tasks import OutputFile
+from firn.model.tree import Node
+from firn.model.values import key_at
 
 ROW_GROUP_ROWS = 1 << 20
 ROW_GROUP_BYTES = 16 << 20  # of Arrow memory buffered per row group at most

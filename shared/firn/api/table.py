@@ -28,27 +28,23 @@ import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.catalog.commits import CommitResult, register_commit, stage_paths, unstage_paths
-from firn.catalog.files import (
-    check_snapshot,
-    current_snapshot,
-    files_at,
-    merged_seqs_at,
-)
+from firn.catalog.commits import register_commit, stage_paths, unstage_paths
+from firn.catalog.files import check_snapshot, current_snapshot, files_at, merged_seqs_at
 from firn.catalog.status import table_status
+from firn.engine.scan import read_inputs
+from firn.engine.staging import file_name, split_changes, write_group
+from firn.engine.verify import Progress, VerifyReport, verify_files
 from firn.errors import CommitError, CommitStateUnknownError, ConfigError, StorageError
 from firn.events.commits import CommitEvent, PartitionChange
 from firn.io.storage import Storage
-from firn.table.changes import DELETE, OP, UPSERT, validate_changes
-from firn.table.merge_on_read import merge
-from firn.table.properties import TableProperties
-from firn.table.scan import read_inputs
-from firn.table.schema import TableSchema
-from firn.table.staging import StagedFile, file_name, split_changes, write_group
-from firn.table.verify import Progress, VerifyReport, verify_files
+from firn.model.changes import DELETE, OP, UPSERT, validate_changes
+from firn.model.commits import CommitResult, StagedFile
+from firn.model.merge_on_read import merge
+from firn.model.properties import TableProperties
+from firn.model.schema import TableSchema
 
 if TYPE_CHECKING:
-    from firn.catalog.catalog import Catalog
+    from firn.api.catalog import Catalog
 
 log = logging.getLogger(__name__)
 

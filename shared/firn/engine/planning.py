@@ -8,12 +8,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from firn.catalog.files import current_snapshot, merged_seqs_at, partition_files_at
-from firn.catalog.plans import PlanRecord, PlanSkipped, create_plan
-from firn.compaction.planner import PlanDraft, plan_partition
-from firn.compaction.tasks import Kind
+from firn.catalog.plans import create_plan
+from firn.engine.planner import plan_partition
+from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
+from firn.model.tasks import Kind
 
 if TYPE_CHECKING:
-    from firn.table.table import Table
+    from firn.api.table import Table
 
 
 def plan_now(

@@ -29,11 +29,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.table.changes import ORD
-from firn.table.keyorder import count_at_most, row_scalars
-from firn.table.merge_on_read import SEQ, latest_positions
-from firn.table.schema import TableSchema
-from firn.table.values import KeyTuple, key_at, key_from_json
+from firn.model.changes import ORD
+from firn.model.keyorder import count_at_most, row_scalars
+from firn.model.merge_on_read import SEQ, latest_positions
+from firn.model.schema import TableSchema
+from firn.model.values import KeyTuple, key_at, key_from_json
 
 DEL = "_firn_del"
 BATCH_ROWS = 65536

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.table.values import to_arrow
+from firn.model.values import to_arrow
 
 
 def bound_scalars(key: Sequence[Any], key_schema: pa.Schema) -> list[pa.Scalar]:

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from firn.compaction.triggers import Decision, PartitionMetrics, decide, score
-from firn.table.properties import TableProperties
+from firn.model.properties import TableProperties
+from firn.model.triggers import Decision, PartitionMetrics, decide, score
 
 _ZERO = PartitionMetrics(0, 0, 0, 0, 0, 0, 0, None)
 

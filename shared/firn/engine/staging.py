@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from firn.io.storage import Storage
-from firn.table.changes import OP, ORD, UPSERT
-from firn.table.keyhash import hash_keys, node_index
-from firn.table.schema import TableSchema
-from firn.table.tree import ROOT, Node
-from firn.table.values import key_at, partition_path, partition_texts
+from firn.model.changes import OP, ORD, UPSERT
+from firn.model.commits import StagedFile
+from firn.model.keyhash import hash_keys, node_index
+from firn.model.schema import TableSchema
+from firn.model.tree import ROOT, Node
+from firn.model.values import key_at, partition_path, partition_texts
 
 _NODE = "_firn_node"
 
@@ -42,22 +42,6 @@ class ChangeGroup:
     file_type: str
     node: Node
     rows: pa.Table
-
-
-@dataclass(frozen=True)
-class StagedFile:
-    """A written change file, ready to be registered by the catalog."""
-
-    partition_key: str
-    partition_values: dict[str, str]
-    file_type: str
-    node: Node
-    path: str
-    """Relative to the table's location."""
-    size_bytes: int
-    record_count: int
-    min_key: list[Any] | None
-    max_key: list[Any] | None
 
 
 def split_changes(table: TableSchema, change_buckets: int, changes: pa.Table) -> list[ChangeGroup]:

@@ -15,10 +15,10 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from firn.compaction.kernel import KernelLimits, run_task
-from firn.compaction.tasks import TaskResult, TaskSpec
+from firn.engine.kernel import KernelLimits, run_task
 from firn.errors import FirnError
-from firn.table.schema import TableSchema
+from firn.model.schema import TableSchema
+from firn.model.tasks import TaskResult, TaskSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from firn.errors import ConfigError
-from firn.table.keyhash import U64
+from firn.model.keyhash import U64
 
 
 def _check_level(m: int) -> int:

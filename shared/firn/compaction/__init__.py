@@ -1,1 +1,0 @@
-"""Compaction: triggers, plans, task state machines (the pure core; adapters elsewhere)."""

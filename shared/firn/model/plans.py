@@ -1,0 +1,95 @@
+"""A compaction plan as data: the planner's draft (SPEC 5) before it is stored, and
+what storing it gave (a plan with task ids, or why none was made)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from firn.model.files import FileEntry
+from firn.model.tasks import InputFile, Kind, TaskSpec
+from firn.model.tree import Node
+
+
+@dataclass(frozen=True)
+class PlannedTask:
+    """One task before it has an id."""
+
+    node: Node
+    lower: list[Any] | None
+    upper: list[Any] | None
+    base_files: tuple[FileEntry, ...]
+    change_files: tuple[FileEntry, ...]
+    cut_before: tuple[list[Any], ...] = ()
+    """Keys an output file must not span: the smallest keys of the node's untouched
+    base files, so outputs and untouched files stay disjoint in key range."""
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(f.size_bytes for f in (*self.base_files, *self.change_files))
+
+
+@dataclass(frozen=True)
+class PlanDraft:
+    """What one partition's compaction will do."""
+
+    partition_key: str
+    kind: Kind
+    from_merged_seq: int
+    to_seq: int
+    tasks: tuple[PlannedTask, ...]
+    untouched_base_files: tuple[FileEntry, ...] = field(default=())
+    """Base files of planned nodes that no change touches: left as they are."""
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(t.input_bytes for t in self.tasks)
+
+    def task_spec(
+        self,
+        task: PlannedTask,
+        *,
+        plan_id: int,
+        task_id: int,
+        table_id: int,
+        location: str,
+        target_file_size: int,
+    ) -> TaskSpec:
+        """What an executor needs to run ``task``, once plan and task have ids."""
+        store = "change" if self.kind == "minor" else "base"
+        prefix = f"{store}/{self.partition_key}/" if self.partition_key else f"{store}/"
+        return TaskSpec(
+            plan_id=plan_id,
+            task_id=task_id,
+            table_id=table_id,
+            location=location,
+            partition_key=self.partition_key,
+            kind=self.kind,
+            node_m=task.node.m,
+            node_i=task.node.i,
+            lower=task.lower,
+            upper=task.upper,
+            base_files=tuple(InputFile.of(f) for f in task.base_files),
+            change_files=tuple(InputFile.of(f) for f in task.change_files),
+            cut_before=task.cut_before,
+            from_merged_seq=self.from_merged_seq,
+            to_seq=self.to_seq,
+            target_file_size=target_file_size,
+            output_prefix=f"{prefix}p{plan_id}-t{task_id}",
+        )
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """A persisted plan and its tasks."""
+
+    plan_id: int
+    tasks: tuple[TaskSpec, ...]
+
+
+@dataclass(frozen=True)
+class PlanSkipped:
+    """Why no plan was made (the state check of SPEC 5 step 1)."""
+
+    partition_key: str
+    reason: str
