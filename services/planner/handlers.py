@@ -71,6 +71,7 @@ class Planner:
             )
             return
         outcome = plan_now(
+            self.catalog.conn,
             table,
             request.partition_key,
             request.kind,

@@ -365,7 +365,7 @@ def test_compact_wait_reports_a_failed_plan_and_a_timeout(
     assert doc["partitions"][0]["plan_id"] is None
 
     def fail(table: firn.Table, request: PlanRequestEvent) -> None:
-        record = plan_now(table, request.partition_key, request.kind)
+        record = plan_now(table.catalog.conn, table, request.partition_key, request.kind)
         assert isinstance(record, PlanRecord)
         fail_plan(table.catalog.conn, record.plan_id, "disk on fire")
 

@@ -37,7 +37,7 @@ def catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
 def prepared_plan(table: firn.Table, *, leave_one: bool = False) -> tuple[PlanRecord, list[int]]:
     """A plan with its tasks run and recorded (all but the last, if asked)."""
     conn = table.catalog.conn
-    record = plan_now(table, "", "major")
+    record = plan_now(table.catalog.conn, table, "", "major")
     assert isinstance(record, PlanRecord)
     release_tasks(conn, record)
     tasks = record.tasks[:-1] if leave_one else record.tasks

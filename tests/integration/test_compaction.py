@@ -222,7 +222,7 @@ def test_unkeyed_tables_bin_pack_small_files(catalog: firn.Catalog) -> None:
 
 
 def _plan(table: firn.Table) -> PlanRecord:
-    record = plan_now(table, "", "major")
+    record = plan_now(table.catalog.conn, table, "", "major")
     assert isinstance(record, PlanRecord)
     release_tasks(table.catalog.conn, record)
     return record

@@ -42,7 +42,7 @@ def planned(catalog: firn.Catalog, name: str) -> tuple[firn.Table, PlanRecord]:
     ids = np.arange(400)
     table.upsert(pa.table({"id": ids, "v": [f"v{i}" for i in ids]}))
     table.delete(pa.table({"id": ids[::7]}))
-    record = plan_now(table, "", "major")
+    record = plan_now(table.catalog.conn, table, "", "major")
     assert isinstance(record, PlanRecord)
     release_tasks(catalog.conn, record)
     return table, record
@@ -143,7 +143,9 @@ def test_the_sweep_announces_a_plan_the_planner_stored_but_never_released(
     ensure_topics(settings, topics.all(), partitions=1)
     table = catalog.create_table("orphaned_plan", SCHEMA, ["id"], [], {"base.buckets": 2})
     table.upsert(pa.table({"id": np.arange(50), "v": ["x"] * 50}))
-    record = plan_now(table, "", "major")  # stored; the planner died before releasing
+    record = plan_now(
+        table.catalog.conn, table, "", "major"
+    )  # stored; the planner died before releasing
     assert isinstance(record, PlanRecord)
     assert {s for s, _ in states(catalog, record)} == {"Init"}
 

@@ -55,7 +55,7 @@ def _two_tables(catalog: firn.Catalog) -> tuple[firn.Table, firn.Table, PlanReco
     real.upsert(pa.table({"id": ids, "v": np.zeros(50, dtype=np.int64)}))
     real.upsert(pa.table({"id": ids[:5], "v": np.ones(5, dtype=np.int64)}))
     other.upsert(pa.table({"id": [0], "v": [0]}))
-    record = plan_now(real, "", "major")
+    record = plan_now(real.catalog.conn, real, "", "major")
     assert isinstance(record, PlanRecord)
     release_tasks(catalog.conn, record)
     return real, other, record

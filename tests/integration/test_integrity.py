@@ -204,7 +204,7 @@ def test_the_dispatcher_fails_the_plan_at_once_on_a_damaged_input(
     ensure_topics(settings, topics.all(), partitions=1)
     table, entry = orders(catalog, "dispatched_damage")
     path = replace_with_fewer_rows(table, entry)
-    record = plan_now(table, "region=eu", "major")
+    record = plan_now(table.catalog.conn, table, "region=eu", "major")
     assert isinstance(record, PlanRecord)
     release_tasks(catalog.conn, record)
     (spec,) = record.tasks

@@ -122,7 +122,7 @@ def test_the_periodic_check_finds_commits_without_events(
             settings, tmp_path, ["metrics"], FIRN_METRICS_CHECK_INTERVAL="3"
         ) as services,
     ):
-        assert catalog.commit_publisher is None
+        assert catalog.tables_catalog.publisher is None
         table = catalog.create_table("quiet", SCHEMA, ["id"], [], PROPS)
         _upsert(table, range(20), "a")
         got = requests.until(1, timeout=90, services=services)

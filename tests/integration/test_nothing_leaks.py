@@ -187,7 +187,7 @@ def test_an_unknown_commit_outcome_keeps_the_files_and_cleanup_decides_later(
 
 
 def plan(table: firn.Table) -> PlanRecord:
-    record = plan_now(table, "", "major")
+    record = plan_now(table.catalog.conn, table, "", "major")
     assert isinstance(record, PlanRecord)
     release_tasks(table.catalog.conn, record)
     return record

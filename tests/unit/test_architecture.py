@@ -15,7 +15,10 @@ PACKAGES = {"firn": ROOT / "shared" / "firn", "firn_services": ROOT / "services"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("firn.errors", "firn.logs", "firn.units", "firn.settings")),
     ("model", ("firn.model",)),
-    ("storage and catalog", ("firn.io", "firn.postgres", "firn.catalog", "firn.events", "firn.kafka")),
+    (
+        "storage and catalog",
+        ("firn.io", "firn.postgres", "firn.catalog", "firn.events", "firn.kafka"),
+    ),
     ("engine", ("firn.engine",)),
     ("api", ("firn.api", "firn")),
     ("services and cli", ("firn.cli", "firn.commands", "firn.__main__", "firn_services")),

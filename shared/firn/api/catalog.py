@@ -10,18 +10,18 @@ thread-safe; open one per thread or process.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
-import psycopg
 import pyarrow as pa
 from pydantic import SecretStr
 
 from firn.api.table import Table
+from firn.catalog.table_catalog import PostgresTableCatalog
+from firn.catalog.tables import TableRow, insert_table, table_named, table_names, table_with_id
 from firn.errors import ConfigError
 from firn.events.publisher import EventPublisher
-from firn.io.storage import join_location, resolve_root
+from firn.io.storage import resolve_root
 from firn.kafka.topics import Topics
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
@@ -40,23 +40,28 @@ class Catalog:
         self, settings: FirnSettings, conn: Connection, commit_publisher: EventPublisher | None
     ) -> None:
         self.settings = settings
-        self.db = ReconnectingConnection(settings, conn=conn)
-        self.commit_publisher = commit_publisher
+        self.tables_catalog = PostgresTableCatalog(
+            settings, ReconnectingConnection(settings, conn=conn), commit_publisher
+        )
+        """What this catalog's Tables talk to (``firn.model.table_catalog``)."""
 
     @property
     def conn(self) -> Connection:
         """The catalog connection; a broken one is replaced here. Work cut off by the
         break failed with a transient error: callers retry it, not part of it."""
-        return self.db.conn
+        return self.tables_catalog.conn
+
+    @property
+    def db(self) -> ReconnectingConnection:
+        """The reconnecting connection itself, for services that hand it on."""
+        return self.tables_catalog.db
 
     @property
     def warehouse(self) -> str:
         return resolve_root(self.settings.warehouse)
 
     def close(self) -> None:
-        if self.commit_publisher is not None:
-            self.commit_publisher.close()
-        self.db.close()
+        self.tables_catalog.close()
 
     def __enter__(self) -> Catalog:
         return self
@@ -78,63 +83,31 @@ class Catalog:
         ``FIRN_WAREHOUSE`` do not move existing tables."""
         definition = TableSchema.build(name, schema, primary_key, partition_by)
         props = TableProperties.parse(properties)
-        warehouse = self.warehouse
-        try:
-            with self.conn.transaction():
-                row = self.conn.execute(
-                    "INSERT INTO catalog_table (name, schema_ipc, primary_key, partition_by, "
-                    "properties, location) VALUES (%s, %s, %s, %s, %s, '') RETURNING table_id",
-                    (
-                        name,
-                        definition.to_ipc(),
-                        list(definition.primary_key),
-                        list(definition.partition_by),
-                        json.dumps(props.as_dict()),
-                    ),
-                ).fetchone()
-                assert row is not None
-                location = join_location(warehouse, f"{name}-{row[0]}")
-                self.conn.execute(
-                    "UPDATE catalog_table SET location = %s WHERE table_id = %s",
-                    (location, row[0]),
-                )
-        except psycopg.errors.UniqueViolation as exc:
-            raise ConfigError(f"a table named {name!r} already exists") from exc
-        log.info("created table %s at %s", name, location)
-        return Table(self, row[0], definition, props, location)
+        row = insert_table(self.conn, definition, props, self.warehouse)
+        log.info("created table %s at %s", name, row.location)
+        return self._table(row)
 
     def table(self, name: str) -> Table:
         """The table called ``name``; ``ConfigError`` if there is none."""
-        if not isinstance(name, str) or "\x00" in name:
-            # Postgres cannot even compare such a name; no table can have it.
-            raise ConfigError(f"no table named {name!r}")
-        found = self._load("name = %s", name)
+        found = table_named(self.conn, name) if isinstance(name, str) else None
         if found is None:
             raise ConfigError(f"no table named {name!r}")
-        return found
+        return self._table(found)
 
     def table_by_id(self, table_id: int) -> Table | None:
         """The table with this id, or None (never created, or dropped). Services find
         tables this way: by the id in the catalog row an event names, never by a
         name an event carries."""
-        return self._load("table_id = %s", table_id)
-
-    def _load(self, where: str, value: object) -> Table | None:
-        row = self.conn.execute(
-            "SELECT table_id, name, schema_ipc, primary_key, partition_by, properties, "
-            f"location FROM catalog_table WHERE {where}",
-            (value,),
-        ).fetchone()
-        if row is None:
-            return None
-        table_id, name, ipc, key, parts, props, location = row
-        definition = TableSchema(name, TableSchema.schema_from_ipc(ipc), tuple(key), tuple(parts))
-        properties = TableProperties.from_catalog(props, name)
-        return Table(self, table_id, definition, properties, location)
+        found = table_with_id(self.conn, table_id)
+        return None if found is None else self._table(found)
 
     def tables(self) -> list[str]:
-        rows = self.conn.execute("SELECT name FROM catalog_table ORDER BY name").fetchall()
-        return [r[0] for r in rows]
+        return table_names(self.conn)
+
+    def _table(self, row: TableRow) -> Table:
+        return Table(
+            self.tables_catalog, row.table_id, row.definition, row.properties, row.location
+        )
 
 
 def connect(
@@ -171,3 +144,13 @@ def connect(
             "commits at its periodic catalog check"
         )
     return Catalog(settings, conn, publisher)
+
+
+def postgres_catalog_of(table: Table) -> PostgresTableCatalog:
+    """The Postgres catalog behind ``table``, for the work that acts on catalog rows
+    directly (compaction, progress); ``ConfigError`` for a table on another catalog."""
+    if not isinstance(table.catalog, PostgresTableCatalog):
+        raise ConfigError(
+            f"table {table.name!r} is not on a Postgres catalog; open it with firn.connect"
+        )
+    return table.catalog

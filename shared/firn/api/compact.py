@@ -11,6 +11,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from firn.api.catalog import postgres_catalog_of
 from firn.catalog.compactions import PlanCommit, commit_plan
 from firn.catalog.plans import claim_task, record_result, release_tasks, retry_backoff
 from firn.engine.execution import Claim, run_local, run_spark
@@ -21,6 +22,7 @@ from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import PlanState
 from firn.model.tasks import Kind, TaskResult
 from firn.postgres.connection import Connection
+from firn.settings import FirnSettings
 
 if TYPE_CHECKING:
     from firn.api.table import Table
@@ -47,15 +49,15 @@ def compact(
     if engine not in ("spark", "local"):
         raise ConfigError(f"engine must be 'spark' or 'local', got {engine!r}")
     started = time.monotonic()
-    catalog = table.catalog
+    catalog = postgres_catalog_of(table)
     conn = catalog.conn
     props = table.properties
-    partitions = _partitions(table, partition)
+    partitions = _partitions(conn, table, partition)
 
     plans: list[PlanRecord] = []
     skipped: list[PlanSkipped] = []
     for part in partitions:
-        record = plan_now(table, part, cast(Kind, kind), reason={"trigger": "manual"})
+        record = plan_now(conn, table, part, cast(Kind, kind), reason={"trigger": "manual"})
         if isinstance(record, PlanSkipped):
             skipped.append(record)
         elif record is not None:
@@ -72,7 +74,7 @@ def compact(
             claim = claim_task(conn, task_id, owner, props.task_lease)
             if claim is not None:
                 claims.append(claim)
-        batch = _execute(table, claims, limits, engine)
+        batch = _execute(catalog.settings, table, claims, limits, engine)
         results.extend(batch)
         retries = [r for r in batch if record_result(conn, r, props.task_max_attempts) == "retry"]
         pending = [r.task_id for r in retries]
@@ -97,10 +99,10 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     return commit_plan(conn, plan_id)
 
 
-def _partitions(table: Table, partition: str | None) -> list[str]:
+def _partitions(conn: Connection, table: Table, partition: str | None) -> list[str]:
     known = [
         p
-        for (p,) in table.catalog.conn.execute(
+        for (p,) in conn.execute(
             "SELECT partition_key FROM catalog_partition WHERE table_id = %s "
             "ORDER BY partition_key",
             (table.table_id,),
@@ -116,13 +118,13 @@ def _partitions(table: Table, partition: str | None) -> list[str]:
 
 
 def _execute(
-    table: Table, claims: list[Claim], limits: KernelLimits, engine: Engine
+    settings: FirnSettings, table: Table, claims: list[Claim], limits: KernelLimits, engine: Engine
 ) -> list[TaskResult]:
     if engine == "local":
         return run_local(table.definition, claims, limits)
     from firn.engine.spark_session import spark_session
 
-    session = spark_session(table.catalog.settings)
+    session = spark_session(settings)
     return run_spark(session, table.definition, claims, limits)
 
 

@@ -1,65 +1,52 @@
 """``Table``: commit change sets, read the merged view, list files and status (SPEC 10).
 
-A commit is four steps, in this order (SPEC 3):
+A Table talks only to a ``TableCatalog`` (``firn.model.table_catalog``): the Postgres
+catalog behind ``firn.connect``, or a fake in tests. A commit is four steps, in this
+order (SPEC 3):
 
-1. choose the change files' paths and record them as staged (``orphan_file``);
+1. choose the change files' paths and record them as staged;
 2. write the change files (nothing refers to them yet);
-3. register files, seq and snapshot in ONE catalog transaction, which also deletes
-   the staged records: the commit point;
-4. publish the commit event with a bounded wait (``firn.events.publisher``).
+3. register files, seq and snapshot in ONE catalog step, which also clears the
+   staged records: the commit point;
+4. announce the commit (a Kafka event, with a bounded wait).
 
-When the outcome is known to be a failure (writing failed, a statement failed before
-COMMIT, or Postgres answered COMMIT with an error, which means it rolled back) the
-staged files and their records are deleted at once. When the connection breaks *while*
-committing, the outcome is unknown: ``CommitStateUnknownError`` is raised and the
-files are kept, because deleting them would corrupt the commit if it did land. Their
-records settle it later without asking anyone: they exist iff the commit did not
-land, and orphan cleanup deletes a recorded file after ``orphan.retention``
+When the outcome is known to be a failure (writing failed, or the catalog says the
+commit did not land) the staged files and their records are deleted at once. When
+the outcome is unknown (``CommitStateUnknownError``) the files are kept, because
+deleting them would corrupt the commit if it did land: their records settle it
+later, and orphan cleanup deletes a recorded file after ``orphan.retention``
 (``firn.catalog.commits``, ``firn.catalog.expiry``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.catalog.commits import register_commit, stage_paths, unstage_paths
-from firn.catalog.files import check_snapshot, current_snapshot, files_at, merged_seqs_at
-from firn.catalog.status import table_status
 from firn.engine.scan import read_inputs
 from firn.engine.staging import file_name, split_changes, write_group
 from firn.engine.verify import Progress, VerifyReport, verify_files
 from firn.errors import CommitError, CommitStateUnknownError, ConfigError, StorageError
-from firn.events.commits import CommitEvent, PartitionChange
 from firn.io.storage import Storage
 from firn.model.changes import DELETE, OP, UPSERT, validate_changes
 from firn.model.commits import CommitResult, StagedFile
 from firn.model.merge_on_read import merge
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
-
-if TYPE_CHECKING:
-    from firn.api.catalog import Catalog
+from firn.model.table_catalog import TableCatalog
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_OUTCOME_CLASSES = frozenset({"08", "53", "57", "58", "XX"})
-"""SQLSTATE classes an error at COMMIT may carry without proving a rollback:
-connection exceptions, insufficient resources, operator intervention (a shutdown),
-system and internal errors. Any other error answering COMMIT means it rolled back."""
-
 
 class Table:
-    """A handle on one table; cheap to create, bound to its catalog's connection."""
+    """A handle on one table; cheap to create, bound to its catalog."""
 
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: TableCatalog,
         table_id: int,
         definition: TableSchema,
         properties: TableProperties,
@@ -97,13 +84,9 @@ class Table:
         groups = split_changes(self.definition, self.properties.change_buckets, validated)
         paths = [file_name(group) for group in groups]
         try:
-            stage_paths(self.catalog.conn, self.table_id, paths)
-        except psycopg.Error as exc:
-            # Nothing is written yet; a record left behind names no file and is
-            # cleared by orphan cleanup. Trying the commit again is safe.
-            raise CommitError(
-                f"commit to {self.name!r} failed before writing anything: {exc}", retryable=True
-            ) from exc
+            self.catalog.stage_paths(self.table_id, paths)
+        except CommitError as exc:
+            raise _about(self.name, exc) from exc
         try:
             staged = [
                 write_group(self.definition, self.storage, group, path)
@@ -134,55 +117,34 @@ class Table:
         return self.commit(_with_op(pa.table(columns, names=self.schema.names), DELETE))
 
     def _register(self, staged: list[StagedFile]) -> CommitResult:
-        conn = self.catalog.conn
-        paths = [f.path for f in staged]
-        committing = False
         try:
-            with conn.transaction():
-                result = register_commit(conn, self.table_id, staged)
-                committing = True
-        except psycopg.Error as exc:
-            # Before COMMIT was sent, Postgres rolls back whatever happened; COMMIT
-            # answered with an error rolled back too. Only a COMMIT whose answer was
-            # lost leaves the outcome unknown.
-            if committing and not _rolled_back(conn, exc):
-                raise CommitStateUnknownError(
-                    f"the catalog connection failed while committing to {self.name!r}; "
-                    f"the commit may or may not have landed ({len(staged)} staged files "
-                    f"kept, recorded for orphan cleanup in case it did not): {exc}"
-                ) from exc
-            self._discard(paths)
-            raise CommitError(f"commit to {self.name!r} failed: {exc}", retryable=True) from exc
-        except BaseException:
-            if not committing:
-                self._discard(paths)
+            return self.catalog.register_commit(self.table_id, staged)
+        except CommitStateUnknownError as exc:
+            raise _about(self.name, exc) from exc
+        except CommitError as exc:
+            self._discard([f.path for f in staged])
+            raise _about(self.name, exc) from exc
+        except Exception:
+            # Any other error came before the commit point (the catalog turns every
+            # failure at COMMIT into one of the two above). An interrupt is not sure
+            # to have: the files stay recorded, and orphan cleanup decides.
+            self._discard([f.path for f in staged])
             raise
-        return result
 
     def _discard(self, paths: list[str]) -> None:
         """Delete staged files of a commit known to have failed, then their records."""
         try:
             for path in paths:
                 self.storage.delete(path)
-            unstage_paths(self.catalog.conn, self.table_id, paths)
-        except (StorageError, psycopg.Error) as exc:
+            self.catalog.unstage_paths(self.table_id, paths)
+        except (StorageError, CommitError) as exc:
             # Still recorded as staged: orphan cleanup deletes them after orphan.retention.
             log.warning("staged files of a failed commit to %s left behind: %s", self.name, exc)
 
     def _announce(self, result: CommitResult, staged: list[StagedFile]) -> None:
-        publisher = self.catalog.commit_publisher
-        if publisher is None:
-            self.last_event_delivered = None
-            return
-        event = CommitEvent(
-            table=self.name,
-            table_id=self.table_id,
-            seq=result.seq,
-            snapshot_id=result.snapshot_id,
-            committed_at=result.committed_at,
-            partitions=_partition_changes(staged),
+        self.last_event_delivered = self.catalog.announce_commit(
+            self.name, self.table_id, result, staged
         )
-        self.last_event_delivered = publisher.publish(self.name, event)
 
     def set_properties(self, updates: dict[str, Any]) -> TableProperties:
         """Change some properties (dotted names, SPEC 8); the rest keep their values.
@@ -194,12 +156,7 @@ class Table:
         if not isinstance(updates, dict):
             raise ConfigError(f"updates must be a dict, got {type(updates).__name__}")
         properties = self.properties.merged(updates)
-        with self.catalog.conn.transaction():
-            row = self.catalog.conn.execute(
-                "UPDATE catalog_table SET properties = %s WHERE table_id = %s RETURNING 1",
-                (json.dumps(properties.as_dict()), self.table_id),
-            ).fetchone()
-        if row is None:
+        if not self.catalog.save_properties(self.table_id, properties):
             raise ConfigError(f"table {self.name!r} no longer exists")
         self.properties = properties
         return properties
@@ -208,13 +165,13 @@ class Table:
 
     def current_snapshot(self) -> int:
         """The id of the latest snapshot (0 before the first commit)."""
-        return current_snapshot(self.catalog.conn, self.table_id)
+        return self.catalog.current_snapshot(self.table_id)
 
     def _readable(self, snapshot: int | None) -> int:
         """``snapshot``, checked to exist and not be expired; the latest when None."""
         if snapshot is None:
-            return current_snapshot(self.catalog.conn, self.table_id)
-        check_snapshot(self.catalog.conn, self.table_id, snapshot)
+            return self.catalog.current_snapshot(self.table_id)
+        self.catalog.check_snapshot(self.table_id, snapshot)
         return snapshot
 
     def read(self, snapshot: int | None = None) -> pa.Table:
@@ -224,10 +181,9 @@ class Table:
         snapshot's files and merge state never change once it is visible. A file
         that is missing, damaged, or not the size or record count the catalog
         recorded raises ``CorruptFileError`` (a ``StorageError``) naming it."""
-        conn = self.catalog.conn
         snapshot = self._readable(snapshot)
-        entries = files_at(conn, self.table_id, snapshot)
-        merged = merged_seqs_at(conn, self.table_id, snapshot)
+        entries = self.catalog.files_at(self.table_id, snapshot)
+        merged = self.catalog.merged_seqs_at(self.table_id, snapshot)
         inputs = read_inputs(self.storage, self.definition, entries, merged)
         return merge(self.definition, inputs.base, inputs.inserts, inputs.deletes)
 
@@ -237,18 +193,16 @@ class Table:
         """Check every live file at ``snapshot`` (default: the latest) against the
         catalog: exists, size, Parquet footer, record count, columns; ``deep`` also
         decodes every row. Reports problems instead of raising (``firn verify``)."""
-        conn = self.catalog.conn
         snapshot = self._readable(snapshot)
-        entries = files_at(conn, self.table_id, snapshot)
+        entries = self.catalog.files_at(self.table_id, snapshot)
         return verify_files(
             self.storage, self.definition, snapshot, entries, deep=deep, progress=progress
         )
 
     def files(self, snapshot: int | None = None) -> pa.Table:
         """The live files: store, type, partition, node, seq, size, records, ..."""
-        conn = self.catalog.conn
         snapshot = self._readable(snapshot)
-        entries = files_at(conn, self.table_id, snapshot)
+        entries = self.catalog.files_at(self.table_id, snapshot)
         return pa.table(
             {
                 "file_id": pa.array([e.file_id for e in entries], pa.int64()),
@@ -269,14 +223,7 @@ class Table:
     def status(self) -> dict[str, Any]:
         """Per partition: merge state, what waits to be compacted, the trigger
         decision and score, the open plan and its task states, the last compaction."""
-        return table_status(self.catalog.conn, self.table_id, self.name, self.properties)
-
-
-def _rolled_back(conn: psycopg.Connection[Any], exc: psycopg.Error) -> bool:
-    """Whether an error raised by COMMIT proves the transaction rolled back: Postgres
-    answered with an error, and the connection is still sound."""
-    state = exc.sqlstate
-    return state is not None and state[:2] not in UNKNOWN_OUTCOME_CLASSES and not conn.broken
+        return self.catalog.status(self.table_id, self.name, self.properties)
 
 
 def _with_op(rows: pa.Table, op: str) -> pa.Table:
@@ -289,20 +236,6 @@ def _with_op(rows: pa.Table, op: str) -> pa.Table:
     return rows.append_column(OP, pa.array([op] * rows.num_rows, pa.string()))
 
 
-def _partition_changes(staged: list[StagedFile]) -> list[PartitionChange]:
-    by_partition: dict[str, list[StagedFile]] = {}
-    for f in staged:
-        by_partition.setdefault(f.partition_key, []).append(f)
-    return [
-        PartitionChange(
-            partition_key=key,
-            partition_values=files[0].partition_values,
-            insert_files=sum(f.file_type == "I" for f in files),
-            delete_files=sum(f.file_type == "D" for f in files),
-            insert_rows=sum(f.record_count for f in files if f.file_type == "I"),
-            delete_rows=sum(f.record_count for f in files if f.file_type == "D"),
-            insert_bytes=sum(f.size_bytes for f in files if f.file_type == "I"),
-            delete_bytes=sum(f.size_bytes for f in files if f.file_type == "D"),
-        )
-        for key, files in sorted(by_partition.items())
-    ]
+def _about(table: str, exc: CommitError) -> CommitError:
+    """The catalog's error, saying which table's commit it was about."""
+    return type(exc)(f"commit to {table!r}: {exc}", retryable=exc.retryable)

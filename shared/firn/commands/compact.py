@@ -29,7 +29,7 @@ from typing import Any, cast
 
 from confluent_kafka import KafkaError, Message
 
-from firn.api.catalog import connect
+from firn.api.catalog import connect, postgres_catalog_of
 from firn.api.compact import Engine, compact
 from firn.api.table import Table
 from firn.catalog.listing import PlanProgress, plan_progress, settled_plan_ids
@@ -133,10 +133,11 @@ def _request(
     if partition is not None and partition not in partitions:
         known = sorted(partitions)[:10]
         raise ConfigError(f"table {table.name!r} has no partition {partition!r} (it has {known})")
-    baseline = settled_plan_ids(table.catalog.conn, table.table_id)
+    conn = postgres_catalog_of(table).conn
+    baseline = settled_plan_ids(conn, table.table_id)
     requests, skipped = [], []
     for key in [partition] if partition is not None else sorted(partitions):
-        draft = draft_now(table, key, cast(Kind, kind))
+        draft = draft_now(conn, table, key, cast(Kind, kind))
         if draft is None:
             skipped.append({"partition": key, "reason": "nothing to compact"})
             continue
@@ -198,7 +199,9 @@ def _wait(
     last_line = ""
     requested_at = time.monotonic()
     while True:
-        progress = plan_progress(table.catalog.conn, table.table_id, list(targets), baseline)
+        progress = plan_progress(
+            postgres_catalog_of(table).conn, table.table_id, list(targets), baseline
+        )
         states = list(progress.values())
         pending = [p for p in states if not _done(p, kind, expected, targets[p.partition])]
         if not pending:

@@ -5,20 +5,34 @@ tasks, shared by ``firn.compact`` and the planner service."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from firn.catalog.files import current_snapshot, merged_seqs_at, partition_files_at
 from firn.catalog.plans import create_plan
 from firn.engine.planner import plan_partition
 from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
+from firn.model.properties import TableProperties
+from firn.model.schema import TableSchema
 from firn.model.tasks import Kind
+from firn.postgres.connection import Connection
 
-if TYPE_CHECKING:
-    from firn.api.table import Table
+
+class PlannedTable(Protocol):
+    """What planning needs to know of a table (a ``firn.Table`` has it)."""
+
+    @property
+    def table_id(self) -> int: ...
+    @property
+    def location(self) -> str: ...
+    @property
+    def definition(self) -> TableSchema: ...
+    @property
+    def properties(self) -> TableProperties: ...
 
 
 def plan_now(
-    table: Table,
+    conn: Connection,
+    table: PlannedTable,
     partition: str,
     kind: Kind,
     *,
@@ -27,9 +41,8 @@ def plan_now(
 ) -> PlanRecord | PlanSkipped | None:
     """A stored plan for ``partition``, why none was stored, or ``None`` when there
     is nothing to compact. Unkeyed tables always get a bin-pack plan."""
-    conn = table.catalog.conn
     snapshot = current_snapshot(conn, table.table_id)
-    draft = _draft(table, partition, kind, snapshot)
+    draft = _draft(conn, table, partition, kind, snapshot)
     if draft is None:
         return None
     return create_plan(
@@ -44,14 +57,17 @@ def plan_now(
     )
 
 
-def draft_now(table: Table, partition: str, kind: Kind) -> PlanDraft | None:
+def draft_now(
+    conn: Connection, table: PlannedTable, partition: str, kind: Kind
+) -> PlanDraft | None:
     """What ``plan_now`` would plan for ``partition`` now, without storing anything:
     ``None`` when there is nothing to compact."""
-    return _draft(table, partition, kind, current_snapshot(table.catalog.conn, table.table_id))
+    return _draft(conn, table, partition, kind, current_snapshot(conn, table.table_id))
 
 
-def _draft(table: Table, partition: str, kind: Kind, snapshot: int) -> PlanDraft | None:
-    conn = table.catalog.conn
+def _draft(
+    conn: Connection, table: PlannedTable, partition: str, kind: Kind, snapshot: int
+) -> PlanDraft | None:
     files = partition_files_at(conn, table.table_id, snapshot, partition)
     merged = merged_seqs_at(conn, table.table_id, snapshot).get(partition, 0)
     plan_kind: Kind = kind if table.definition.keyed else "bin-pack"

@@ -7,11 +7,13 @@ event whose seq is not newer than what it already saw (duplicates, reordering).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from firn.events.envelope import Event
+from firn.model.commits import CommitResult, StagedFile
 
 
 class PartitionChange(BaseModel):
@@ -40,3 +42,35 @@ class CommitEvent(Event):
     snapshot_id: int = Field(ge=1, description="The snapshot the commit created.")
     committed_at: AwareDatetime = Field(description="Catalog time of the commit.")
     partitions: list[PartitionChange] = Field(min_length=1)
+
+
+def commit_event(
+    table: str, table_id: int, result: CommitResult, staged: Sequence[StagedFile]
+) -> CommitEvent:
+    """The event announcing a landed commit of ``staged`` files."""
+    by_partition: dict[str, list[StagedFile]] = {}
+    for f in staged:
+        by_partition.setdefault(f.partition_key, []).append(f)
+    return CommitEvent(
+        table=table,
+        table_id=table_id,
+        seq=result.seq,
+        snapshot_id=result.snapshot_id,
+        committed_at=result.committed_at,
+        partitions=[_partition_change(key, files) for key, files in sorted(by_partition.items())],
+    )
+
+
+def _partition_change(key: str, files: Sequence[StagedFile]) -> PartitionChange:
+    inserts = [f for f in files if f.file_type == "I"]
+    deletes = [f for f in files if f.file_type == "D"]
+    return PartitionChange(
+        partition_key=key,
+        partition_values=files[0].partition_values,
+        insert_files=len(inserts),
+        delete_files=len(deletes),
+        insert_rows=sum(f.record_count for f in inserts),
+        delete_rows=sum(f.record_count for f in deletes),
+        insert_bytes=sum(f.size_bytes for f in inserts),
+        delete_bytes=sum(f.size_bytes for f in deletes),
+    )

@@ -1,0 +1,125 @@
+"""``PostgresTableCatalog``: the ``TableCatalog`` a Table talks to, over one
+reconnecting Postgres connection and an optional commit-event publisher.
+
+Here, and only here, database errors become the Table's errors. A commit whose
+outcome is known to be a failure (a statement failed before COMMIT, or Postgres
+answered COMMIT with an error, which means it rolled back) is ``CommitError``. When
+the connection breaks *while* committing, the outcome is unknown:
+``CommitStateUnknownError``, and the Table keeps the staged files, because deleting
+them would corrupt the commit if it did land. Their ``orphan_file`` records settle
+it later without asking anyone (``firn.catalog.commits``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from firn.catalog import commits, files, status, tables
+from firn.errors import CommitError, CommitStateUnknownError
+from firn.events.commits import commit_event
+from firn.events.publisher import EventPublisher
+from firn.model.commits import CommitResult, StagedFile
+from firn.model.files import FileEntry
+from firn.model.properties import TableProperties
+from firn.postgres.connection import Connection, ReconnectingConnection
+from firn.settings import FirnSettings
+
+UNKNOWN_OUTCOME_CLASSES = frozenset({"08", "53", "57", "58", "XX"})
+"""SQLSTATE classes an error at COMMIT may carry without proving a rollback:
+connection exceptions, insufficient resources, operator intervention (a shutdown),
+system and internal errors. Any other error answering COMMIT means it rolled back."""
+
+
+class PostgresTableCatalog:
+    """The Postgres catalog as the Tables of one ``Catalog`` see it."""
+
+    def __init__(
+        self, settings: FirnSettings, db: ReconnectingConnection, publisher: EventPublisher | None
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.publisher = publisher
+
+    @property
+    def conn(self) -> Connection:
+        """The connection; a broken one is replaced here (for tools and the
+        compaction path, which work on catalog rows directly)."""
+        return self.db.conn
+
+    def close(self) -> None:
+        if self.publisher is not None:
+            self.publisher.close()
+        self.db.close()
+
+    # -- committing ------------------------------------------------------------
+
+    def stage_paths(self, table_id: int, paths: Sequence[str]) -> None:
+        try:
+            commits.stage_paths(self.conn, table_id, paths)
+        except psycopg.Error as exc:
+            # Nothing is written yet; a record left behind names no file and is
+            # cleared by orphan cleanup. Trying the commit again is safe.
+            raise CommitError(f"staging failed, nothing written: {exc}", retryable=True) from exc
+
+    def unstage_paths(self, table_id: int, paths: Sequence[str]) -> None:
+        try:
+            commits.unstage_paths(self.conn, table_id, paths)
+        except psycopg.Error as exc:
+            raise CommitError(f"staged records not cleared: {exc}", retryable=True) from exc
+
+    def register_commit(self, table_id: int, staged: Sequence[StagedFile]) -> CommitResult:
+        conn = self.conn
+        committing = False
+        try:
+            with conn.transaction():
+                result = commits.register_commit(conn, table_id, staged)
+                committing = True
+        except psycopg.Error as exc:
+            # Before COMMIT was sent, Postgres rolls back whatever happened; COMMIT
+            # answered with an error rolled back too. Only a COMMIT whose answer was
+            # lost leaves the outcome unknown.
+            if committing and not _rolled_back(conn, exc):
+                raise CommitStateUnknownError(
+                    f"the catalog connection failed while committing; the commit may or "
+                    f"may not have landed ({len(staged)} staged files kept, recorded for "
+                    f"orphan cleanup in case it did not): {exc}"
+                ) from exc
+            raise CommitError(f"the commit failed: {exc}", retryable=True) from exc
+        return result
+
+    def announce_commit(
+        self, table: str, table_id: int, result: CommitResult, staged: Sequence[StagedFile]
+    ) -> bool | None:
+        if self.publisher is None:
+            return None
+        return self.publisher.publish(table, commit_event(table, table_id, result, staged))
+
+    def save_properties(self, table_id: int, properties: TableProperties) -> bool:
+        return tables.save_properties(self.conn, table_id, properties)
+
+    # -- reading ---------------------------------------------------------------
+
+    def current_snapshot(self, table_id: int) -> int:
+        return files.current_snapshot(self.conn, table_id)
+
+    def check_snapshot(self, table_id: int, snapshot_id: int) -> None:
+        files.check_snapshot(self.conn, table_id, snapshot_id)
+
+    def files_at(self, table_id: int, snapshot_id: int) -> list[FileEntry]:
+        return files.files_at(self.conn, table_id, snapshot_id)
+
+    def merged_seqs_at(self, table_id: int, snapshot_id: int) -> dict[str, int]:
+        return files.merged_seqs_at(self.conn, table_id, snapshot_id)
+
+    def status(self, table_id: int, name: str, properties: TableProperties) -> dict[str, Any]:
+        return status.table_status(self.conn, table_id, name, properties)
+
+
+def _rolled_back(conn: Connection, exc: psycopg.Error) -> bool:
+    """Whether an error raised by COMMIT proves the transaction rolled back: Postgres
+    answered with an error, and the connection is still sound."""
+    state = exc.sqlstate
+    return state is not None and state[:2] not in UNKNOWN_OUTCOME_CLASSES and not conn.broken

@@ -1,0 +1,95 @@
+"""Table rows: creating, finding and listing tables, and storing their properties.
+
+A table's location is fixed when it is created (``<warehouse>/<name>-<id>``), so a
+later change of ``FIRN_WAREHOUSE`` does not move existing tables.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import psycopg
+
+from firn.errors import ConfigError
+from firn.io.storage import join_location
+from firn.model.properties import TableProperties
+from firn.model.schema import TableSchema
+from firn.postgres.connection import Connection
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """A table as the catalog records it."""
+
+    table_id: int
+    definition: TableSchema
+    properties: TableProperties
+    location: str
+
+
+def insert_table(
+    conn: Connection, definition: TableSchema, properties: TableProperties, warehouse: str
+) -> TableRow:
+    """Register a new table under ``warehouse``; ``ConfigError`` if the name is taken."""
+    try:
+        with conn.transaction():
+            row = conn.execute(
+                "INSERT INTO catalog_table (name, schema_ipc, primary_key, partition_by, "
+                "properties, location) VALUES (%s, %s, %s, %s, %s, '') RETURNING table_id",
+                (
+                    definition.name,
+                    definition.to_ipc(),
+                    list(definition.primary_key),
+                    list(definition.partition_by),
+                    json.dumps(properties.as_dict()),
+                ),
+            ).fetchone()
+            assert row is not None
+            location = join_location(warehouse, f"{definition.name}-{row[0]}")
+            conn.execute(
+                "UPDATE catalog_table SET location = %s WHERE table_id = %s", (location, row[0])
+            )
+    except psycopg.errors.UniqueViolation as exc:
+        raise ConfigError(f"a table named {definition.name!r} already exists") from exc
+    return TableRow(row[0], definition, properties, location)
+
+
+def table_named(conn: Connection, name: str) -> TableRow | None:
+    """The table called ``name``, or None."""
+    if "\x00" in name:
+        # Postgres cannot even compare such a name; no table can have it.
+        return None
+    return _load(conn, "name = %s", name)
+
+
+def table_with_id(conn: Connection, table_id: int) -> TableRow | None:
+    """The table with this id, or None (never created, or dropped)."""
+    return _load(conn, "table_id = %s", table_id)
+
+
+def table_names(conn: Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT name FROM catalog_table ORDER BY name").fetchall()]
+
+
+def save_properties(conn: Connection, table_id: int, properties: TableProperties) -> bool:
+    """Store ``properties``; False when the table no longer exists."""
+    with conn.transaction():
+        row = conn.execute(
+            "UPDATE catalog_table SET properties = %s WHERE table_id = %s RETURNING 1",
+            (json.dumps(properties.as_dict()), table_id),
+        ).fetchone()
+    return row is not None
+
+
+def _load(conn: Connection, where: str, value: object) -> TableRow | None:
+    row = conn.execute(
+        "SELECT table_id, name, schema_ipc, primary_key, partition_by, properties, "
+        f"location FROM catalog_table WHERE {where}",
+        (value,),
+    ).fetchone()
+    if row is None:
+        return None
+    table_id, name, ipc, key, parts, props, location = row
+    definition = TableSchema(name, TableSchema.schema_from_ipc(ipc), tuple(key), tuple(parts))
+    return TableRow(table_id, definition, TableProperties.from_catalog(props, name), location)

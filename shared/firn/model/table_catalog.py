@@ -1,0 +1,63 @@
+"""What a ``Table`` needs of its catalog, as a Protocol: the Postgres catalog
+(``firn.catalog.table_catalog``) implements it, and a test can fake it with a few
+dicts. A Table never sees a connection, a transaction or a Kafka producer.
+
+The contract every implementation keeps (SPEC 3): ``stage_paths`` records paths
+before their files are written; ``register_commit`` makes a commit visible in one
+step and either returns, raises ``CommitError`` (it did not land, and the staged
+records are still there), or raises ``CommitStateUnknownError`` (it may have
+landed: the caller must keep the files); ``announce_commit`` is best effort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from firn.model.commits import CommitResult, StagedFile
+from firn.model.files import FileEntry
+from firn.model.properties import TableProperties
+
+
+class TableCatalog(Protocol):
+    """The catalog operations of one table, by ``table_id``."""
+
+    # -- committing ------------------------------------------------------------
+
+    def stage_paths(self, table_id: int, paths: Sequence[str]) -> None:
+        """Record ``paths`` as staged before they are written; ``CommitError``
+        (retryable) when that fails, and then nothing is written."""
+
+    def unstage_paths(self, table_id: int, paths: Sequence[str]) -> None:
+        """Forget staged paths whose files were deleted after a known failure;
+        ``CommitError`` when that fails (orphan cleanup then finds them)."""
+
+    def register_commit(self, table_id: int, staged: Sequence[StagedFile]) -> CommitResult:
+        """Register the staged files as one seq and snapshot (the commit point)."""
+
+    def announce_commit(
+        self, table: str, table_id: int, result: CommitResult, staged: Sequence[StagedFile]
+    ) -> bool | None:
+        """Tell the services about a landed commit: whether the message was
+        acknowledged, ``None`` when there is no one to tell."""
+
+    def save_properties(self, table_id: int, properties: TableProperties) -> bool:
+        """Store the table's properties; False when the table no longer exists."""
+
+    # -- reading ---------------------------------------------------------------
+
+    def current_snapshot(self, table_id: int) -> int:
+        """The latest snapshot id (0 before the first commit)."""
+
+    def check_snapshot(self, table_id: int, snapshot_id: int) -> None:
+        """``ConfigError`` when the snapshot never existed, ``SnapshotExpiredError``
+        when retention removed it."""
+
+    def files_at(self, table_id: int, snapshot_id: int) -> list[FileEntry]:
+        """The live files as of ``snapshot_id``."""
+
+    def merged_seqs_at(self, table_id: int, snapshot_id: int) -> dict[str, int]:
+        """Each partition's max_merged_seq as of ``snapshot_id``."""
+
+    def status(self, table_id: int, name: str, properties: TableProperties) -> dict[str, Any]:
+        """``Table.status``: merge state, pending work and plans, per partition."""
