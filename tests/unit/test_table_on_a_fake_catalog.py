@@ -1,0 +1,214 @@
+"""``Table`` against a fake ``TableCatalog``: the commit protocol (stage, write,
+register, announce; discard on a known failure, keep on an unknown outcome) and the
+merged read, with no database. The Postgres catalog's side of the same contract is
+tested in tests/integration/test_table_commits.py and test_nothing_leaks.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from firn.api.table import Table
+from firn.errors import CommitError, CommitStateUnknownError, ConfigError, SnapshotExpiredError
+from firn.model.commits import CommitResult, StagedFile
+from firn.model.files import FileEntry
+from firn.model.properties import TableProperties
+from firn.model.schema import TableSchema
+from firn.model.table_catalog import TableCatalog
+
+SCHEMA = pa.schema(
+    [
+        pa.field("region", pa.string(), nullable=False),
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("amount", pa.float64()),
+    ]
+)
+
+
+class FakeCatalog:
+    """A TableCatalog in a few dicts: one table, commits only (nothing compacts)."""
+
+    def __init__(self) -> None:
+        self.staged: set[str] = set()
+        self.entries: list[FileEntry] = []
+        self.seq = 0
+        self.announced: list[CommitResult] = []
+        self.properties: TableProperties | None = None
+        self.fail_next: type[CommitError] | None = None
+        self.exists = True
+
+    def stage_paths(self, table_id: int, paths: Sequence[str]) -> None:
+        self.staged.update(paths)
+
+    def unstage_paths(self, table_id: int, paths: Sequence[str]) -> None:
+        self.staged.difference_update(paths)
+
+    def register_commit(self, table_id: int, staged: Sequence[StagedFile]) -> CommitResult:
+        if self.fail_next is not None:
+            failure, self.fail_next = self.fail_next, None
+            raise failure("injected by the test")
+        self.seq += 1
+        for f in staged:
+            self.staged.remove(f.path)
+            self.entries.append(
+                FileEntry(
+                    len(self.entries) + 1,
+                    f.partition_key,
+                    "change",
+                    f.file_type,
+                    f.node,
+                    self.seq,
+                    f.path,
+                    f.size_bytes,
+                    f.record_count,
+                    f.min_key,
+                    f.max_key,
+                    self.seq,
+                )
+            )
+        return CommitResult(self.seq, self.seq, dt.datetime.now(dt.UTC))
+
+    def announce_commit(
+        self, table: str, table_id: int, result: CommitResult, staged: Sequence[StagedFile]
+    ) -> bool | None:
+        self.announced.append(result)
+        return True
+
+    def save_properties(self, table_id: int, properties: TableProperties) -> bool:
+        self.properties = properties
+        return self.exists
+
+    def current_snapshot(self, table_id: int) -> int:
+        return self.seq
+
+    def check_snapshot(self, table_id: int, snapshot_id: int) -> None:
+        if not 0 <= snapshot_id <= self.seq:
+            raise ConfigError(f"no snapshot {snapshot_id}")
+        if snapshot_id == 1 and self.seq > 3:
+            raise SnapshotExpiredError("snapshot 1 expired")
+
+    def files_at(self, table_id: int, snapshot_id: int) -> list[FileEntry]:
+        return [e for e in self.entries if e.added_snapshot <= snapshot_id]
+
+    def merged_seqs_at(self, table_id: int, snapshot_id: int) -> dict[str, int]:
+        return {}
+
+    def status(self, table_id: int, name: str, properties: TableProperties) -> dict[str, Any]:
+        return {"table": name, "partitions": []}
+
+
+def new_table(tmp_path: Path, fake: TableCatalog) -> Table:
+    definition = TableSchema.build("orders", SCHEMA, ["region", "id"], ["region"])
+    props = TableProperties.parse({"change.buckets": 2})
+    return Table(fake, 1, definition, props, str(tmp_path / "orders-1"))
+
+
+def rows(table: pa.Table) -> set[tuple[Any, ...]]:
+    return set(zip(*(table.column(n).to_pylist() for n in SCHEMA.names), strict=True))
+
+
+def parquet_files(tmp_path: Path) -> set[Path]:
+    return set(tmp_path.rglob("*.parquet"))
+
+
+def test_a_commit_is_staged_written_registered_and_announced(tmp_path: Path) -> None:
+    fake = FakeCatalog()
+    table = new_table(tmp_path, fake)
+    seq = table.upsert(pa.table({"region": ["eu", "us"], "id": [1, 2], "amount": [1.0, 2.0]}))
+    assert seq == 1
+    assert fake.staged == set(), "registering clears every staged record"
+    assert {e.path for e in fake.entries} == {
+        str(p.relative_to(tmp_path / "orders-1")) for p in parquet_files(tmp_path)
+    }
+    assert [r.seq for r in fake.announced] == [1]
+    assert table.last_event_delivered is True
+
+
+def test_a_failed_commit_deletes_its_files_and_records(tmp_path: Path) -> None:
+    fake = FakeCatalog()
+    table = new_table(tmp_path, fake)
+    fake.fail_next = CommitError
+    with pytest.raises(CommitError, match="commit to 'orders': injected"):
+        table.upsert(pa.table({"region": ["eu"], "id": [1], "amount": [1.0]}))
+    assert parquet_files(tmp_path) == set()
+    assert fake.staged == set()
+    assert fake.announced == []
+
+
+def test_an_unknown_outcome_keeps_files_and_records(tmp_path: Path) -> None:
+    fake = FakeCatalog()
+    table = new_table(tmp_path, fake)
+    fake.fail_next = CommitStateUnknownError
+    with pytest.raises(CommitStateUnknownError):
+        table.upsert(pa.table({"region": ["eu"], "id": [1], "amount": [1.0]}))
+    kept = parquet_files(tmp_path)
+    assert kept, "the commit may have landed: its files must stay"
+    assert len(fake.staged) == len(kept), "and stay recorded, for orphan cleanup to decide"
+
+
+def test_reading_an_old_or_unknown_snapshot(tmp_path: Path) -> None:
+    fake = FakeCatalog()
+    table = new_table(tmp_path, fake)
+    for i in range(4):
+        table.upsert(pa.table({"region": ["eu"], "id": [i], "amount": [float(i)]}))
+    assert table.read(snapshot=2).num_rows == 2
+    with pytest.raises(SnapshotExpiredError):
+        table.read(snapshot=1)
+    with pytest.raises(ConfigError, match="no snapshot 9"):
+        table.read(snapshot=9)
+
+
+def test_properties_of_a_dropped_table_cannot_be_set(tmp_path: Path) -> None:
+    fake = FakeCatalog()
+    table = new_table(tmp_path, fake)
+    assert table.set_properties({"target-file-size": "64MiB"}).target_file_size == 64 * 2**20
+    fake.exists = False
+    with pytest.raises(ConfigError, match="no longer exists"):
+        table.set_properties({"target-file-size": "32MiB"})
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["U", "D"]),
+        st.sampled_from(["eu", "us"]),
+        st.integers(0, 6),
+        st.floats(-10, 10, allow_nan=False),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(commits=st.lists(OPS, min_size=1, max_size=5))
+def test_the_merged_read_equals_a_model_of_the_commits(
+    tmp_path_factory: pytest.TempPathFactory, commits: list[list[tuple[str, str, int, float]]]
+) -> None:
+    table = new_table(tmp_path_factory.mktemp("t"), FakeCatalog())
+    model: dict[tuple[str, int], float] = {}
+    for ops in commits:
+        table.commit(
+            pa.table(
+                {
+                    "region": [o[1] for o in ops],
+                    "id": [o[2] for o in ops],
+                    "amount": [o[3] if o[0] == "U" else None for o in ops],
+                    "_op": [o[0] for o in ops],
+                }
+            )
+        )
+        for op, region, key, amount in ops:  # within a commit, the last op per key wins
+            if op == "U":
+                model[(region, key)] = amount
+            else:
+                model.pop((region, key), None)
+    assert rows(table.read()) == {(r, k, a) for (r, k), a in model.items()}
