@@ -95,6 +95,16 @@ def test_model_imports_only_the_foundation() -> None:
             assert {layer_of(t) for t in targets} <= {0, 1}, (module, targets)
 
 
+def test_events_are_payloads_only() -> None:
+    """Event models are what every edge passes around: they know no client,
+    connection or repository (``firn.kafka.publisher`` publishes them)."""
+    edges = ("firn.io", "firn.postgres", "firn.catalog", "firn.kafka")
+    for module, targets in import_graph().items():
+        if module.startswith("firn.events"):
+            reached = [t for t in targets if t.startswith(edges)]
+            assert reached == [], module
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One circle of imports, as the modules around it, or None."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done

@@ -20,8 +20,8 @@ from firn.api.table import Table
 from firn.catalog.table_catalog import PostgresTableCatalog
 from firn.catalog.tables import TableRow, insert_table, table_named, table_names, table_with_id
 from firn.errors import ConfigError
-from firn.events.publisher import EventPublisher
 from firn.io.storage import resolve_root
+from firn.kafka.publisher import EventPublisher
 from firn.kafka.topics import Topics
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema

@@ -20,7 +20,7 @@ import psycopg
 from firn.catalog import commits, files, status, tables
 from firn.errors import CommitError, CommitStateUnknownError
 from firn.events.commits import commit_event
-from firn.events.publisher import EventPublisher
+from firn.kafka.publisher import EventPublisher
 from firn.model.commits import CommitResult, StagedFile
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties

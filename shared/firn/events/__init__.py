@@ -1,4 +1,5 @@
-"""Firn's Kafka events: frozen, versioned models, their JSON Schemas, publishing.
+"""Firn's Kafka events: frozen, versioned models and their JSON Schemas (publishing
+them is the Kafka edge's: ``firn.kafka.publisher``).
 
 One module per event family: ``commits`` (producers -> metrics), ``plans`` (metrics
 -> planner -> executor-dispatcher), ``tasks`` (executor-dispatcher -> committer),
