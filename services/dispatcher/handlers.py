@@ -24,17 +24,11 @@ from typing import Any
 from confluent_kafka import Producer
 
 import firn
+from firn.catalog.claiming import WaitingTask, claim_task, pending_tasks_of, stale_waiting_tasks
 from firn.catalog.event_rows import task_named
-from firn.catalog.plans import (
-    WaitingTask,
-    claim_task,
-    expire_leases,
-    extend_lease,
-    move_task,
-    pending_tasks_of,
-    record_result,
-    stale_waiting_tasks,
-)
+from firn.catalog.leasing import expire_leases, extend_lease
+from firn.catalog.results import record_result
+from firn.catalog.transitions import move_task
 from firn.engine.execution import Claim
 from firn.engine.kernel import KernelLimits
 from firn.errors import FirnError

@@ -17,8 +17,10 @@ from typing import Any
 from confluent_kafka import Producer
 
 import firn
+from firn.catalog.claiming import waiting_tasks
 from firn.catalog.event_rows import partition_named
-from firn.catalog.plans import move_task, served_by_committed_plan, waiting_tasks
+from firn.catalog.plans import served_by_committed_plan
+from firn.catalog.transitions import move_task
 from firn.engine.planning import plan_now
 from firn.errors import EventMismatchError, FirnError
 from firn.events.plans import PlanRequestEvent

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 import firn
-from firn.catalog.plans import fail_plan, record_orphans
+from firn.catalog.orphans import record_orphans
+from firn.catalog.plans import fail_plan
 from firn.cli import main
 from firn.engine.planning import plan_now
 from firn.events.plans import PlanRequestEvent

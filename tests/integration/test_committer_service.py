@@ -14,7 +14,8 @@ import pyarrow as pa
 import pytest
 
 import firn
-from firn.catalog.plans import claim_task, record_result, release_tasks
+from firn.catalog.claiming import claim_task, release_tasks
+from firn.catalog.results import record_result
 from firn.engine.execution import run_local
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now

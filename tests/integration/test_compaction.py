@@ -15,16 +15,12 @@ import pyarrow.compute as pc
 import pytest
 
 import firn
+from firn.catalog.claiming import claim_task, release_tasks
 from firn.catalog.compactions import commit_plan
 from firn.catalog.files import files_at
-from firn.catalog.plans import (
-    claim_task,
-    expire_leases,
-    extend_lease,
-    fail_plan,
-    record_result,
-    release_tasks,
-)
+from firn.catalog.leasing import expire_leases, extend_lease
+from firn.catalog.plans import fail_plan
+from firn.catalog.results import record_result
 from firn.engine.execution import run_local
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now

@@ -13,8 +13,9 @@ import pyarrow as pa
 import pytest
 
 import firn
+from firn.catalog.claiming import release_tasks
 from firn.catalog.compactions import commit_plan
-from firn.catalog.plans import release_tasks, retry_backoff
+from firn.catalog.results import retry_backoff
 from firn.engine.execution import Claim, run_local, run_spark
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now

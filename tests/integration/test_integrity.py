@@ -18,9 +18,9 @@ import pytest
 
 import firn
 from firn.api.compact import Engine
+from firn.catalog.claiming import release_tasks
 from firn.catalog.files import files_at
 from firn.catalog.listing import list_tasks
-from firn.catalog.plans import release_tasks
 from firn.cli import main
 from firn.engine.execution import run_spark
 from firn.engine.planning import plan_now

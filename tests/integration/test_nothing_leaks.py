@@ -15,9 +15,11 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import firn
+from firn.catalog.claiming import claim_task, release_tasks
 from firn.catalog.commits import register_commit, stage_paths
 from firn.catalog.expiry import ExpiryReport, expire
-from firn.catalog.plans import claim_task, expire_leases, fail_plan, release_tasks
+from firn.catalog.leasing import expire_leases
+from firn.catalog.plans import fail_plan
 from firn.engine.planning import plan_now
 from firn.engine.staging import file_name, split_changes, write_group
 from firn.errors import CommitError, CommitStateUnknownError

@@ -12,8 +12,9 @@ import time
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from firn.api.catalog import postgres_catalog_of
+from firn.catalog.claiming import claim_task, release_tasks
 from firn.catalog.compactions import PlanCommit, commit_plan
-from firn.catalog.plans import claim_task, record_result, release_tasks, retry_backoff
+from firn.catalog.results import record_result, retry_backoff
 from firn.engine.execution import Claim, run_local, run_spark
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now

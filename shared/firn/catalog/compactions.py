@@ -21,7 +21,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from firn.catalog.plans import fail_plan, move_plan, move_task
+from firn.catalog.plans import fail_plan
+from firn.catalog.transitions import move_plan, move_task
 from firn.events.compactions import CompactionEvent
 from firn.model.states import PlanState, TaskState
 from firn.model.tasks import OutputFile, TaskSpec
@@ -78,7 +79,7 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     ).fetchone()
     if where is None:
         return PlanCommit(plan_id, "stale", reason="no such plan")
-    # Locks in the one order every writer uses (see firn.catalog.plans): the table row
+    # Locks in the one order every writer uses (see firn.catalog.transitions): the table row
     # (as producers do), the partition, the plan, its tasks.
     conn.execute("SELECT 1 FROM catalog_table WHERE table_id = %s FOR UPDATE", (where[0],))
     conn.execute(

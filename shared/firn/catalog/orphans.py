@@ -2,11 +2,11 @@
 does not know, older than ``orphan.retention``, are deleted (as Iceberg's
 ``remove_orphan_files`` with ``older_than``).
 
-Recorded orphans (``orphan_file``) cover what Firn knows it left behind. The sweep
-covers what nobody could record: files of an executor killed mid-write, of a producer
-that died before its records were written by an older version, of a delete that
-failed. It lists storage one directory at a time and checks the files in batches, so
-a table with millions of files is never held in memory.
+Recorded orphans (``orphan_file``, written by ``record_orphans``) cover what Firn
+knows it left behind. The sweep covers what nobody could record: files of an executor
+killed mid-write, of a producer that died before its records were written by an older
+version, of a delete that failed. It lists storage one directory at a time and checks
+the files in batches, so a table with millions of files is never held in memory.
 
 A listed file is kept when the catalog knows it, checked after the batch was listed:
 
@@ -48,6 +48,16 @@ PROGRESS_EVERY = 10_000
 
 _OPEN_PLANS = [s.value for s in (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)]
 _WRITING_TASKS = [s.value for s in (TaskState.EXECUTING, TaskState.PREPARED)]
+
+
+def record_orphans(conn: Connection, table_id: int, paths: Sequence[str], reason: str) -> None:
+    """Files no snapshot references; deleted after ``orphan.retention``."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO orphan_file (table_id, path, reason) VALUES (%s, %s, %s) "
+            "ON CONFLICT DO NOTHING",
+            [(table_id, p, reason) for p in paths],
+        )
 
 
 @dataclass(frozen=True)

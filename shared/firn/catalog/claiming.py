@@ -1,0 +1,134 @@
+"""A task's way to an executor: released once announced (Init -> Pending), announced
+again while it waits, and claimed (Pending -> Executing) with a new attempt and a
+lease (SPEC 6, SPEC 9).
+
+Announcing is at-least-once: a task's plan-task event may be lost, or the planner may
+die between storing a plan and releasing its tasks, so the waiting tasks are listed
+for a re-announcement. Duplicate events are harmless, because only one claim of a
+Pending task can win (the compare-and-set of ``firn.catalog.transitions``, whose
+docstring gives the lock order: a claim locks the plan before the task). The lease a
+claim takes is kept alive and taken back by ``firn.catalog.leasing``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from firn.catalog.plans import OPEN_PLAN_STATES
+from firn.catalog.transitions import lock_plan_of, move_plan, move_task
+from firn.events.plans import PlanTaskEvent
+from firn.model.plans import PlanRecord
+from firn.model.states import PlanState, TaskState
+from firn.model.tasks import TaskSpec
+from firn.postgres.connection import Connection
+
+
+def release_tasks(conn: Connection, plan: PlanRecord) -> None:
+    """Init -> Pending for every task of a new plan (after their events are out)."""
+    for spec in plan.tasks:
+        move_task(conn, spec.task_id, TaskState.INIT, TaskState.PENDING, reason="published")
+
+
+@dataclass(frozen=True)
+class WaitingTask:
+    """A task of an open plan that no executor holds (Init or Pending)."""
+
+    plan_id: int
+    task_id: int
+    state: TaskState
+    attempt: int
+    input_bytes: int
+
+    def event(self, table: str, table_id: int, partition_key: str) -> PlanTaskEvent:
+        """The plan-task event that announces it (planner, and the dispatcher's sweep)."""
+        return PlanTaskEvent(
+            table=table,
+            table_id=table_id,
+            partition_key=partition_key,
+            plan_id=self.plan_id,
+            task_id=self.task_id,
+            attempt=self.attempt,
+            input_bytes=self.input_bytes,
+        )
+
+
+def waiting_tasks(conn: Connection, table_id: int, partition_key: str) -> list[WaitingTask]:
+    """The Init and Pending tasks of the partition's open plan, in plan order."""
+    rows = conn.execute(
+        "SELECT t.plan_id, t.task_id, t.state, t.attempt, t.input_bytes "
+        "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+        "WHERE p.table_id = %s AND p.partition_key = %s AND p.state = ANY(%s) "
+        "AND t.state = ANY(%s) ORDER BY t.ordinal",
+        (
+            table_id,
+            partition_key,
+            [s.value for s in OPEN_PLAN_STATES],
+            [TaskState.INIT.value, TaskState.PENDING.value],
+        ),
+    ).fetchall()
+    return [WaitingTask(int(p), int(t), TaskState(s), int(a), int(b)) for p, t, s, a, b in rows]
+
+
+def stale_waiting_tasks(conn: Connection, min_age_seconds: float) -> list[WaitingTask]:
+    """Init and Pending tasks of open plans to announce (again): retries whose backoff
+    just passed, and tasks untouched for ``min_age_seconds`` (their event was lost, or
+    the planner died between storing the plan and announcing it); each is touched, so
+    the next sweep does not announce it again at once."""
+    rows = conn.execute(
+        "UPDATE compaction_task t SET updated_at = now() FROM compaction_plan p "
+        "WHERE p.plan_id = t.plan_id AND p.state = ANY(%s) AND t.state = ANY(%s) "
+        "AND coalesce(t.not_before, '-infinity') <= now() "
+        "AND (t.updated_at < now() - make_interval(secs => %s) "
+        "     OR t.updated_at < t.not_before) "
+        "RETURNING t.plan_id, t.task_id, t.state, t.attempt, t.input_bytes",
+        (
+            [s.value for s in OPEN_PLAN_STATES],
+            [TaskState.INIT.value, TaskState.PENDING.value],
+            min_age_seconds,
+        ),
+    ).fetchall()
+    return [WaitingTask(int(p), int(t), TaskState(s), int(a), int(b)) for p, t, s, a, b in rows]
+
+
+def pending_tasks_of(conn: Connection, plan_id: int, limit: int) -> list[int]:
+    """Up to ``limit`` Pending tasks of one plan, in plan order (for batching)."""
+    rows = conn.execute(
+        "SELECT task_id FROM compaction_task WHERE plan_id = %s AND state = %s "
+        "AND (not_before IS NULL OR not_before <= now()) ORDER BY ordinal LIMIT %s",
+        (plan_id, TaskState.PENDING.value, limit),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def claim_task(
+    conn: Connection, task_id: int, owner: str, lease_seconds: float
+) -> tuple[TaskSpec, int] | None:
+    """Pending -> Executing with a new attempt and a lease; ``None`` if another
+    executor got it first (or it is no longer pending)."""
+    with conn.transaction():
+        lock_plan_of(conn, task_id)
+        backing_off = conn.execute(
+            "SELECT 1 FROM compaction_task WHERE task_id = %s AND not_before > now()", (task_id,)
+        ).fetchone()
+        if backing_off is not None:
+            return None  # a retry whose backoff has not passed: the sweep announces it
+        attempt = move_task(
+            conn,
+            task_id,
+            TaskState.PENDING,
+            TaskState.EXECUTING,
+            reason=f"claimed by {owner}",
+            new_attempt=True,
+            updates={"lease_owner": owner},
+        )
+        if attempt is None:
+            return None
+        row = conn.execute(
+            "UPDATE compaction_task SET lease_expires = now() + make_interval(secs => %s) "
+            "WHERE task_id = %s RETURNING spec, plan_id",
+            (lease_seconds, task_id),
+        ).fetchone()
+        assert row is not None
+        spec = TaskSpec.model_validate(row[0])
+        move_plan(conn, int(row[1]), PlanState.PLANNED, PlanState.EXECUTING, reason="first claim")
+    return spec, attempt

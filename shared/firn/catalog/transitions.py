@@ -1,0 +1,117 @@
+"""Every state change of a task or plan in Postgres: a compare-and-set on the old
+state, with its history row (SPEC 5 step 6, SPEC 9).
+
+A move is ``UPDATE ... SET state = new WHERE id = ? AND state = old [AND attempt = ?]``:
+when a redelivered or stale event asks for a move that already happened (or that a
+newer attempt overtook), no row matches and the caller learns it was a no-op. The
+machine's transition table (``firn.model.states``) is consulted first, so a
+move the SPEC does not allow is a bug that raises instead of a silent write.
+
+Lock order, the same in every transaction that takes more than one of these row
+locks, so that no two of them can deadlock: the table row (producer commits, plan
+commits), then the partition row, then the plan row, then its task rows. Claiming a
+task and recording its result therefore lock the plan before the task
+(``lock_plan_of``). A deadlock or serialization failure that happens anyway is a
+transient error: the whole transaction is retried by its caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from firn.model.states import PLAN, TASK, PlanState, TaskState
+from firn.postgres.connection import Connection
+
+_TASK_COLUMNS = frozenset({"lease_owner", "lease_expires", "outputs", "error"})
+"""The columns a move may set along with the state; anything else is a bug."""
+
+
+def move_task(
+    conn: Connection,
+    task_id: int,
+    old: TaskState,
+    new: TaskState,
+    *,
+    reason: str = "",
+    attempt: int | None = None,
+    new_attempt: bool = False,
+    updates: Mapping[str, Any] | None = None,
+) -> int | None:
+    """Move a task if it is in ``old`` (and at ``attempt``, when given); returns the
+    attempt it is at afterwards, or ``None`` when it was not in that state."""
+    TASK.accept(old, new)
+    updates = dict(updates or {})
+    unknown = set(updates) - _TASK_COLUMNS
+    if unknown:
+        raise ValueError(f"not a task column: {sorted(unknown)}")
+    sets = ["state = %s", "updated_at = now()"]
+    params: list[Any] = [new.value]
+    if new_attempt:
+        sets.append("attempt = attempt + 1")
+    for column, value in updates.items():
+        sets.append(f"{column} = %s")
+        params.append(value)
+    where = "task_id = %s AND state = %s"
+    params += [task_id, old.value]
+    if attempt is not None:
+        where += " AND attempt = %s"
+        params.append(attempt)
+    with conn.transaction():
+        row = conn.execute(
+            f"UPDATE compaction_task SET {', '.join(sets)} WHERE {where} RETURNING attempt",
+            params,
+        ).fetchone()
+        if row is None:
+            return None
+        record_transition(conn, "task", task_id, old, new, int(row[0]), reason)
+    return int(row[0])
+
+
+def move_plan(
+    conn: Connection,
+    plan_id: int,
+    old: PlanState,
+    new: PlanState,
+    *,
+    reason: str = "",
+    error: str | None = None,
+) -> bool:
+    """Move a plan if it is in ``old``; returns whether it moved."""
+    PLAN.accept(old, new)
+    with conn.transaction():
+        row = conn.execute(
+            "UPDATE compaction_plan SET state = %s, updated_at = now(), "
+            "error = coalesce(%s, error) WHERE plan_id = %s AND state = %s RETURNING plan_id",
+            (new.value, error, plan_id, old.value),
+        ).fetchone()
+        if row is None:
+            return False
+        record_transition(conn, "plan", plan_id, old, new, 0, reason)
+    return True
+
+
+def record_transition(
+    conn: Connection,
+    machine: str,
+    entity_id: int,
+    old: TaskState | PlanState | str,
+    new: TaskState | PlanState,
+    attempt: int,
+    reason: str,
+) -> None:
+    """The history row of one move (``old`` is ``""`` when a task or plan is born)."""
+    conn.execute(
+        "INSERT INTO state_transition (machine, entity_id, from_state, to_state, attempt, reason) "
+        "VALUES (%s, %s, %s, %s, %s, %s)",
+        (machine, entity_id, str(old), new.value, attempt, reason),
+    )
+
+
+def lock_plan_of(conn: Connection, task_id: int) -> None:
+    """Lock the plan of a task before the task itself (the lock order above)."""
+    conn.execute(
+        "SELECT 1 FROM compaction_plan WHERE plan_id = "
+        "(SELECT plan_id FROM compaction_task WHERE task_id = %s) FOR UPDATE",
+        (task_id,),
+    )
