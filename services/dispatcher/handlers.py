@@ -38,7 +38,7 @@ from firn.events.schemas import validate
 from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics
 from firn.model.schema import TableSchema
-from firn.model.states import TaskState
+from firn.model.states import Actor, TaskState
 from firn.model.tasks import TaskResult
 from firn.postgres.connection import ReconnectingConnection
 from firn.postgres.retry import is_transient, retrying_transient
@@ -124,7 +124,14 @@ class Dispatcher:
         self._flush()
         for task in waiting:
             if task.state == TaskState.INIT:  # the planner died before releasing it
-                move_task(conn, task.task_id, TaskState.INIT, TaskState.PENDING, reason="swept")
+                move_task(
+                    conn,
+                    task.task_id,
+                    TaskState.INIT,
+                    TaskState.PENDING,
+                    by=Actor.SWEEPER,
+                    reason="swept",
+                )
         return [t.task_id for t in waiting]
 
     def _announce(self, task: WaitingTask) -> None:

@@ -26,7 +26,7 @@ from firn.errors import EventMismatchError, FirnError
 from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
 from firn.model.plans import PlanRecord, PlanSkipped
-from firn.model.states import TaskState
+from firn.model.states import Actor, TaskState
 
 log = logging.getLogger(__name__)
 
@@ -107,4 +107,11 @@ class Planner:
             raise FirnError("plan-task events were not acknowledged", retryable=True)
         for task in tasks:
             if task.state == TaskState.INIT:
-                move_task(conn, task.task_id, TaskState.INIT, TaskState.PENDING, reason="announced")
+                move_task(
+                    conn,
+                    task.task_id,
+                    TaskState.INIT,
+                    TaskState.PENDING,
+                    by=Actor.PLANNER,
+                    reason="announced",
+                )

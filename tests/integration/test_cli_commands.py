@@ -24,6 +24,7 @@ from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
 from firn.kafka import Topics, consumer
 from firn.model.plans import PlanRecord
+from firn.model.states import Actor
 from firn.settings import FirnSettings
 
 SCHEMA = "region:string,id:int64,amount:double"
@@ -368,7 +369,7 @@ def test_compact_wait_reports_a_failed_plan_and_a_timeout(
     def fail(table: firn.Table, request: PlanRequestEvent) -> None:
         record = plan_now(table.catalog.conn, table, request.partition_key, request.kind)
         assert isinstance(record, PlanRecord)
-        fail_plan(table.catalog.conn, record.plan_id, "disk on fire")
+        fail_plan(table.catalog.conn, record.plan_id, "disk on fire", by=Actor.DISPATCHER)
 
     # The timed-out request is still on the topic; serve the next one, made after the
     # command below has noted which plans already existed.

@@ -25,6 +25,7 @@ from firn.engine.execution import run_local
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now
 from firn.model.plans import PlanRecord
+from firn.model.states import Actor
 from firn.model.tasks import TaskResult
 from firn.model.values import key_from_json
 from firn.postgres.connection import Connection
@@ -366,7 +367,7 @@ def test_a_task_finishing_after_its_plan_failed_leaves_orphans(catalog: firn.Cat
     conn = catalog.conn
     claim = claim_task(conn, record.tasks[0].task_id, "slow", 60)
     assert claim is not None
-    fail_plan(conn, record.plan_id, "operator gave up")
+    fail_plan(conn, record.plan_id, "operator gave up", by=Actor.DISPATCHER)
     (result,) = run_local(table.definition, [claim], KernelLimits())
     assert record_result(conn, result, max_attempts=3) == "prepared"
     orphans = {p for (p,) in conn.execute("SELECT path FROM orphan_file").fetchall()}

@@ -26,6 +26,7 @@ from firn.errors import CommitError, CommitStateUnknownError
 from firn.model.changes import OP, validate_changes
 from firn.model.commits import StagedFile
 from firn.model.plans import PlanRecord
+from firn.model.states import Actor
 from firn.settings import FirnSettings
 from tests.integration.commit_fault_proxy import Fault, commit_fault_proxy
 
@@ -240,7 +241,7 @@ def test_files_of_killed_attempts_go_once_past_the_retention_a_running_ones_stay
     again = claim_task(conn, task_id, "doomed too", 60)
     assert again is not None
     unrecorded = write_partial(table, again[0].output_dir(again[1]))
-    assert fail_plan(conn, record.plan_id, "operator gave up")
+    assert fail_plan(conn, record.plan_id, "operator gave up", by=Actor.DISPATCHER)
     assert recorded(table) == set()
     reports = expire_until_gone(table, {unrecorded})
     assert unrecorded in reports[-1].tables[0].swept

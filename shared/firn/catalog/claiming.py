@@ -18,7 +18,7 @@ from firn.catalog.plans import OPEN_PLAN_STATES
 from firn.catalog.transitions import lock_plan_of, move_plan, move_task
 from firn.events.plans import PlanTaskEvent
 from firn.model.plans import PlanRecord
-from firn.model.states import PlanState, TaskState
+from firn.model.states import Actor, PlanState, TaskState
 from firn.model.tasks import TaskSpec
 from firn.postgres.connection import Connection
 
@@ -26,7 +26,14 @@ from firn.postgres.connection import Connection
 def release_tasks(conn: Connection, plan: PlanRecord) -> None:
     """Init -> Pending for every task of a new plan (after their events are out)."""
     for spec in plan.tasks:
-        move_task(conn, spec.task_id, TaskState.INIT, TaskState.PENDING, reason="published")
+        move_task(
+            conn,
+            spec.task_id,
+            TaskState.INIT,
+            TaskState.PENDING,
+            by=Actor.PLANNER,
+            reason="published",
+        )
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,7 @@ def claim_task(
             task_id,
             TaskState.PENDING,
             TaskState.EXECUTING,
+            by=Actor.DISPATCHER,
             reason=f"claimed by {owner}",
             new_attempt=True,
             updates={"lease_owner": owner},
@@ -130,5 +138,12 @@ def claim_task(
         ).fetchone()
         assert row is not None
         spec = TaskSpec.model_validate(row[0])
-        move_plan(conn, int(row[1]), PlanState.PLANNED, PlanState.EXECUTING, reason="first claim")
+        move_plan(
+            conn,
+            int(row[1]),
+            PlanState.PLANNED,
+            PlanState.EXECUTING,
+            by=Actor.DISPATCHER,
+            reason="first claim",
+        )
     return spec, attempt

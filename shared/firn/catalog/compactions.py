@@ -24,7 +24,7 @@ from typing import Any
 from firn.catalog.plans import fail_plan
 from firn.catalog.transitions import move_plan, move_task
 from firn.events.compactions import CompactionEvent
-from firn.model.states import PlanState, TaskState
+from firn.model.states import Actor, PlanState, TaskState
 from firn.model.tasks import OutputFile, TaskSpec
 from firn.postgres.connection import Connection
 
@@ -59,7 +59,7 @@ def commit_plan(conn: Connection, plan_id: int) -> PlanCommit:
         with conn.transaction():
             return _commit(conn, plan_id)
     except _CheckFailedError as exc:
-        fail_plan(conn, plan_id, str(exc))
+        fail_plan(conn, plan_id, str(exc), by=Actor.COMMITTER)
         return PlanCommit(plan_id, "failed", reason=str(exc))
 
 
@@ -193,11 +193,26 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
             task_id,
             TaskState.PREPARED,
             TaskState.COMMITTED,
+            by=Actor.COMMITTER,
             attempt=attempt,
             reason=f"snapshot {snapshot_id}",
         )
-    move_plan(conn, plan_id, PlanState(state), PlanState.COMMITTING, reason="all tasks prepared")
-    move_plan(conn, plan_id, PlanState.COMMITTING, PlanState.COMMITTED, reason="committed")
+    move_plan(
+        conn,
+        plan_id,
+        PlanState(state),
+        PlanState.COMMITTING,
+        by=Actor.COMMITTER,
+        reason="all tasks prepared",
+    )
+    move_plan(
+        conn,
+        plan_id,
+        PlanState.COMMITTING,
+        PlanState.COMMITTED,
+        by=Actor.COMMITTER,
+        reason="committed",
+    )
     conn.execute(
         "UPDATE compaction_plan SET committed_snapshot = %s WHERE plan_id = %s",
         (snapshot_id, plan_id),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from firn.catalog.orphans import record_orphans
 from firn.catalog.transitions import move_task
-from firn.model.states import TaskState
+from firn.model.states import Actor, TaskState
 from firn.model.tasks import attempt_dir
 from firn.postgres.connection import Connection
 
@@ -51,6 +51,7 @@ def expire_leases(conn: Connection) -> list[int]:
                 task_id,
                 TaskState.EXECUTING,
                 TaskState.PENDING,
+                by=Actor.SWEEPER,
                 attempt=attempt,
                 reason="lease expired",
                 updates={"lease_owner": None, "lease_expires": None},

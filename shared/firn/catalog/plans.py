@@ -17,7 +17,7 @@ from typing import Any
 from firn.catalog.orphans import record_orphans
 from firn.catalog.transitions import move_plan, move_task, record_transition
 from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
-from firn.model.states import PLAN, TASK, PlanState, TaskState
+from firn.model.states import PLAN, TASK, Actor, PlanState, TaskState
 from firn.postgres.connection import Connection
 
 OPEN_PLAN_STATES = (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)
@@ -113,12 +113,21 @@ def _replace_open_plan(conn: Connection, table_id: int, draft: PlanDraft) -> Pla
         "SELECT task_id, state FROM compaction_task WHERE plan_id = %s ORDER BY ordinal",
         (plan_id,),
     ).fetchall():
-        move_task(conn, task_id, TaskState(task_state), TaskState.REPLACED, reason="replanned")
-    move_plan(conn, plan_id, PlanState(state), PlanState.REPLACED, reason="replanned")
+        move_task(
+            conn,
+            task_id,
+            TaskState(task_state),
+            TaskState.REPLACED,
+            by=Actor.PLANNER,
+            reason="replanned",
+        )
+    move_plan(
+        conn, plan_id, PlanState(state), PlanState.REPLACED, by=Actor.PLANNER, reason="replanned"
+    )
     return None
 
 
-def fail_plan(conn: Connection, plan_id: int, reason: str) -> bool:
+def fail_plan(conn: Connection, plan_id: int, reason: str, *, by: Actor) -> bool:
     """Fail a plan that cannot commit: its waiting tasks are replaced, its prepared
     outputs become orphans, and the partition is free to be planned again."""
     with conn.transaction():
@@ -126,22 +135,23 @@ def fail_plan(conn: Connection, plan_id: int, reason: str) -> bool:
             "SELECT table_id, state FROM compaction_plan WHERE plan_id = %s FOR UPDATE",
             (plan_id,),
         ).fetchone()
-        if row is None or not PLAN.try_accept(PlanState(row[1]), PlanState.FAILED):
+        if row is None or not PLAN.try_accept(PlanState(row[1]), PlanState.FAILED, by=by):
             return False
         table_id, state = int(row[0]), PlanState(row[1])
         tasks = conn.execute(
             "SELECT task_id, state, outputs FROM compaction_task WHERE plan_id = %s",
             (plan_id,),
         ).fetchall()
+        why = f"plan failed: {reason}"
         for task_id, task_state, outputs in tasks:
             old = TaskState(task_state)
             if old == TaskState.PREPARED:
-                move_task(conn, task_id, old, TaskState.FAILED, reason=f"plan failed: {reason}")
+                move_task(conn, task_id, old, TaskState.FAILED, by=by, reason=why)
                 paths = [o["path"] for o in outputs or []]
                 record_orphans(conn, table_id, paths, f"plan {plan_id} failed")
-            elif TASK.try_accept(old, TaskState.REPLACED):
-                move_task(conn, task_id, old, TaskState.REPLACED, reason=f"plan failed: {reason}")
-        move_plan(conn, plan_id, state, PlanState.FAILED, reason=reason, error=reason)
+            elif TASK.try_accept(old, TaskState.REPLACED, by=by):
+                move_task(conn, task_id, old, TaskState.REPLACED, by=by, reason=why)
+        move_plan(conn, plan_id, state, PlanState.FAILED, by=by, reason=reason, error=reason)
     return True
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from firn.catalog.orphans import record_orphans
 from firn.catalog.plans import fail_plan
 from firn.catalog.transitions import lock_plan_of, move_task
-from firn.model.states import PlanState, TaskState
+from firn.model.states import Actor, PlanState, TaskState
 from firn.model.tasks import OutputFile, TaskResult, TaskSpec
 from firn.postgres.connection import Connection
 
@@ -52,6 +52,7 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
                 result.task_id,
                 TaskState.EXECUTING,
                 TaskState.PREPARED,
+                by=Actor.DISPATCHER,
                 attempt=result.attempt,
                 reason=f"{len(result.outputs)} files, {result.rows_written} rows",
                 updates={"outputs": outputs, "lease_owner": None, "lease_expires": None},
@@ -68,6 +69,7 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
             result.task_id,
             TaskState.EXECUTING,
             TaskState.FAILED,
+            by=Actor.DISPATCHER,
             attempt=result.attempt,
             reason=(result.error or "")[:500],
             updates={"error": result.error, "lease_owner": None, "lease_expires": None},
@@ -81,6 +83,7 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
                 result.task_id,
                 TaskState.FAILED,
                 TaskState.PENDING,
+                by=Actor.DISPATCHER,
                 reason=f"retry after {backoff:.0f}s",
             )
             conn.execute(
@@ -95,7 +98,7 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
             else f"failed with a non-retryable error on attempt {result.attempt}"
         )
         reason = f"task {result.task_id} {why}: {result.error}"
-        fail_plan(conn, _plan_of(conn, result.task_id), reason)
+        fail_plan(conn, _plan_of(conn, result.task_id), reason, by=Actor.DISPATCHER)
         return "failed"
 
 

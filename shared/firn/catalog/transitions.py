@@ -4,8 +4,9 @@ state, with its history row (SPEC 5 step 6, SPEC 9).
 A move is ``UPDATE ... SET state = new WHERE id = ? AND state = old [AND attempt = ?]``:
 when a redelivered or stale event asks for a move that already happened (or that a
 newer attempt overtook), no row matches and the caller learns it was a no-op. The
-machine's transition table (``firn.model.states``) is consulted first, so a
-move the SPEC does not allow is a bug that raises instead of a silent write.
+machine's table (``firn.model.states``) is consulted first, with the actor making the
+move, so a move the SPEC does not allow, or not to that actor, is a bug that raises
+instead of a silent write.
 
 Lock order, the same in every transaction that takes more than one of these row
 locks, so that no two of them can deadlock: the table row (producer commits, plan
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from firn.model.states import PLAN, TASK, PlanState, TaskState
+from firn.model.states import PLAN, TASK, Actor, PlanState, TaskState
 from firn.postgres.connection import Connection
 
 _TASK_COLUMNS = frozenset({"lease_owner", "lease_expires", "outputs", "error"})
@@ -33,6 +34,7 @@ def move_task(
     old: TaskState,
     new: TaskState,
     *,
+    by: Actor,
     reason: str = "",
     attempt: int | None = None,
     new_attempt: bool = False,
@@ -40,7 +42,7 @@ def move_task(
 ) -> int | None:
     """Move a task if it is in ``old`` (and at ``attempt``, when given); returns the
     attempt it is at afterwards, or ``None`` when it was not in that state."""
-    TASK.accept(old, new)
+    TASK.accept(old, new, by=by)
     updates = dict(updates or {})
     unknown = set(updates) - _TASK_COLUMNS
     if unknown:
@@ -74,11 +76,12 @@ def move_plan(
     old: PlanState,
     new: PlanState,
     *,
+    by: Actor,
     reason: str = "",
     error: str | None = None,
 ) -> bool:
     """Move a plan if it is in ``old``; returns whether it moved."""
-    PLAN.accept(old, new)
+    PLAN.accept(old, new, by=by)
     with conn.transaction():
         row = conn.execute(
             "UPDATE compaction_plan SET state = %s, updated_at = now(), "
