@@ -10,6 +10,7 @@ from pathlib import Path
 
 from firn.kafka import consumer, ensure_topics, producer
 from firn.settings import FirnSettings
+from firn_localstack.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,6 +39,10 @@ def test_faust_agent_round_trip(settings: FirnSettings, unique: str, tmp_path: P
                 "worker",
                 "-l",
                 "warn",
+                # The faust CLI binds its web server even with web_enabled=False; its
+                # default port 6066 is also the Spark master's REST port.
+                "--web-port",
+                str(free_port()),
             ],
             cwd=REPO,
             env=env,
