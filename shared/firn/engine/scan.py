@@ -185,6 +185,8 @@ def scan_changes(
     merged_seqs: Mapping[str, int],
     row_filter: pc.Expression | None = None,
 ) -> pa.Table:
+    """The rows of change files of one type with seq above their partition's
+    ``merged_seqs`` entry, each with its ``_seq`` (the row's own, else its file's)."""
     target = change_schema(table, file_type)
     if not entries:
         return target.empty_table()

@@ -4,7 +4,8 @@ One filter form serves every reader: ``Table.scan(filter=...)`` takes a
 ``pyarrow.compute.Expression``, a string (``firn.model.filter_text``: ``"region = 'eu'
 and id in (1, 2)"``) or these classes, which the Spark reader builds from Spark's
 pushed filters (``EqualTo``, ``In``, ``GreaterThan``, ``IsNull``, ``And``, ``Not``,
-...). Whatever comes in is *bound* to the table's schema once (``bind``): every
+...); ``firn.model.filter_text.as_filter`` takes any of the three. Whatever comes in
+is *bound* to the table's schema once (``bind``): every
 column must exist, and every literal becomes a plain Python value of its column's
 type (``'2024-01-01'`` on a date column becomes a ``datetime.date``), so a bound
 filter is plain, picklable data.
