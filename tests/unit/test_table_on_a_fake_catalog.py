@@ -100,6 +100,11 @@ class FakeCatalog:
     def merged_seqs_at(self, table_id: int, snapshot_id: int) -> dict[str, int]:
         return {}
 
+    def committed_changes(
+        self, table_id: int, after_snapshot: int, upto_snapshot: int
+    ) -> list[FileEntry]:
+        return [e for e in self.entries if after_snapshot < e.added_snapshot <= upto_snapshot]
+
     def status(self, table_id: int, name: str, properties: TableProperties) -> dict[str, Any]:
         return {"table": name, "partitions": []}
 

@@ -21,19 +21,20 @@ later, and orphan cleanup deletes a recorded file after ``orphan.retention``
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.engine.scan import read_inputs
 from firn.engine.staging import file_name, split_changes, write_group
+from firn.engine.table_scan import Scan, check_columns
 from firn.engine.verify import Progress, VerifyReport, verify_files
 from firn.errors import CommitError, CommitStateUnknownError, ConfigError, StorageError
 from firn.io.storage import Storage
 from firn.model.changes import DELETE, OP, UPSERT, validate_changes
 from firn.model.commits import CommitResult, StagedFile
-from firn.model.merge_on_read import merge
+from firn.model.filter_text import as_filter
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
 from firn.model.table_catalog import TableCatalog
@@ -174,18 +175,78 @@ class Table:
         self.catalog.check_snapshot(self.table_id, snapshot)
         return snapshot
 
+    def scan(
+        self,
+        filter: object = None,
+        columns: Sequence[str] | None = None,
+        snapshot: int | None = None,
+    ) -> Scan:
+        """A planned read of the merged view at ``snapshot`` (default: the latest).
+
+        ``filter`` is a string such as ``"region = 'eu' and id in (1, 2)"``, a
+        ``pyarrow.compute.Expression`` or a ``firn.filters`` object; ``columns``
+        the columns to return (default: all). Files that cannot hold a selected
+        row are skipped before anything is read (``Scan.explain`` says which and
+        why). The result: ``to_arrow()``, ``to_batches()``, ``splits()``. An unknown
+        column or a malformed filter raises ``ConfigError``."""
+        bound = as_filter(filter, self.schema)
+        names = check_columns(self.definition, columns)
+        snapshot = self._readable(snapshot)
+        entries = self.catalog.files_at(self.table_id, snapshot)
+        merged = self.catalog.merged_seqs_at(self.table_id, snapshot)
+        return Scan(self.location, self.definition, snapshot, entries, merged, bound, names)
+
     def read(self, snapshot: int | None = None) -> pa.Table:
-        """The merged view at ``snapshot`` (default: the latest), table columns only.
+        """The merged view at ``snapshot`` (default: the latest), table columns only:
+        ``scan(snapshot=snapshot).to_arrow()``.
 
         Row order is unspecified. Reading needs no lock and no long transaction: a
         snapshot's files and merge state never change once it is visible. A file
         that is missing, damaged, or not the size or record count the catalog
         recorded raises ``CorruptFileError`` (a ``StorageError``) naming it."""
-        snapshot = self._readable(snapshot)
-        entries = self.catalog.files_at(self.table_id, snapshot)
-        merged = self.catalog.merged_seqs_at(self.table_id, snapshot)
-        inputs = read_inputs(self.storage, self.definition, entries, merged)
-        return merge(self.definition, inputs.base, inputs.inserts, inputs.deletes)
+        return self.scan(snapshot=snapshot).to_arrow()
+
+    def changes(
+        self,
+        start_snapshot: int,
+        end_snapshot: int | None = None,
+        *,
+        filter: object = None,
+        columns: Sequence[str] | None = None,
+    ) -> Scan:
+        """The change rows producers committed after ``start_snapshot`` up to and
+        including ``end_snapshot`` (default: the latest), as a ``Scan`` whose rows
+        are the table's columns plus ``_op`` (``U``/``D``), ``_seq`` and ``_ord``,
+        in commit order. Every row is returned, not the net effect per key (keep
+        each key's last row by ``(_seq, _ord)`` for that); a delete row carries only
+        its key. Compactions add no rows: they change how rows are stored, not the
+        table. The filter's conditions on key columns apply to every row, the rest
+        to upserts only. Both snapshots must still be readable (not expired)."""
+        if not isinstance(start_snapshot, int) or isinstance(start_snapshot, bool):
+            raise ConfigError(f"start_snapshot must be a snapshot id, got {start_snapshot!r}")
+        bound = as_filter(filter, self.schema)
+        names = check_columns(self.definition, columns)
+        end = self._readable(end_snapshot)
+        if not 0 <= start_snapshot <= end:
+            raise ConfigError(
+                f"start_snapshot {start_snapshot} must be between 0 and end_snapshot {end}"
+            )
+        self._readable(start_snapshot)
+        if start_snapshot < end:
+            # Snapshots expire oldest first: the first one of the range decides
+            # whether all of its files are still kept.
+            self._readable(start_snapshot + 1)
+        entries = self.catalog.committed_changes(self.table_id, start_snapshot, end)
+        return Scan(
+            self.location,
+            self.definition,
+            end,
+            entries,
+            {},
+            bound,
+            names,
+            start_snapshot=start_snapshot,
+        )
 
     def verify(
         self, snapshot: int | None = None, *, deep: bool = False, progress: Progress | None = None

@@ -66,6 +66,22 @@ def files_at(conn: Connection, table_id: int, snapshot_id: int) -> list[FileEntr
     return [_entry(r) for r in rows]
 
 
+def committed_changes(
+    conn: Connection, table_id: int, after_snapshot: int, upto_snapshot: int
+) -> list[FileEntry]:
+    """The change files producer commits added in snapshots (after, upto], live or
+    since folded away; compaction snapshots add none (their outputs hold rows
+    committed earlier)."""
+    rows = conn.execute(
+        f"SELECT {', '.join('d.' + c for c in _FILE_COLUMNS.split(', '))} FROM data_file d "
+        "JOIN snapshot s ON s.table_id = d.table_id AND s.snapshot_id = d.added_snapshot "
+        "WHERE d.table_id = %s AND d.added_snapshot > %s AND d.added_snapshot <= %s "
+        "AND d.store = 'change' AND s.kind = 'commit' ORDER BY d.file_id",
+        (table_id, after_snapshot, upto_snapshot),
+    ).fetchall()
+    return [_entry(r) for r in rows]
+
+
 def merged_seqs_at(conn: Connection, table_id: int, snapshot_id: int) -> dict[str, int]:
     """Each partition's max_merged_seq as of ``snapshot_id`` (absent means 0)."""
     rows = conn.execute(

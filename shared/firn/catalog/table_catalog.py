@@ -114,6 +114,11 @@ class PostgresTableCatalog:
     def merged_seqs_at(self, table_id: int, snapshot_id: int) -> dict[str, int]:
         return files.merged_seqs_at(self.conn, table_id, snapshot_id)
 
+    def committed_changes(
+        self, table_id: int, after_snapshot: int, upto_snapshot: int
+    ) -> list[FileEntry]:
+        return files.committed_changes(self.conn, table_id, after_snapshot, upto_snapshot)
+
     def status(self, table_id: int, name: str, properties: TableProperties) -> dict[str, Any]:
         return status.table_status(self.conn, table_id, name, properties)
 

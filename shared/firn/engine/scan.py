@@ -16,7 +16,7 @@ checked one by one to name the bad one (only on that error path).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,24 +62,49 @@ def read_inputs(
     storage: Storage,
     table: TableSchema,
     entries: Sequence[FileEntry],
-    merged_seqs: dict[str, int],
+    merged_seqs: Mapping[str, int],
+    *,
+    base_filter: pc.Expression | None = None,
+    change_filter: pc.Expression | None = None,
 ) -> MergeInputs:
     """Base files whole; change files with seq > their partition's max_merged_seq.
-    Raises ``StorageError`` naming the file when one does not match the catalog."""
+    Raises ``StorageError`` naming the file when one does not match the catalog.
+
+    ``table`` may be a projection of the table (``project``): only its columns are
+    read. ``base_filter`` is pushed into the base files' scan (row groups whose
+    statistics rule it out are skipped, then rows); ``change_filter`` into the
+    change files'. Which filters are safe where is the caller's business
+    (``firn.engine.splits``): a change row may only be dropped for its key. A file
+    read through a filter is not counted against its record count."""
     base = [e for e in entries if e.store == "base"]
-    # A change file's seq is the greatest seq of its rows, so a file at or below the
-    # partition's max_merged_seq holds nothing unmerged.
-    changes = [
-        e for e in entries if e.store == "change" and e.seq > merged_seqs.get(e.partition_key, 0)
-    ]
+    changes = unmerged_changes(entries, merged_seqs)
     inserts = [e for e in changes if e.file_type == "I"]
     deletes = [e for e in changes if e.file_type == "D"]
     check_sizes(storage, [*base, *changes])
     return MergeInputs(
-        base=_scan(storage, table, base) if base else None,
-        inserts=_scan_changes(storage, table, inserts, "I", merged_seqs),
-        deletes=_scan_changes(storage, table, deletes, "D", merged_seqs),
+        base=_scan(storage, table, base, base_filter) if base else None,
+        inserts=scan_changes(storage, table, inserts, "I", merged_seqs, change_filter),
+        deletes=scan_changes(storage, table, deletes, "D", merged_seqs, change_filter),
     )
+
+
+def unmerged_changes(
+    entries: Sequence[FileEntry], merged_seqs: Mapping[str, int]
+) -> list[FileEntry]:
+    """The change files that may hold unmerged rows: a change file's seq is the
+    greatest seq of its rows, so a file at or below its partition's max_merged_seq
+    holds nothing unmerged."""
+    return [
+        e for e in entries if e.store == "change" and e.seq > merged_seqs.get(e.partition_key, 0)
+    ]
+
+
+def project(table: TableSchema, columns: Sequence[str]) -> TableSchema:
+    """``table`` narrowed to ``columns`` (kept in table order; the key columns must
+    be among them), for reading and merging fewer columns."""
+    wanted = set(columns)
+    fields = [f for f in table.schema if f.name in wanted]
+    return TableSchema(table.name, pa.schema(fields), table.primary_key, table.partition_by)
 
 
 def _dataset(storage: Storage, entries: Sequence[FileEntry], schema: pa.Schema) -> ds.Dataset:
@@ -88,15 +113,21 @@ def _dataset(storage: Storage, entries: Sequence[FileEntry], schema: pa.Schema) 
 
 
 def _checked_batches(
-    storage: Storage, table: TableSchema, entries: Sequence[FileEntry], schema: pa.Schema
+    storage: Storage,
+    table: TableSchema,
+    entries: Sequence[FileEntry],
+    schema: pa.Schema,
+    row_filter: pc.Expression | None = None,
 ) -> Iterator[tuple[FileEntry, pa.RecordBatch]]:
-    """Every batch of ``entries`` with the entry it came from; then each file's rows
-    counted against the catalog. Errors name the file (see the module doc)."""
+    """Every batch of ``entries`` with the entry it came from; then, when nothing
+    was filtered, each file's rows counted against the catalog. Errors name the
+    file (see the module doc)."""
     by_path = {storage.full_path(e.path): e for e in entries}
     rows = dict.fromkeys(by_path, 0)
     required = [f.name for f in schema if not f.nullable]
     try:
-        for tagged in _dataset(storage, entries, schema).scanner().scan_batches():
+        scanner = _dataset(storage, entries, schema).scanner(filter=row_filter)
+        for tagged in scanner.scan_batches():
             path = tagged.fragment.path
             batch = tagged.record_batch
             rows[path] += batch.num_rows
@@ -106,6 +137,8 @@ def _checked_batches(
             yield by_path[path], batch
     except (OSError, pa.ArrowException) as exc:
         raise _culprit(storage, table, entries, exc) from exc
+    if row_filter is not None:
+        return
     for path, entry in by_path.items():
         if rows[path] != entry.record_count:
             raise CorruptFileError(
@@ -132,25 +165,35 @@ def _culprit(
     )
 
 
-def _scan(storage: Storage, table: TableSchema, entries: Sequence[FileEntry]) -> pa.Table:
-    batches = [batch for _, batch in _checked_batches(storage, table, entries, table.schema)]
+def _scan(
+    storage: Storage,
+    table: TableSchema,
+    entries: Sequence[FileEntry],
+    row_filter: pc.Expression | None = None,
+) -> pa.Table:
+    batches = [
+        batch for _, batch in _checked_batches(storage, table, entries, table.schema, row_filter)
+    ]
     return pa.Table.from_batches(batches, table.schema)
 
 
-def _scan_changes(
+def scan_changes(
     storage: Storage,
     table: TableSchema,
     entries: Sequence[FileEntry],
     file_type: str,
-    merged_seqs: dict[str, int],
+    merged_seqs: Mapping[str, int],
+    row_filter: pc.Expression | None = None,
 ) -> pa.Table:
+    """The rows of change files of one type with seq above their partition's
+    ``merged_seqs`` entry, each with its ``_seq`` (the row's own, else its file's)."""
     target = change_schema(table, file_type)
     if not entries:
         return target.empty_table()
     # _seq is nullable in the scan: files written by producers do not have it.
     scan_schema = target.set(target.get_field_index(SEQ), pa.field(SEQ, pa.int64(), True))
     batches = []
-    for entry, batch in _checked_batches(storage, table, entries, scan_schema):
+    for entry, batch in _checked_batches(storage, table, entries, scan_schema, row_filter):
         seqs = batch.column(SEQ)
         if seqs.null_count == len(seqs):
             seqs = pa.array(np.full(len(batch), entry.seq, dtype=np.int64))
@@ -158,7 +201,7 @@ def _scan_changes(
             seqs = pc.fill_null(seqs, entry.seq)
         batch = batch.set_column(batch.schema.get_field_index(SEQ), SEQ, seqs)
         floor = merged_seqs.get(entry.partition_key, 0)
-        if pc.min(seqs).as_py() <= floor:
+        if len(seqs) and pc.min(seqs).as_py() <= floor:
             batch = batch.filter(pc.greater(seqs, floor))
         batches.append(batch)
     return pa.Table.from_batches(batches, scan_schema).cast(target)

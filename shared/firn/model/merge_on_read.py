@@ -121,6 +121,11 @@ def merge(
     if not table.keyed:
         parts = [t.select(names) for t in (base, inserts) if t is not None]
         return pa.concat_tables(parts).cast(table.schema) if parts else table.schema.empty_table()
+    if inserts.num_rows == 0 and deletes.num_rows == 0:
+        # A compacted partition: nothing to resolve, so no sort and no join.
+        if base is None:
+            return table.schema.empty_table()
+        return base.select(names).cast(table.schema)
     winners = latest_per_key(table, inserts, deletes)
     upserted = inserts.select(names).take(pa.array(winners.row[winners.upsert]))
     if base is None or base.num_rows == 0:

@@ -59,5 +59,12 @@ class TableCatalog(Protocol):
     def merged_seqs_at(self, table_id: int, snapshot_id: int) -> dict[str, int]:
         """Each partition's max_merged_seq as of ``snapshot_id``."""
 
+    def committed_changes(
+        self, table_id: int, after_snapshot: int, upto_snapshot: int
+    ) -> list[FileEntry]:
+        """The change files producer commits added in snapshots
+        ``(after_snapshot, upto_snapshot]``, whether still live or not; none from
+        compactions."""
+
     def status(self, table_id: int, name: str, properties: TableProperties) -> dict[str, Any]:
         """``Table.status``: merge state, pending work and plans, per partition."""
