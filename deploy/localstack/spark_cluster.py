@@ -48,14 +48,22 @@ def spark_home() -> Path:
     return home
 
 
+def worker_venv_dir(cache: Path) -> Path:
+    """Where ``worker_venv`` keeps the virtualenv: named after the Python and package
+    versions, so a change of either makes a new one."""
+    versions = {name: importlib.metadata.version(name) for name in WORKER_PACKAGES}
+    tag = "-".join(f"{n}{v}" for n, v in versions.items())
+    py = f"py{sys.version_info.major}.{sys.version_info.minor}"
+    # Absolute, never resolved: a virtualenv's python is a symlink to its base.
+    return cache.absolute() / f"spark-worker-{py}-{tag}"
+
+
 def worker_venv(cache: Path) -> Path:
     """The Python of a virtualenv with only ``WORKER_PACKAGES`` (at this process's
     versions), created once under ``cache`` and reused; returns its interpreter."""
+    venv = worker_venv_dir(cache)
+    cache = venv.parent
     versions = {name: importlib.metadata.version(name) for name in WORKER_PACKAGES}
-    cache = cache.absolute()  # never resolved: a venv's python is a symlink to its base
-    tag = "-".join(f"{n}{v}" for n, v in versions.items())
-    py = f"py{sys.version_info.major}.{sys.version_info.minor}"
-    venv = cache / f"spark-worker-{py}-{tag}"
     python = venv / "bin" / "python"
     if (venv / ".complete").exists():
         return python
