@@ -60,7 +60,7 @@ def child(spec_path: str, budget: int, spill_dir: str) -> None:
     from firn.model.schema import TableSchema
     from firn.model.tasks import TaskSpec
 
-    spec = TaskSpec.model_validate_json(Path(spec_path).read_text())
+    spec = TaskSpec.from_json(Path(spec_path).read_text())
     table = TableSchema.build("bench_memory", SCHEMA, ["id"])
     baseline = _status_bytes("VmRSS")
     result = run_task(table, spec, 1, KernelLimits(memory_budget=budget, spill_dir=spill_dir))
@@ -157,7 +157,7 @@ def main() -> None:
             f"in {time.perf_counter() - began:.1f} s"
         )
         spec_path = Path(tmp) / "spec.json"
-        spec_path.write_text(spec.model_dump_json())
+        spec_path.write_text(spec.to_json())
         spill_dir = Path(tmp) / "spill"
         spill_dir.mkdir()
         out = subprocess.run(

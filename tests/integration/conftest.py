@@ -1,4 +1,5 @@
-"""Session-scoped real Kafka and Postgres, and per-test settings with unique names."""
+"""Session-scoped real Kafka, Postgres and Spark standalone cluster, and per-test
+settings with unique names."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pydantic import SecretStr
 from firn.postgres import connect
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
+from firn_localstack import SparkCluster, worker_venv
 from tests.integration.backends import Backend, kafka_backend, postgres_backend
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,6 +63,22 @@ def postgres(base_settings: FirnSettings, stack_home: Path) -> Iterator[Backend]
             backend.address, f"{backend.source}, server {version[0] if version else '?'}"
         )
         yield backend
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(stack_home: Path) -> Iterator[SparkCluster]:
+    """A Spark standalone master and one small worker (pyspark's own spark-class),
+    whose executors run a Python that has pyarrow and numpy but no Firn."""
+    python = worker_venv(REPO / ".firn" / "cache")
+    cluster = SparkCluster(stack_home / "spark", python=python, cores=1, memory="1g")
+    cluster.start()
+    _USED["Spark cluster"] = Backend(
+        cluster.master_url, f"local runner (pyspark's spark-class), worker Python {python}"
+    )
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @contextmanager

@@ -26,6 +26,8 @@ from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from firn.api.table import Table
 
 Engine = Literal["spark", "local"]
@@ -37,6 +39,7 @@ def compact(
     kind: str = "major",
     *,
     engine: Engine = "spark",
+    spark: SparkSession | None = None,
 ) -> dict[str, Any]:
     """Compact ``table`` (one partition, or every one) now; returns a summary.
 
@@ -44,11 +47,18 @@ def compact(
     rewrite every base file, e.g. after changing ``base.buckets``) or ``minor``
     (merge each node's change files among themselves; the base is untouched);
     tables without a primary key bin-pack small files whatever the kind. ``engine="local"`` runs
-    the merge kernel in this process instead of as a Spark job."""
+    the merge kernel in this process instead of as a Spark job.
+
+    ``spark`` is a session the caller already has, on any master: the job runs there
+    (Firn ships its own code to the executors, which need only pyspark, pyarrow and
+    numpy). Without it Firn builds one from the settings (``FIRN_SPARK_MASTER``,
+    ``FIRN_SPARK_CONF``)."""
     if kind not in ("major", "full", "minor"):
         raise ConfigError(f"kind must be 'major', 'minor' or 'full', got {kind!r}")
     if engine not in ("spark", "local"):
         raise ConfigError(f"engine must be 'spark' or 'local', got {engine!r}")
+    if spark is not None and engine != "spark":
+        raise ConfigError(f"a Spark session was given, but engine is {engine!r}")
     started = time.monotonic()
     catalog = postgres_catalog_of(table)
     conn = catalog.conn
@@ -75,7 +85,7 @@ def compact(
             claim = claim_task(conn, task_id, owner, props.task_lease)
             if claim is not None:
                 claims.append(claim)
-        batch = _execute(catalog.settings, table, claims, limits, engine)
+        batch = _execute(catalog.settings, table, claims, limits, engine, spark)
         results.extend(batch)
         retries = [r for r in batch if record_result(conn, r, props.task_max_attempts) == "retry"]
         pending = [r.task_id for r in retries]
@@ -119,14 +129,20 @@ def _partitions(conn: Connection, table: Table, partition: str | None) -> list[s
 
 
 def _execute(
-    settings: FirnSettings, table: Table, claims: list[Claim], limits: KernelLimits, engine: Engine
+    settings: FirnSettings,
+    table: Table,
+    claims: list[Claim],
+    limits: KernelLimits,
+    engine: Engine,
+    spark: SparkSession | None,
 ) -> list[TaskResult]:
     if engine == "local":
         return run_local(table.definition, claims, limits)
-    from firn.engine.spark_session import spark_session
+    if spark is None:
+        from firn.engine.spark_session import spark_session
 
-    session = spark_session(settings)
-    return run_spark(session, table.definition, claims, limits)
+        spark = spark_session(settings)
+    return run_spark(spark, table.definition, claims, limits)
 
 
 def _summary(

@@ -137,7 +137,7 @@ def claim_task(
             (lease_seconds, task_id),
         ).fetchone()
         assert row is not None
-        spec = TaskSpec.model_validate(row[0])
+        spec = TaskSpec.from_dict(row[0])
         move_plan(
             conn,
             int(row[1]),

@@ -105,8 +105,8 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     ).fetchall()
     if any(TaskState(t[1]) != TaskState.PREPARED for t in tasks):
         return PlanCommit(plan_id, "waiting", reason="not every task is Prepared")
-    specs = [TaskSpec.model_validate(t[3]) for t in tasks]
-    outputs = [OutputFile.model_validate(o) for t in tasks for o in (t[4] or [])]
+    specs = [TaskSpec.from_dict(t[3]) for t in tasks]
+    outputs = [OutputFile.from_dict(o) for t in tasks for o in (t[4] or [])]
 
     snapshot_id, now = conn.execute(
         "UPDATE catalog_table SET last_snapshot = last_snapshot + 1 WHERE table_id = %s "

@@ -83,7 +83,7 @@ def create_plan(
             )
             conn.execute(
                 "UPDATE compaction_task SET spec = %s WHERE task_id = %s",
-                (spec.model_dump_json(), task_id),
+                (spec.to_json(), task_id),
             )
             record_transition(conn, "task", task_id, "", TASK.initial, 0, "planned")
             specs.append(spec)

@@ -12,6 +12,7 @@ Recording locks the plan before the task (the lock order of
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 from collections.abc import Sequence
@@ -42,11 +43,11 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
         stray = _outputs_outside_attempt(conn, result)
         if stray:
             # Never registered, and never deleted either: such a path may be a live file.
-            result = result.model_copy(
-                update={"outputs": (), "error": f"outputs outside the attempt directory: {stray}"}
+            result = dataclasses.replace(
+                result, outputs=(), error=f"outputs outside the attempt directory: {stray}"
             )
         if result.ok:
-            outputs = json.dumps([o.model_dump() for o in result.outputs])
+            outputs = json.dumps([o.to_dict() for o in result.outputs])
             moved = move_task(
                 conn,
                 result.task_id,
@@ -113,7 +114,7 @@ def _outputs_outside_attempt(conn: Connection, result: TaskResult) -> list[str]:
     ).fetchone()
     if row is None:
         return [o.path for o in result.outputs]
-    own = TaskSpec.model_validate(row[0]).output_dir(result.attempt) + "/"
+    own = TaskSpec.from_dict(row[0]).output_dir(result.attempt) + "/"
     return [
         o.path
         for o in result.outputs

@@ -3,8 +3,11 @@ task (SPEC 6), or, for tests and tools, the same kernel in this process.
 
 Spark ships each task's spec (JSON) and the table definition to a Python worker,
 which runs the merge kernel and sends back a ``TaskResult`` as JSON: the output
-files' stats, or the error. A failing task is reported, not raised, so one bad task
-does not fail its batch; retrying is the state machine's business, not Spark's.
+files' stats, or the error. The worker imports this module, and what it imports,
+from the zip ``firn.engine.shipping`` adds to the session: on a cluster it has no
+Firn of its own, only pyspark, pyarrow and numpy. A failing task is reported, not
+raised, so one bad task does not fail its batch; retrying is the state machine's
+business, not Spark's.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from firn.engine.kernel import KernelLimits, run_task
+from firn.engine.shipping import ship_firn
 from firn.errors import FirnError
 from firn.model.schema import TableSchema
 from firn.model.tasks import TaskResult, TaskSpec
@@ -59,8 +63,8 @@ def run_local(
 
 def _run_serialized(table: TableSchema, limits: KernelLimits, item: tuple[str, int]) -> str:
     spec_json, attempt = item
-    result = run_reporting(table, limits, TaskSpec.model_validate_json(spec_json), attempt)
-    return result.model_dump_json()
+    result = run_reporting(table, limits, TaskSpec.from_json(spec_json), attempt)
+    return result.to_json()
 
 
 def run_spark(
@@ -69,10 +73,11 @@ def run_spark(
     """The tasks as one Spark job with one Spark task each."""
     if not claims:
         return []
+    ship_firn(session)
     context = session.sparkContext
     context.setJobDescription(f"firn: {len(claims)} compaction task(s) of {table.name}")
-    payload = [(spec.model_dump_json(), attempt) for spec, attempt in claims]
+    payload = [(spec.to_json(), attempt) for spec, attempt in claims]
     job = context.parallelize(payload, numSlices=len(payload)).map(
         functools.partial(_run_serialized, table, limits)
     )
-    return [TaskResult.model_validate_json(r) for r in job.collect()]
+    return [TaskResult.from_json(r) for r in job.collect()]

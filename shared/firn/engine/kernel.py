@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -52,7 +53,11 @@ from firn.model.merge_on_read import SEQ
 from firn.model.schema import TableSchema
 from firn.model.tasks import InputFile, TaskResult, TaskSpec
 from firn.model.values import KeyTuple, key_from_json
-from firn.settings import FirnSettings
+
+if TYPE_CHECKING:
+    # Settings are resolved on the driver: this module runs in Spark's Python workers,
+    # which have no pydantic (see firn.engine.shipping).
+    from firn.settings import FirnSettings
 
 READ_BATCH_ROWS = 65536
 DEFAULT_MEMORY_BUDGET = 1 << 30

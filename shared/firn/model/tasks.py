@@ -2,34 +2,74 @@
 
 A ``TaskSpec`` is everything an executor needs to run one task without asking the
 catalog: the input files (with the seq the merge rule needs), the target node and key
-range, S, the output size and prefix. It is stored with the task row and carried by
-plan-task events and into Spark tasks, so it is a frozen model with a JSON form.
+range, S, the output size and prefix. It is stored with the task row (JSONB) and
+carried into Spark tasks, and a ``TaskResult`` comes back the same way.
+
+They are plain frozen dataclasses with a JSON form (``to_dict``/``from_dict``), not
+pydantic models: this module runs in Spark's Python workers, which get Firn's code
+as a zip (``firn.engine.shipping``) and have only pyspark, pyarrow and numpy
+installed, so nothing here may import a compiled package they lack.
 Key bounds are keys in their catalog JSON form (``firn.model.values``); the lower bound
 is inclusive, the upper exclusive, ``None`` unbounded.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 from firn.model.files import FileEntry
 from firn.model.tree import Node
 
 Kind = Literal["major", "minor", "full", "bin-pack"]
+KINDS: tuple[str, ...] = ("major", "minor", "full", "bin-pack")
+
+_T = TypeVar("_T")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+def _fields_of(cls: type[Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` as the keyword arguments of ``cls``: an unknown or missing field is a
+    ``ValueError`` naming it (the JSON form is Firn's own, so this means a bug or a
+    spec written by an incompatible version)."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
+    missing = sorted(
+        name
+        for name, f in known.items()
+        if name not in data
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    )
+    if missing:
+        raise ValueError(f"{cls.__name__} is missing field(s) {missing}")
+    return dict(data)
 
 
-class InputFile(_Frozen):
+def _key(value: Any) -> list[Any] | None:
+    return None if value is None else list(value)
+
+
+def _to_dict(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = dataclasses.asdict(obj)
+    return out
+
+
+@dataclass(frozen=True)
+class InputFile:
     """One file a task reads."""
 
     file_id: int
-    path: str = Field(description="Relative to the table's location.")
-    file_type: str = Field(description="I, D or B.")
+    path: str
+    """Relative to the table's location."""
+    file_type: str
+    """I, D or B."""
     node_m: int
     node_i: int
     seq: int
@@ -57,43 +97,73 @@ class InputFile(_Frozen):
             max_key=entry.max_key,
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        return _to_dict(self)
 
-class OutputFile(_Frozen):
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> InputFile:
+        values = _fields_of(cls, data)
+        for bound in ("min_key", "max_key"):
+            values[bound] = _key(values.get(bound))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class OutputFile:
     """One file a task wrote, with the stats the catalog registers."""
 
-    path: str = Field(description="Relative to the table's location.")
+    path: str
+    """Relative to the table's location."""
     file_type: str
     node_m: int
     node_i: int
-    seq: int = Field(description="The greatest change seq folded into the file.")
+    seq: int
+    """The greatest change seq folded into the file."""
     size_bytes: int
     record_count: int
     min_key: list[Any] | None
     max_key: list[Any] | None
 
+    def to_dict(self) -> dict[str, Any]:
+        return _to_dict(self)
 
-class TaskSpec(_Frozen):
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OutputFile:
+        values = _fields_of(cls, data)
+        for bound in ("min_key", "max_key"):
+            values[bound] = _key(values[bound])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
     """One task of a plan: merge these inputs for this node and key range."""
 
     plan_id: int
     task_id: int
     table_id: int
-    location: str = Field(description="The table's storage root.")
+    location: str
+    """The table's storage root."""
     partition_key: str
     kind: Kind
-    node_m: int = Field(description="The target node, at the base write level.")
+    node_m: int
+    """The target node, at the base write level."""
     node_i: int
-    lower: list[Any] | None = Field(description="Inclusive lower key bound, or none.")
-    upper: list[Any] | None = Field(description="Exclusive upper key bound, or none.")
+    lower: list[Any] | None
+    """Inclusive lower key bound, or none."""
+    upper: list[Any] | None
+    """Exclusive upper key bound, or none."""
     base_files: tuple[InputFile, ...]
     change_files: tuple[InputFile, ...]
-    cut_before: tuple[list[Any], ...] = Field(
-        default=(), description="Keys no output file may span (untouched files start there)."
-    )
-    from_merged_seq: int = Field(description="Change rows at or below this are merged.")
-    to_seq: int = Field(description="S: change rows above this are not this plan's.")
+    from_merged_seq: int
+    """Change rows at or below this are merged."""
+    to_seq: int
+    """S: change rows above this are not this plan's."""
     target_file_size: int
-    output_prefix: str = Field(description="Unique per task; the attempt is appended.")
+    output_prefix: str
+    """Unique per task; the attempt is appended."""
+    cut_before: tuple[list[Any], ...] = ()
+    """Keys no output file may span (untouched files start there)."""
 
     @property
     def node(self) -> Node:
@@ -107,24 +177,45 @@ class TaskSpec(_Frozen):
         """Where one attempt writes: never shared with another attempt or task."""
         return attempt_dir(self.output_prefix, attempt)
 
+    def to_dict(self) -> dict[str, Any]:
+        return _to_dict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskSpec:
+        values = _fields_of(cls, data)
+        if values["kind"] not in KINDS:
+            raise ValueError(f"TaskSpec kind must be one of {KINDS}, got {values['kind']!r}")
+        values["lower"] = _key(values["lower"])
+        values["upper"] = _key(values["upper"])
+        for name in ("base_files", "change_files"):
+            values[name] = tuple(InputFile.from_dict(f) for f in values[name])
+        values["cut_before"] = tuple(list(k) for k in values.get("cut_before", ()))
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> TaskSpec:
+        return cls.from_dict(json.loads(text))
+
 
 def attempt_dir(output_prefix: str, attempt: int) -> str:
     """The directory attempt ``attempt`` of the task with ``output_prefix`` writes in."""
     return f"{output_prefix}-a{attempt}"
 
 
-class TaskResult(_Frozen):
+@dataclass(frozen=True)
+class TaskResult:
     """What one attempt of a task produced."""
 
     task_id: int
     attempt: int
     outputs: tuple[OutputFile, ...] = ()
     error: str | None = None
-    retryable: bool = Field(
-        default=True,
-        description="Whether another attempt may succeed; False for an input file that "
-        "is damaged or does not match the catalog (the plan then fails at once).",
-    )
+    retryable: bool = True
+    """Whether another attempt may succeed; False for an input file that is damaged
+    or does not match the catalog (the plan then fails at once)."""
     rows_read: int = 0
     rows_written: int = 0
     seconds: float = 0.0
@@ -133,3 +224,19 @@ class TaskResult(_Frozen):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_dict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskResult:
+        values = _fields_of(cls, data)
+        values["outputs"] = tuple(OutputFile.from_dict(o) for o in values.get("outputs", ()))
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> TaskResult:
+        return cls.from_dict(json.loads(text))
