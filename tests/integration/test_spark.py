@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
+from firn.engine.shipping import ship_firn
 from firn.engine.spark_session import spark_session
 from firn.settings import FirnSettings
 
@@ -77,3 +82,18 @@ def test_arrow_batches_run_in_python_workers_that_have_firn(spark: SparkSession)
 
     assert sorted(r.id for r in rows) == list(range(100))
     assert {(r.version, r.python) for r in rows} == {(firn.__version__, sys.executable)}
+
+
+def test_shipping_firn_leaves_the_driver_on_the_installed_package(spark: SparkSession) -> None:
+    # addPyFile puts the zip on the driver's own path too; modules imported after it
+    # (and child processes, which inherit the path) must not come from the zip.
+    shipped = ship_firn(spark)
+    assert [p for p in sys.path if Path(p).name == shipped.name] == []
+    probe = subprocess.run(
+        [sys.executable, "-c", "import firn.events.schemas as s; print(s.__file__)"],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert ".zip" not in probe.stdout

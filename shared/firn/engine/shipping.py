@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import logging
 import os
+import sys
 import tempfile
 import threading
 import zipfile
@@ -90,6 +92,18 @@ def ship_firn(session: SparkSession) -> Path:
     with _lock:
         if key not in _shipped:
             context.addPyFile(str(path))
+            _keep_driver_path(path)
             _shipped.add(key)
             log.info("shipped %s to Spark application %s", path.name, context.applicationId)
     return path
+
+
+def _keep_driver_path(path: Path) -> None:
+    """Take the zip's copy back off the driver's ``sys.path``.
+
+    ``addPyFile`` also puts it first on the driver's path (for local-mode tests),
+    so every Firn module the driver had not yet imported would then come from the
+    zip, where package data (the event schemas) is no file; child processes would
+    inherit that path too. The driver runs the installed Firn, always."""
+    sys.path[:] = [entry for entry in sys.path if Path(entry).name != path.name]
+    importlib.invalidate_caches()

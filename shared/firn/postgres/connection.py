@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
@@ -27,10 +29,22 @@ def connect(settings: FirnSettings, *, autocommit: bool = False) -> Connection:
         )
     except psycopg.OperationalError as exc:
         raise ServiceError(f"cannot connect to Postgres: {exc}") from exc
-    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-    conn.autocommit = autocommit
+    try:
+        _create_schema(conn, schema)
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.autocommit = autocommit
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def _create_schema(conn: Connection, schema: str) -> None:
+    """Create ``schema`` unless it exists. ``IF NOT EXISTS`` is not atomic: two
+    services starting at once can both miss the schema and one then fails on the
+    catalog's unique index; the schema exists either way, which is all we need."""
+    with contextlib.suppress(psycopg.errors.UniqueViolation):
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
 
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
