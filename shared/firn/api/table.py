@@ -21,20 +21,23 @@ later, and orphan cleanup deletes a recorded file after ``orphan.retention``
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from firn.engine.loading import group_rows, write_groups
 from firn.engine.staging import file_name, split_changes, write_group
 from firn.engine.table_scan import Scan, check_columns
 from firn.engine.verify import Progress, VerifyReport, verify_files
 from firn.errors import CommitError, CommitStateUnknownError, ConfigError, StorageError
 from firn.io.storage import Storage
-from firn.model.changes import DELETE, OP, UPSERT, validate_changes
+from firn.model.changes import DELETE, OP, UPSERT, validate_changes, validate_rows
 from firn.model.commits import CommitResult, StagedFile
 from firn.model.filter_text import as_filter
+from firn.model.partition_names import PartitionName, partition_keys
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
 from firn.model.table_catalog import TableCatalog
@@ -96,8 +99,68 @@ class Table:
         except BaseException:
             self._discard(paths)
             raise
-        result = self._register(staged)
+        result = self._register(
+            [f.path for f in staged], lambda: self.catalog.register_commit(self.table_id, staged)
+        )
         self._announce(result, staged)
+        return result.seq
+
+    def load(
+        self, rows: pa.Table, partitions: PartitionName | Iterable[PartitionName] | None = None
+    ) -> int:
+        """Replace the table's content with ``rows``, written straight to base files in
+        key order (no change files, nothing left for compaction); returns the seq.
+
+        ``partitions=None`` replaces the whole table: every partition not in ``rows``
+        ends up empty. Naming partitions (``"region=eu"`` or ``{"region": "eu"}``, or
+        a list of them) replaces only those, and every row must belong to one of
+        them; the others are untouched. Atomic like a commit: one seq and snapshot,
+        in which every earlier file of those partitions is gone and no change
+        committed before is ever merged back; changes committed later apply on top.
+        ``rows`` has exactly the table's columns (no ``_op``) and at most one row
+        per key (``ConfigError`` otherwise: use ``commit`` to apply changes in
+        order). A compaction running on a replaced partition fails when it tries to
+        commit, and the partition is planned again. A load publishes no commit
+        event (it leaves nothing to compact); the metrics service sees it at its
+        next catalog check."""
+        validated = validate_rows(self.definition, rows)
+        named = None if partitions is None else partition_keys(self.definition, partitions)
+        groups = group_rows(self.definition, self.properties.base_buckets, validated)
+        if named is not None:
+            outside = sorted({g.partition_key for g in groups} - set(named))
+            if outside:
+                raise ConfigError(
+                    f"rows of partitions {outside[:5]} are not among the partitions the "
+                    f"load replaces {sorted(named)[:5]}"
+                )
+        staged_dir = f"load/{uuid.uuid4().hex}/"
+        try:
+            self.catalog.stage_paths(self.table_id, [staged_dir])
+        except CommitError as exc:
+            raise _about(self.name, exc) from exc
+        try:
+            staged = write_groups(
+                self.definition,
+                self.storage,
+                staged_dir.rstrip("/"),
+                validated,
+                groups,
+                self.properties.target_file_size,
+            )
+        except BaseException:
+            self._discard([staged_dir])
+            raise
+        result = self._register(
+            [staged_dir],
+            lambda: self.catalog.register_load(self.table_id, staged, staged_dir, named),
+        )
+        log.info(
+            "%s: loaded %d rows as %d base files, seq %d",
+            self.name,
+            validated.num_rows,
+            len(staged),
+            result.seq,
+        )
         return result.seq
 
     def upsert(self, rows: pa.Table) -> int:
@@ -117,26 +180,32 @@ class Table:
         ]
         return self.commit(_with_op(pa.table(columns, names=self.schema.names), DELETE))
 
-    def _register(self, staged: list[StagedFile]) -> CommitResult:
+    def _register(self, paths: list[str], register: Callable[[], CommitResult]) -> CommitResult:
+        """Run the catalog step that lands staged ``paths`` (files, or directories
+        ending in ``/``); delete them when it is known to have failed."""
         try:
-            return self.catalog.register_commit(self.table_id, staged)
+            return register()
         except CommitStateUnknownError as exc:
             raise _about(self.name, exc) from exc
         except CommitError as exc:
-            self._discard([f.path for f in staged])
+            self._discard(paths)
             raise _about(self.name, exc) from exc
         except Exception:
             # Any other error came before the commit point (the catalog turns every
             # failure at COMMIT into one of the two above). An interrupt is not sure
             # to have: the files stay recorded, and orphan cleanup decides.
-            self._discard([f.path for f in staged])
+            self._discard(paths)
             raise
 
     def _discard(self, paths: list[str]) -> None:
-        """Delete staged files of a commit known to have failed, then their records."""
+        """Delete staged files (or directories, ending in ``/``) of a commit known to
+        have failed, then their records."""
         try:
             for path in paths:
-                self.storage.delete(path)
+                if path.endswith("/"):
+                    self.storage.delete_dir(path)
+                else:
+                    self.storage.delete(path)
             self.catalog.unstage_paths(self.table_id, paths)
         except (StorageError, CommitError) as exc:
             # Still recorded as staged: orphan cleanup deletes them after orphan.retention.

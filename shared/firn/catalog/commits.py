@@ -26,7 +26,7 @@ import json
 from collections.abc import Sequence
 
 from firn.errors import CommitError, ConfigError
-from firn.model.commits import CommitResult, StagedFile
+from firn.model.commits import CommitResult, StagedFile, StreamBatch
 from firn.postgres.connection import Connection
 
 STAGED = "staged by a producer commit"
@@ -51,9 +51,39 @@ def unstage_paths(conn: Connection, table_id: int, paths: Sequence[str]) -> None
         )
 
 
-def register_commit(conn: Connection, table_id: int, files: Sequence[StagedFile]) -> CommitResult:
-    """Allocate seq and snapshot and register ``files`` (staged by ``stage_paths``);
-    call inside a transaction."""
+def unstage_dir(
+    conn: Connection, table_id: int, staged_dir: str, files: Sequence[StagedFile]
+) -> None:
+    """Clear the record of a staged directory (a path ending in ``/``) as its files
+    are registered, with the fence ``unstage`` keeps for staged files."""
+    if not staged_dir.endswith("/"):
+        raise ConfigError(f"a staged directory ends in '/', got {staged_dir!r}")
+    stray = [f.path for f in files if not f.path.startswith(staged_dir)]
+    if stray:
+        raise ConfigError(f"files outside the staged directory {staged_dir!r}: {stray[:3]}")
+    unstaged = conn.execute(
+        "DELETE FROM orphan_file WHERE table_id = %s AND path = %s AND deleted_at IS NULL",
+        (table_id, staged_dir),
+    ).rowcount
+    if unstaged != 1:
+        raise CommitError(
+            f"the staged directory {staged_dir!r} is no longer staged: the write took longer "
+            "than orphan.retention and orphan cleanup claimed it, or it was committed already",
+            retryable=False,
+        )
+
+
+def register_commit(
+    conn: Connection,
+    table_id: int,
+    files: Sequence[StagedFile],
+    *,
+    staged_dir: str | None = None,
+    stream: StreamBatch | None = None,
+) -> CommitResult:
+    """Allocate seq and snapshot and register ``files`` (staged by ``stage_paths``,
+    each by its path or all under ``staged_dir``); call inside a transaction. With
+    ``stream``, the micro-batch is recorded too: a second commit of it fails here."""
     row = conn.execute(
         "UPDATE catalog_table SET last_seq = last_seq + 1, last_snapshot = last_snapshot + 1 "
         "WHERE table_id = %s RETURNING last_seq, last_snapshot, now()",
@@ -61,17 +91,17 @@ def register_commit(conn: Connection, table_id: int, files: Sequence[StagedFile]
     ).fetchone()
     if row is None:
         raise ConfigError(f"table {table_id} no longer exists")
-    unstaged = conn.execute(
-        "DELETE FROM orphan_file WHERE table_id = %s AND path = ANY(%s) AND deleted_at IS NULL",
-        (table_id, [f.path for f in files]),
-    ).rowcount
-    if unstaged != len(files):
-        raise CommitError(
-            f"{len(files) - unstaged} of {len(files)} staged files are no longer staged: "
-            "the commit took longer than orphan.retention and orphan cleanup claimed them",
-            retryable=True,
-        )
+    if staged_dir is not None:
+        unstage_dir(conn, table_id, staged_dir, files)
+    else:
+        _unstage_files(conn, table_id, files)
     seq, snapshot_id, now = row
+    if stream is not None:
+        conn.execute(
+            "INSERT INTO stream_batch (table_id, query_id, batch_id, seq, snapshot_id) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            (table_id, stream.query_id, stream.batch_id, seq, snapshot_id),
+        )
     partitions = {f.partition_key: f.partition_values for f in files}
     with conn.cursor() as cur:
         cur.executemany(
@@ -108,6 +138,39 @@ def register_commit(conn: Connection, table_id: int, files: Sequence[StagedFile]
             ],
         )
     return CommitResult(int(seq), int(snapshot_id), now)
+
+
+def _unstage_files(conn: Connection, table_id: int, files: Sequence[StagedFile]) -> None:
+    unstaged = conn.execute(
+        "DELETE FROM orphan_file WHERE table_id = %s AND path = ANY(%s) AND deleted_at IS NULL",
+        (table_id, [f.path for f in files]),
+    ).rowcount
+    if unstaged != len(files):
+        raise CommitError(
+            f"{len(files) - unstaged} of {len(files)} staged files are no longer staged: "
+            "the commit took longer than orphan.retention and orphan cleanup claimed them",
+            retryable=True,
+        )
+
+
+def stream_batch_seq(conn: Connection, table_id: int, batch: StreamBatch) -> int | None:
+    """The seq a micro-batch was committed as (0 when it was empty), or None."""
+    row = conn.execute(
+        "SELECT coalesce(seq, 0) FROM stream_batch WHERE table_id = %s AND query_id = %s "
+        "AND batch_id = %s",
+        (table_id, batch.query_id, batch.batch_id),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def record_empty_batch(conn: Connection, table_id: int, batch: StreamBatch) -> None:
+    """A micro-batch with no rows: nothing to commit, but it counts as done."""
+    with conn.transaction():
+        conn.execute(
+            "INSERT INTO stream_batch (table_id, query_id, batch_id) VALUES (%s, %s, %s) "
+            "ON CONFLICT DO NOTHING",
+            (table_id, batch.query_id, batch.batch_id),
+        )
 
 
 def _json_or_null(value: object) -> str | None:

@@ -12,16 +12,16 @@ it later without asking anyone (``firn.catalog.commits``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psycopg
 
-from firn.catalog import commits, files, status, tables
+from firn.catalog import commits, files, loads, status, tables
 from firn.errors import CommitError, CommitStateUnknownError
 from firn.events.commits import commit_event
 from firn.kafka.publisher import EventPublisher
-from firn.model.commits import CommitResult, StagedFile
+from firn.model.commits import CommitResult, StagedFile, StreamBatch
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
 from firn.postgres.connection import Connection, ReconnectingConnection
@@ -70,12 +70,48 @@ class PostgresTableCatalog:
         except psycopg.Error as exc:
             raise CommitError(f"staged records not cleared: {exc}", retryable=True) from exc
 
-    def register_commit(self, table_id: int, staged: Sequence[StagedFile]) -> CommitResult:
+    def register_commit(
+        self,
+        table_id: int,
+        staged: Sequence[StagedFile],
+        *,
+        staged_dir: str | None = None,
+        stream: StreamBatch | None = None,
+    ) -> CommitResult:
+        return self._committing(
+            len(staged),
+            lambda conn: commits.register_commit(
+                conn, table_id, staged, staged_dir=staged_dir, stream=stream
+            ),
+        )
+
+    def register_load(
+        self,
+        table_id: int,
+        staged: Sequence[StagedFile],
+        staged_dir: str,
+        partitions: Mapping[str, Mapping[str, str]] | None,
+    ) -> CommitResult:
+        return self._committing(
+            len(staged),
+            lambda conn: loads.register_load(conn, table_id, staged, staged_dir, partitions),
+        )
+
+    def stream_batch_seq(self, table_id: int, batch: StreamBatch) -> int | None:
+        return commits.stream_batch_seq(self.conn, table_id, batch)
+
+    def record_empty_batch(self, table_id: int, batch: StreamBatch) -> None:
+        commits.record_empty_batch(self.conn, table_id, batch)
+
+    def _committing(
+        self, files: int, register: Callable[[Connection], CommitResult]
+    ) -> CommitResult:
+        """Run ``register`` as one transaction, its failures as the Table's errors."""
         conn = self.conn
         committing = False
         try:
             with conn.transaction():
-                result = commits.register_commit(conn, table_id, staged)
+                result = register(conn)
                 committing = True
         except psycopg.Error as exc:
             # Before COMMIT was sent, Postgres rolls back whatever happened; COMMIT
@@ -84,7 +120,7 @@ class PostgresTableCatalog:
             if committing and not _rolled_back(conn, exc):
                 raise CommitStateUnknownError(
                     f"the catalog connection failed while committing; the commit may or "
-                    f"may not have landed ({len(staged)} staged files kept, recorded for "
+                    f"may not have landed ({files} staged files kept, recorded for "
                     f"orphan cleanup in case it did not): {exc}"
                 ) from exc
             raise CommitError(f"the commit failed: {exc}", retryable=True) from exc

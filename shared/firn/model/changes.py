@@ -44,21 +44,7 @@ def validate_changes(table: TableSchema, changes: pa.Table) -> pa.Table:
             f"missing {missing}, unexpected {extra}"
         )
     ops = _ops(changes.column(OP))
-    upserts = pc.equal(ops, UPSERT)
-    columns = []
-    for field in table.schema:
-        column = _cast(changes.column(field.name), field)
-        if column.null_count:
-            if field.name in table.primary_key:
-                raise ConfigError(f"key column {field.name!r} has nulls")
-            if not field.nullable and pc.any(pc.and_(upserts, column.is_null())).as_py():
-                raise ConfigError(
-                    f"column {field.name!r} is non-nullable but an upsert row has a null there"
-                )
-        if field.name in table.primary_key:
-            _check_key_text(field.name, column)
-        columns.append(column)
-    _check_partitions(table, pa.Table.from_arrays(columns, schema=table.schema))
+    columns = _table_columns(table, changes, pc.equal(ops, UPSERT))
     ords = pa.array(range(changes.num_rows), pa.int64())
     return pa.Table.from_arrays(
         [*columns, ops, ords],
@@ -66,6 +52,49 @@ def validate_changes(table: TableSchema, changes: pa.Table) -> pa.Table:
             pa.field(ORD, pa.int64(), nullable=False)
         ),
     )
+
+
+def validate_rows(table: TableSchema, rows: pa.Table) -> pa.Table:
+    """Whole rows (exactly the table's columns, no ``_op``), in table order and cast:
+    what a bulk load writes. Checked like the upserts of a change set."""
+    if isinstance(rows, pa.RecordBatch):
+        rows = pa.Table.from_batches([rows])
+    if not isinstance(rows, pa.Table):
+        raise ConfigError(f"rows must be a pyarrow.Table, got {type(rows).__name__}")
+    expected = table.schema.names
+    missing = [c for c in expected if c not in rows.column_names]
+    extra = [c for c in rows.column_names if c not in expected]
+    if missing or extra or len(set(rows.column_names)) != len(rows.column_names):
+        raise ConfigError(
+            f"rows must have exactly the table's columns: missing {missing}, unexpected {extra}"
+        )
+    columns = _table_columns(table, rows, None)
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def _table_columns(
+    table: TableSchema, changes: pa.Table, upserts: pa.ChunkedArray | None
+) -> list[pa.ChunkedArray]:
+    """The table's columns of ``changes``, cast and checked; ``upserts`` marks the rows
+    whose non-key columns must respect non-nullability (None: every row)."""
+    columns = []
+    for field in table.schema:
+        column = _cast(changes.column(field.name), field)
+        if column.null_count:
+            if field.name in table.primary_key:
+                raise ConfigError(f"key column {field.name!r} has nulls")
+            nulls = column.is_null()
+            if upserts is not None:
+                nulls = pc.and_(upserts, nulls)
+            if not field.nullable and pc.any(nulls).as_py():
+                raise ConfigError(
+                    f"column {field.name!r} is non-nullable but an upsert row has a null there"
+                )
+        if field.name in table.primary_key:
+            _check_key_text(field.name, column)
+        columns.append(column)
+    _check_partitions(table, pa.Table.from_arrays(columns, schema=table.schema))
+    return columns
 
 
 def _ops(column: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -12,7 +12,8 @@ from firn.model.tree import Node
 
 @dataclass(frozen=True)
 class StagedFile:
-    """A written change file, ready to be registered by the catalog."""
+    """A written data file (a change file, or a base file of a bulk load), ready to be
+    registered by the catalog."""
 
     partition_key: str
     partition_values: dict[str, str]
@@ -33,3 +34,12 @@ class CommitResult:
     seq: int
     snapshot_id: int
     committed_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class StreamBatch:
+    """One micro-batch of a streaming writer: committed at most once per table."""
+
+    query_id: str
+    """The streaming query's stable id (its checkpoint survives restarts)."""
+    batch_id: int

@@ -11,10 +11,10 @@ landed: the caller must keep the files); ``announce_commit`` is best effort.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from firn.model.commits import CommitResult, StagedFile
+from firn.model.commits import CommitResult, StagedFile, StreamBatch
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
 
@@ -32,8 +32,35 @@ class TableCatalog(Protocol):
         """Forget staged paths whose files were deleted after a known failure;
         ``CommitError`` when that fails (orphan cleanup then finds them)."""
 
-    def register_commit(self, table_id: int, staged: Sequence[StagedFile]) -> CommitResult:
-        """Register the staged files as one seq and snapshot (the commit point)."""
+    def register_commit(
+        self,
+        table_id: int,
+        staged: Sequence[StagedFile],
+        *,
+        staged_dir: str | None = None,
+        stream: StreamBatch | None = None,
+    ) -> CommitResult:
+        """Register the staged files as one seq and snapshot (the commit point).
+        ``staged_dir``: the files were staged as one directory (``stage_paths`` of a
+        path ending in ``/``) instead of by path. ``stream``: record the micro-batch
+        in the same step; ``CommitError`` if it was committed before."""
+
+    def register_load(
+        self,
+        table_id: int,
+        staged: Sequence[StagedFile],
+        staged_dir: str,
+        partitions: Mapping[str, Mapping[str, str]] | None,
+    ) -> CommitResult:
+        """Replace ``partitions`` (key -> column values; ``None``: the whole table)
+        with the staged base files under ``staged_dir``, as one seq and snapshot.
+        Fails like ``register_commit``."""
+
+    def stream_batch_seq(self, table_id: int, batch: StreamBatch) -> int | None:
+        """The seq a micro-batch was committed as (0: it was empty), None if never."""
+
+    def record_empty_batch(self, table_id: int, batch: StreamBatch) -> None:
+        """Remember a micro-batch that had no rows, so it counts as committed."""
 
     def announce_commit(
         self, table: str, table_id: int, result: CommitResult, staged: Sequence[StagedFile]

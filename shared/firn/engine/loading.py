@@ -1,0 +1,246 @@
+"""Bulk load: whole rows straight to base files, in key order (no change files, no
+major compaction afterwards).
+
+The rows are split by partition and by node of the base write level
+(``base.buckets``), each group is sorted by key and written as base files cut at
+``target-file-size`` (``firn.engine.writer.SizedWriter``), groups in parallel
+threads (Arrow sorts, encodes and compresses without the GIL). What the files are
+is exactly what a major compaction would have written for these rows, so readers,
+the planner and the kernel need nothing new.
+
+A base file holds at most one row per key (the merge rule's "the base row stands"
+has no order between two base rows), so a key that appears twice in a load is
+refused with ``ConfigError``: a load is the table's content, not a change set.
+Keys are checked in the group's own sort, so the check costs one comparison pass.
+
+This module imports only the model, storage and the writer: it is what a Spark task
+of an overwrite runs on an executor (``firn.spark``) as well as ``Table.load``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from firn.engine.writer import ROW_GROUP_ROWS, SizedWriter
+from firn.errors import ConfigError
+from firn.io.storage import Storage
+from firn.model.commits import StagedFile
+from firn.model.keyhash import hash_keys, node_index
+from firn.model.merge_on_read import run_starts
+from firn.model.schema import TableSchema
+from firn.model.tree import ROOT, Node
+from firn.model.values import key_at, key_from_json, partition_path, partition_texts
+
+_ROW = "_firn_row"
+_NODE = "_firn_node"
+
+
+@dataclass(frozen=True)
+class LoadGroup:
+    """The rows of one partition at one base node, not yet sorted."""
+
+    partition_key: str
+    partition_values: dict[str, str]
+    node: Node
+    rows: npt.NDArray[np.int64]
+    """Positions in the load's rows."""
+
+
+def group_rows(table: TableSchema, base_buckets: int, rows: pa.Table) -> list[LoadGroup]:
+    """Validated rows (``validate_rows``) split by partition and base node."""
+    if table.keyed:
+        m = base_buckets
+        nodes = node_index(hash_keys([rows.column(c) for c in table.primary_key]), m)
+    else:
+        m, nodes = 1, np.zeros(rows.num_rows, dtype=np.int64)
+    if not table.partition_by:
+        # One stable counting-style sort of small node numbers splits the rows.
+        order = np.argsort(nodes.astype(np.int16 if m <= 1 << 15 else np.int64), kind="stable")
+        bounds = np.searchsorted(nodes[order], np.arange(m + 1))
+        return [
+            LoadGroup("", {}, Node(m, i) if table.keyed else ROOT, order[lo:hi])
+            for i, (lo, hi) in enumerate(itertools.pairwise(bounds))
+            if hi > lo
+        ]
+    tagged = rows.select(list(table.partition_by))
+    tagged = tagged.append_column(_NODE, pa.array(nodes, pa.int64()))
+    tagged = tagged.append_column(_ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    groups = tagged.group_by([*table.partition_by, _NODE], use_threads=False).aggregate(
+        [(_ROW, "list")]
+    )
+    texts = partition_texts(groups.select(list(table.partition_by)))
+    out = []
+    for g in range(groups.num_rows):
+        node = int(groups.column(_NODE)[g].as_py())
+        positions = groups.column(f"{_ROW}_list")[g].values.to_numpy()
+        out.append(
+            LoadGroup(
+                partition_path(table.partition_by, texts[g]),
+                dict(zip(table.partition_by, texts[g], strict=True)),
+                Node(m, node) if table.keyed else ROOT,
+                positions,
+            )
+        )
+    return out
+
+
+def sorted_group(table: TableSchema, rows: pa.Table, group: LoadGroup) -> pa.Table:
+    """The group's rows in key order; ``ConfigError`` naming a key that appears twice."""
+    if not table.keyed:
+        return rows.take(pa.array(group.rows))
+    key = list(table.primary_key)
+    keys = rows.select(key).take(pa.array(group.rows)).combine_chunks()
+    order = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in key])
+    sorted_keys = keys.take(order)
+    starts = run_starts(sorted_keys)
+    if len(starts) != sorted_keys.num_rows:
+        raise duplicate_error(table, sorted_keys, starts)
+    return rows.take(pa.array(group.rows[order.to_numpy()]))
+
+
+LOAD_RULE = (
+    "a bulk load takes at most one row per key: keep one row per key, or commit the "
+    "rows as a change set (Table.commit applies them in order)"
+)
+
+
+def duplicate_error(
+    table: TableSchema, sorted_keys: pa.Table, starts: pa.Array, rule: str = LOAD_RULE
+) -> ConfigError:
+    """The error for key-sorted rows whose runs (``run_starts``) are not all single."""
+    run_ends = np.append(starts.to_numpy()[1:], sorted_keys.num_rows)
+    first = int(starts.to_numpy()[np.flatnonzero(run_ends - starts.to_numpy() > 1)[0]])
+    duplicates = sorted_keys.num_rows - len(starts)
+    return ConfigError(
+        f"key {key_at(sorted_keys, table.primary_key, first)} appears more than once "
+        f"({duplicates} extra row(s) in all); {rule}"
+    )
+
+
+def write_groups(
+    table: TableSchema,
+    storage: Storage,
+    directory: str,
+    rows: pa.Table,
+    groups: Sequence[LoadGroup],
+    target_file_size: int,
+    *,
+    threads: int | None = None,
+) -> list[StagedFile]:
+    """Sort and write every group as base files under ``directory`` (relative to the
+    table's location; one sub-directory per partition). On an error the files
+    written so far are deleted, and the error is raised."""
+
+    def write(group: LoadGroup) -> list[StagedFile]:
+        ordered = sorted_group(table, rows, group)
+        return write_sorted(table, storage, directory, group, ordered, target_file_size)
+
+    return _parallel(write, groups, threads)
+
+
+def write_sorted(
+    table: TableSchema,
+    storage: Storage,
+    directory: str,
+    group: LoadGroup,
+    ordered: pa.Table,
+    target_file_size: int,
+) -> list[StagedFile]:
+    """Write one group's key-sorted rows as base files cut at the target size."""
+    where = f"{directory}/{group.partition_key}" if group.partition_key else directory
+    writer = SizedWriter(
+        storage,
+        where,
+        schema=table.schema,
+        node=group.node,
+        seq=0,  # the seq is the load's, allocated when it is registered
+        target_size=target_file_size,
+        key_columns=table.primary_key,
+    )
+    try:
+        for start in range(0, ordered.num_rows, ROW_GROUP_ROWS):
+            writer.write(ordered.slice(start, ROW_GROUP_ROWS))
+        outputs = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    return [
+        StagedFile(
+            partition_key=group.partition_key,
+            partition_values=group.partition_values,
+            file_type="B",
+            node=group.node,
+            path=o.path,
+            size_bytes=o.size_bytes,
+            record_count=o.record_count,
+            min_key=o.min_key,
+            max_key=o.max_key,
+        )
+        for o in outputs
+    ]
+
+
+def _parallel(
+    work: Callable[[LoadGroup], list[StagedFile]],
+    groups: Sequence[LoadGroup],
+    threads: int | None,
+) -> list[StagedFile]:
+    threads = max(1, min(len(groups), threads or os.cpu_count() or 1))
+    if threads == 1:
+        return [f for g in groups for f in work(g)]
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="firn-load") as pool:
+        futures = [pool.submit(work, g) for g in groups]
+        results = [f.exception() or f.result() for f in futures]
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise errors[0]
+    return [f for r in results if not isinstance(r, BaseException) for f in r]
+
+
+def duplicate_across(
+    table: TableSchema,
+    storage: Storage,
+    files: Iterable[StagedFile],
+    extra_columns: Sequence[str] = (),
+    rule: str = LOAD_RULE,
+) -> ConfigError | None:
+    """Files written by independent workers (Spark tasks) may share a key: read the
+    key columns (and ``extra_columns``) of files that share a partition and node,
+    and return the error naming a repeated one, or None. Files alone in their
+    partition and node were checked when written."""
+    by_place: dict[tuple[str, Node], list[StagedFile]] = {}
+    for f in files:
+        by_place.setdefault((f.partition_key, f.node), []).append(f)
+    columns = [*table.primary_key, *extra_columns]
+    for place_files in by_place.values():
+        if len(place_files) < 2 or not _ranges_overlap(table, place_files):
+            continue
+        keys = pa.concat_tables(
+            [storage.read_parquet(f.path, columns=columns) for f in place_files]
+        ).combine_chunks()
+        order = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in columns])
+        sorted_keys = keys.take(order)
+        starts = run_starts(sorted_keys)
+        if len(starts) != sorted_keys.num_rows:
+            return duplicate_error(table, sorted_keys, starts, rule)
+    return None
+
+
+def _ranges_overlap(table: TableSchema, files: Sequence[StagedFile]) -> bool:
+    """Whether any two files' key ranges intersect (else they share no key)."""
+    ranges: list[tuple[Any, Any]] = sorted(
+        (key_from_json(f.min_key, table.key_schema), key_from_json(f.max_key, table.key_schema))
+        for f in files
+        if f.min_key is not None and f.max_key is not None
+    )
+    return any(lo <= hi for (_, hi), (lo, _) in itertools.pairwise(ranges))
