@@ -100,12 +100,21 @@ def sorted_group(table: TableSchema, rows: pa.Table, group: LoadGroup) -> pa.Tab
         return rows.take(pa.array(group.rows))
     key = list(table.primary_key)
     keys = rows.select(key).take(pa.array(group.rows)).combine_chunks()
-    order = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in key])
-    sorted_keys = keys.take(order)
+    if len(key) == 1 and pa.types.is_integer(keys.schema.field(0).type):
+        # One integer key: numpy's sort is faster than a general table sort.
+        values = keys.column(0).to_numpy()
+        order = np.argsort(values)
+        ordered = values[order]
+        if len(ordered) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
+            sorted_keys = keys.take(pa.array(order))
+            raise duplicate_error(table, sorted_keys, run_starts(sorted_keys))
+        return rows.take(pa.array(group.rows[order]))
+    indices = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in key])
+    sorted_keys = keys.take(indices)
     starts = run_starts(sorted_keys)
     if len(starts) != sorted_keys.num_rows:
         raise duplicate_error(table, sorted_keys, starts)
-    return rows.take(pa.array(group.rows[order.to_numpy()]))
+    return rows.take(pa.array(group.rows[indices.to_numpy()]))
 
 
 LOAD_RULE = (

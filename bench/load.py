@@ -1,0 +1,155 @@
+"""Bulk load: ``Table.load`` of 5M rows next to the old path (upsert, then a major
+compaction to make them base files) and to plain columnar writes of the same rows.
+
+The table is unpartitioned, keyed by an int64 ``id``, with bench/merge.py's four
+value columns (int64, float64, a 16-character string, a timestamp), default
+properties (``base.buckets`` 4, ``target-file-size`` 128 MiB). The rows come in a
+random key order (a load sorts them; the plain writes do not have to). Contenders,
+each on the same in-memory ``pyarrow.Table``, each into a fresh directory or table:
+
+- load: ``Table.load(rows)`` (validate, hash to nodes, sort each node by key, write
+  zstd base files in parallel threads, register them in one catalog transaction);
+- old path: ``Table.upsert(rows)`` then ``firn.compact(table, engine="local")``;
+- floor: ``pyarrow.parquet.write_table`` of the rows as one zstd file (what Firn's
+  files use), no sort;
+- delta-rs: ``deltalake.write_deltalake`` of the rows (its defaults), when the
+  ``deltalake`` package is installed (``pip install deltalake``); skipped, and said
+  so, otherwise.
+
+The load's result is checked (row count, and a sample of rows, against the input).
+Goal (issue 14): the load within 1.5x of the plain columnar write. Each contender
+runs ``--runs`` times and the best run counts (the old path runs once: it is slow).
+
+    .venv/bin/python bench/load.py                      # 5M rows
+    .venv/bin/python bench/load.py --rows 500000 --runs 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from harness import bench_catalog, best_of  # bench/ is on sys.path when run as a script
+
+import firn
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("qty", pa.int64()),
+        pa.field("price", pa.float64()),
+        pa.field("label", pa.string()),
+        pa.field("ts", pa.timestamp("us")),
+    ]
+)
+T0 = 1_700_000_000_000_000  # 2023-11-14, in microseconds
+YEAR_US = 365 * 86_400 * 1_000_000
+
+
+def make_rows(n: int, seed: int = 7) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    digits = pc.cast(pa.array(rng.integers(0, 10**11, n)), pa.string())
+    return pa.table(
+        {
+            "id": pa.array(rng.permutation(n), pa.int64()),
+            "qty": pa.array(rng.integers(0, 1_000_000, n)),
+            "price": pa.array(rng.random(n) * 1000),
+            "label": pc.binary_join_element_wise("item-", pc.utf8_lpad(digits, 11, "0"), ""),
+            "ts": pa.array(T0 + rng.integers(0, YEAR_US, n), pa.timestamp("us")),
+        },
+        schema=SCHEMA,
+    )
+
+
+def check(table: firn.Table, rows: pa.Table) -> None:
+    read = table.read()
+    assert read.num_rows == rows.num_rows, (read.num_rows, rows.num_rows)
+    sample = rows.slice(0, 1000)
+    got = read.join(sample.select(["id"]), keys="id", join_type="inner").sort_by("id")
+    want = sample.sort_by("id").select(got.column_names)
+    assert got.to_pylist() == want.to_pylist(), "loaded rows differ"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--skip-old-path", action="store_true")
+    args = parser.parse_args()
+
+    rows = make_rows(args.rows)
+    mib = rows.nbytes / 2**20
+    print(f"{args.rows:,} rows, {mib:.0f} MiB in Arrow, random key order")
+    scratch = Path(tempfile.mkdtemp(prefix="firn-bench-load-"))
+    names = itertools.count()
+    results: dict[str, float] = {}
+    try:
+        with bench_catalog() as catalog:
+
+            def new_table() -> firn.Table:
+                return catalog.create_table(f"load_{next(names)}", SCHEMA, ["id"])
+
+            def floor() -> None:
+                pq.write_table(rows, scratch / f"plain-{next(names)}.parquet", compression="zstd")
+
+            results["floor (pyarrow write_table, zstd)"] = best_of(args.runs, floor)
+            try:
+                from deltalake import write_deltalake
+
+                def delta() -> None:
+                    write_deltalake(str(scratch / f"delta-{next(names)}"), rows)
+
+                results["delta-rs write_deltalake"] = best_of(args.runs, delta)
+            except ImportError:
+                print("delta-rs: the deltalake package is not installed; skipped")
+
+            loaded: list[firn.Table] = []
+
+            def load() -> None:
+                table = new_table()
+                table.load(rows)
+                loaded.append(table)
+
+            results["firn Table.load"] = best_of(args.runs, load)
+            check(loaded[-1], rows)
+            files = loaded[-1].files()
+            print(
+                f"load wrote {files.num_rows} base files, "
+                f"{sum(files.column('size').to_pylist()) / 2**20:.0f} MiB"
+            )
+            if not args.skip_old_path:
+
+                def old_path() -> None:
+                    table = new_table()
+                    table.upsert(rows)
+                    firn.compact(table, engine="local")
+
+                began = time.perf_counter()
+                old_path()
+                results["old path (upsert + local major compaction)"] = time.perf_counter() - began
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    width = max(len(k) for k in results)
+    for name, seconds in results.items():
+        print(f"{name:<{width}}  {seconds:7.2f} s  {args.rows / seconds / 1e6:6.2f} M rows/s")
+    load_s = results["firn Table.load"]
+    print(f"load / floor:     {load_s / results['floor (pyarrow write_table, zstd)']:.2f}x")
+    if "delta-rs write_deltalake" in results:
+        print(f"load / delta-rs:  {load_s / results['delta-rs write_deltalake']:.2f}x")
+    old = results.get("old path (upsert + local major compaction)")
+    if old is not None:
+        print(f"old path / load:  {old / load_s:.2f}x (how much faster the load is)")
+    print("goal: load within 1.5x of the plain columnar write")
+
+
+if __name__ == "__main__":
+    main()

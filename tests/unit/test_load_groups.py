@@ -1,0 +1,105 @@
+"""Bulk-load grouping and sorting (``firn.engine.loading``) without I/O: every row
+lands once, in its partition and node, in key order; a repeated key is refused."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from firn.engine.loading import group_rows, sorted_group
+from firn.errors import ConfigError
+from firn.model.keyhash import hash_keys, node_index
+from firn.model.partition_names import partition_key, partition_keys
+from firn.model.schema import TableSchema
+
+ONE_KEY = TableSchema.build(
+    "one", pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.string())]), ["id"], []
+)
+TWO_KEYS = TableSchema.build(
+    "two",
+    pa.schema(
+        [
+            pa.field("part", pa.string(), False),
+            pa.field("k", pa.string(), False),
+            pa.field("v", pa.int64()),
+        ]
+    ),
+    ["part", "k"],
+    ["part"],
+)
+
+
+@given(ids=st.lists(st.integers(-(2**40), 2**40), unique=True, max_size=200))
+def test_one_integer_key_every_row_once_in_its_node_in_key_order(ids: list[int]) -> None:
+    rows = pa.table({"id": pa.array(ids, pa.int64()), "v": [str(i) for i in ids]})
+    groups = group_rows(ONE_KEY, 4, rows)
+    seen: list[int] = []
+    for group in groups:
+        ordered = sorted_group(ONE_KEY, rows, group)
+        got = ordered.column("id").to_pylist()
+        assert got == sorted(got)
+        assert ordered.column("v").to_pylist() == [str(i) for i in got], "rows stay whole"
+        nodes = node_index(hash_keys([ordered.column("id")]), 4)
+        assert set(nodes.tolist()) <= {group.node.i}
+        seen += got
+    assert sorted(seen) == sorted(ids)
+
+
+@given(
+    keys=st.lists(
+        st.tuples(st.sampled_from(["a", "b/c", "ü"]), st.text(max_size=3)), unique=True, max_size=60
+    )
+)
+def test_composite_keys_split_by_partition_and_node(keys: list[tuple[str, str]]) -> None:
+    rows = pa.table(
+        {
+            "part": pa.array([p for p, _ in keys], pa.string()),
+            "k": pa.array([k for _, k in keys], pa.string()),
+            "v": pa.array(range(len(keys)), pa.int64()),
+        }
+    )
+    seen = []
+    for group in group_rows(TWO_KEYS, 2, rows):
+        ordered = sorted_group(TWO_KEYS, rows, group)
+        parts, ks = ordered.column("part").to_pylist(), ordered.column("k").to_pylist()
+        pairs = list(zip(parts, ks, strict=True))
+        assert pairs == sorted(pairs)
+        assert {p for p, _ in pairs} == {group.partition_values["part"]}
+        assert group.partition_key == partition_key(TWO_KEYS, {"part": pairs[0][0]})[0]
+        seen += pairs
+    assert sorted(seen) == sorted(keys)
+
+
+@pytest.mark.parametrize(
+    ("table", "rows", "message"),
+    [
+        (ONE_KEY, pa.table({"id": [3, 1, 3], "v": ["x", "y", "z"]}), r"key \[3\] appears"),
+        (
+            TWO_KEYS,
+            pa.table({"part": ["a", "a", "a"], "k": ["x", "y", "x"], "v": [1, 2, 3]}),
+            r"key \['a', 'x'\] appears",
+        ),
+    ],
+)
+def test_a_repeated_key_is_refused(table: TableSchema, rows: pa.Table, message: str) -> None:
+    (group,) = group_rows(table, 1, rows)
+    with pytest.raises(ConfigError, match=message):
+        sorted_group(table, rows, group)
+
+
+def test_partition_names_by_key_or_mapping() -> None:
+    assert partition_keys(TWO_KEYS, ["part=a", {"part": "a"}]) == {"part=a": {"part": "a"}}
+    assert partition_key(TWO_KEYS, {"part": "b/c"}) == ("part=b%2Fc", {"part": "b/c"})
+    assert partition_key(TWO_KEYS, "part=b%2Fc")[1] == {"part": "b/c"}
+    for bad, message in [
+        ("region=a", "must be written"),
+        ("part=b/c", "must be written"),
+        ({"region": "a"}, "every partition column"),
+        (3, "name a partition"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            partition_key(TWO_KEYS, bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="not partitioned"):
+        partition_key(ONE_KEY, "id=1")
