@@ -35,7 +35,7 @@ from firn.engine.verify import Progress, VerifyReport, verify_files
 from firn.errors import CommitError, CommitStateUnknownError, ConfigError, StorageError
 from firn.io.storage import Storage
 from firn.model.changes import DELETE, OP, UPSERT, validate_changes, validate_rows
-from firn.model.commits import CommitResult, StagedFile
+from firn.model.commits import CommitResult, StagedFile, StreamBatch
 from firn.model.filter_text import as_filter
 from firn.model.partition_names import PartitionName, partition_keys
 from firn.model.properties import TableProperties
@@ -133,11 +133,7 @@ class Table:
                     f"rows of partitions {outside[:5]} are not among the partitions the "
                     f"load replaces {sorted(named)[:5]}"
                 )
-        staged_dir = f"load/{uuid.uuid4().hex}/"
-        try:
-            self.catalog.stage_paths(self.table_id, [staged_dir])
-        except CommitError as exc:
-            raise _about(self.name, exc) from exc
+        staged_dir = self.stage_directory("load")
         try:
             staged = write_groups(
                 self.definition,
@@ -179,6 +175,63 @@ class Table:
             for f in self.schema
         ]
         return self.commit(_with_op(pa.table(columns, names=self.schema.names), DELETE))
+
+    # -- files written elsewhere (the Spark writer) ------------------------------
+
+    def stage_directory(self, kind: str) -> str:
+        """Record a new directory (``<kind>/<uuid>/``) as staged before writers that
+        cannot reach the catalog (Spark executors) write under it; returns it."""
+        staged_dir = f"{kind}/{uuid.uuid4().hex}/"
+        try:
+            self.catalog.stage_paths(self.table_id, [staged_dir])
+        except CommitError as exc:
+            raise _about(self.name, exc) from exc
+        return staged_dir
+
+    def discard_directory(self, staged_dir: str) -> None:
+        """Delete a staged directory whose writing failed or was aborted, and its record."""
+        self._discard([staged_dir])
+
+    def commit_staged(
+        self,
+        staged: Sequence[StagedFile],
+        staged_dir: str,
+        *,
+        stream: StreamBatch | None = None,
+    ) -> int:
+        """Commit change files written under ``staged_dir`` (``stage_directory``) as
+        one change set; returns the seq. On a known failure the directory goes. A
+        stream keeps its directory for its next batches (``stream``)."""
+        # A stream's directory stays staged for its next batches: only this batch's
+        # files go on a failure.
+        discard = [f.path for f in staged] if stream is not None else [staged_dir]
+        result = self._register(
+            discard,
+            lambda: self.catalog.register_commit(
+                self.table_id, staged, staged_dir=staged_dir, stream=stream
+            ),
+        )
+        self._announce(result, list(staged))
+        return result.seq
+
+    def load_staged(
+        self,
+        staged: Sequence[StagedFile],
+        staged_dir: str,
+        partitions: PartitionName | Iterable[PartitionName] | None,
+    ) -> int:
+        """Register base files written under ``staged_dir`` as a load replacing
+        ``partitions`` (None: the whole table), as ``load`` does; returns the seq."""
+        named = None if partitions is None else partition_keys(self.definition, partitions)
+        if named is not None:
+            outside = sorted({f.partition_key for f in staged} - set(named))
+            if outside:
+                raise ConfigError(f"files of partitions {outside[:5]} the load does not replace")
+        result = self._register(
+            [staged_dir],
+            lambda: self.catalog.register_load(self.table_id, staged, staged_dir, named),
+        )
+        return result.seq
 
     def _register(self, paths: list[str], register: Callable[[], CommitResult]) -> CommitResult:
         """Run the catalog step that lands staged ``paths`` (files, or directories

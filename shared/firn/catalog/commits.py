@@ -52,17 +52,25 @@ def unstage_paths(conn: Connection, table_id: int, paths: Sequence[str]) -> None
 
 
 def unstage_dir(
-    conn: Connection, table_id: int, staged_dir: str, files: Sequence[StagedFile]
+    conn: Connection,
+    table_id: int,
+    staged_dir: str,
+    files: Sequence[StagedFile],
+    *,
+    keep: bool = False,
 ) -> None:
     """Clear the record of a staged directory (a path ending in ``/``) as its files
-    are registered, with the fence ``unstage`` keeps for staged files."""
+    are registered, with the fence ``unstage`` keeps for staged files. ``keep``: a
+    stream's directory stays staged for its next batches; its record is made new
+    again, so orphan cleanup never takes the directory of a running stream."""
     if not staged_dir.endswith("/"):
         raise ConfigError(f"a staged directory ends in '/', got {staged_dir!r}")
     stray = [f.path for f in files if not f.path.startswith(staged_dir)]
     if stray:
         raise ConfigError(f"files outside the staged directory {staged_dir!r}: {stray[:3]}")
+    statement = "UPDATE orphan_file SET recorded_at = now()" if keep else "DELETE FROM orphan_file"
     unstaged = conn.execute(
-        "DELETE FROM orphan_file WHERE table_id = %s AND path = %s AND deleted_at IS NULL",
+        f"{statement} WHERE table_id = %s AND path = %s AND deleted_at IS NULL",
         (table_id, staged_dir),
     ).rowcount
     if unstaged != 1:
@@ -83,7 +91,8 @@ def register_commit(
 ) -> CommitResult:
     """Allocate seq and snapshot and register ``files`` (staged by ``stage_paths``,
     each by its path or all under ``staged_dir``); call inside a transaction. With
-    ``stream``, the micro-batch is recorded too: a second commit of it fails here."""
+    ``stream``, the micro-batch is recorded too (a second commit of it fails here)
+    and ``staged_dir``, the stream's, stays staged for its next batches."""
     row = conn.execute(
         "UPDATE catalog_table SET last_seq = last_seq + 1, last_snapshot = last_snapshot + 1 "
         "WHERE table_id = %s RETURNING last_seq, last_snapshot, now()",
@@ -92,7 +101,7 @@ def register_commit(
     if row is None:
         raise ConfigError(f"table {table_id} no longer exists")
     if staged_dir is not None:
-        unstage_dir(conn, table_id, staged_dir, files)
+        unstage_dir(conn, table_id, staged_dir, files, keep=stream is not None)
     else:
         _unstage_files(conn, table_id, files)
     seq, snapshot_id, now = row

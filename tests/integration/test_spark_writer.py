@@ -1,0 +1,303 @@
+"""``df.write.format("firn")`` and ``df.writeStream.format("firn")`` on a real local
+Spark: one change set per job (or per micro-batch, once), loads by overwrite,
+nothing left behind by a failed or refused write."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+import firn
+import firn.spark
+from firn.engine.spark_session import spark_session
+from firn.settings import FirnSettings
+from tests.changesets import ReferenceModel, as_view
+
+_names = itertools.count()
+SCHEMA = pa.schema(
+    [
+        pa.field("part", pa.string(), nullable=False),
+        pa.field("k", pa.int64(), nullable=False),
+        pa.field("qty", pa.int64()),
+        pa.field("label", pa.string()),
+    ]
+)
+SPARK_SCHEMA = "part string, k long, qty long, label string"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    session = spark_session(FirnSettings(spark_master="local[1]"), app_name="firn-writer-test")
+    firn.spark.register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
+    with firn.connect(warehouse=str(tmp_path / "wh"), settings=settings) as catalog:
+        yield catalog
+
+
+@pytest.fixture
+def options(settings: FirnSettings, catalog: firn.Catalog) -> dict[str, str]:
+    """Where the data source finds this test's catalog (its own schema)."""
+    assert settings.database_url is not None
+    return {
+        "database_url": settings.database_url.get_secret_value(),
+        "database_schema": settings.database_schema,
+        "warehouse": catalog.settings.warehouse,
+        "kafka_bootstrap": settings.kafka_bootstrap or "",
+        "topic_prefix": settings.topic_prefix,
+    }
+
+
+def new_table(catalog: firn.Catalog, **props: Any) -> firn.Table:
+    properties = {"change.buckets": 2, "base.buckets": 2, **props}
+    return catalog.create_table(
+        f"spark_{next(_names)}", SCHEMA, ["part", "k"], ["part"], properties
+    )
+
+
+def frame(
+    spark: SparkSession, rows: list[dict[str, Any]], schema: str, parts: int = 3
+) -> DataFrame:
+    return spark.createDataFrame([tuple(r.values()) for r in rows], schema).repartition(parts)
+
+
+def stored(table: firn.Table) -> set[str]:
+    return {f.path for f in table.storage.walk()}
+
+
+def recorded(table: firn.Table) -> set[str]:
+    found = table.catalog.conn.execute(  # type: ignore[attr-defined]
+        "SELECT path FROM orphan_file WHERE table_id = %s", (table.table_id,)
+    ).fetchall()
+    return {p for (p,) in found}
+
+
+def model_of(ops: list[dict[str, Any]]) -> ReferenceModel:
+    model = ReferenceModel()
+    model.apply(ops)
+    return model
+
+
+def view_of(table: firn.Table) -> dict[tuple[Any, ...], dict[str, Any]]:
+    return as_view(table.read())
+
+
+def test_an_append_is_one_change_set_equal_to_the_model(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    table = new_table(catalog)
+    table.upsert(pa.table({"part": ["a", "b"], "k": [1, 2], "qty": [1, 2], "label": ["x", "y"]}))
+    # Same-commit order by order_by: key (a, 1) is deleted then inserted again,
+    # (b, 2) inserted then deleted, (c, 3) updated twice.
+    ops = [
+        {"part": "a", "k": 1, "qty": None, "label": None, "_op": "D", "ts": 1},
+        {"part": "a", "k": 1, "qty": 10, "label": "again", "_op": "U", "ts": 2},
+        {"part": "b", "k": 2, "qty": 20, "label": "new", "_op": "U", "ts": 3},
+        {"part": "b", "k": 2, "qty": None, "label": None, "_op": "D", "ts": 4},
+        {"part": "c", "k": 3, "qty": 30, "label": "first", "_op": "U", "ts": 5},
+        {"part": "c", "k": 3, "qty": 31, "label": "last", "_op": "U", "ts": 6},
+        *(
+            {"part": p, "k": k, "qty": k, "label": f"v{k}", "_op": "U", "ts": 100 + k}
+            for p in "abc"
+            for k in range(10, 40)
+        ),
+    ]
+    before = table.current_snapshot()
+    df = frame(spark, ops, f"{SPARK_SCHEMA}, _op string, ts long", parts=4)
+    df.write.format("firn").options(**options).option("order_by", "ts").mode("append").save(
+        table.name
+    )
+    assert table.current_snapshot() == before + 1, "one change set, one snapshot"
+    model = model_of(
+        [
+            {"part": "a", "k": 1, "qty": 1, "label": "x", "_op": "U"},
+            {"part": "b", "k": 2, "qty": 2, "label": "y", "_op": "U"},
+            *(
+                {c: v for c, v in op.items() if c != "ts"}
+                for op in sorted(ops, key=lambda o: o["ts"])
+            ),
+        ]
+    )
+    assert view_of(table) == model.view()
+    assert recorded(table) == set()
+    assert {f.split("/")[0] for f in stored(table)} == {"change"} | {"spark"}
+    seqs = set(table.files().column("seq").to_pylist())
+    assert len(seqs) == 2, "the Spark write registered its files under one seq"
+
+
+def test_op_option_upserts_and_deletes_without_an_op_column(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    table = new_table(catalog)
+    rows = [{"part": "a", "k": k, "qty": k, "label": "x"} for k in range(20)]
+    frame(spark, rows, SPARK_SCHEMA).write.format("firn").options(**options).mode("append").save(
+        table.name
+    )
+    keys = spark.createDataFrame([("a", k) for k in range(5)], "part string, k long")
+    keys.write.format("firn").options(**options).option("op", "delete").mode("append").save(
+        table.name
+    )
+    assert sorted(k for _, k in view_of(table)) == list(range(5, 20))
+
+
+def test_overwrite_is_a_load_of_the_table_or_of_the_partitions_present(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    table = new_table(catalog)
+    table.upsert(
+        pa.table({"part": ["a", "b", "c"], "k": [1, 2, 3], "qty": [1, 2, 3], "label": ["o"] * 3})
+    )
+    rows = [{"part": p, "k": k, "qty": k, "label": "load"} for p in "ab" for k in range(50)]
+    writer = frame(spark, rows, SPARK_SCHEMA).write.format("firn").options(**options)
+    writer.option("partitionOverwriteMode", "dynamic").mode("overwrite").save(table.name)
+    expected = {(r["part"], r["k"]): r for r in rows}
+    expected[("c", 3)] = {"part": "c", "k": 3, "qty": 3, "label": "o"}
+    assert view_of(table) == expected
+    live = table.files()
+    loaded = live.filter(pc.not_equal(live.column("partition"), "part=c"))
+    assert set(loaded.column("store").to_pylist()) == {"base"}
+    assert recorded(table) == set()
+    # static (Spark's default): the whole table is replaced.
+    frame(spark, rows[:10], SPARK_SCHEMA).write.format("firn").options(**options).mode(
+        "overwrite"
+    ).save(table.name)
+    assert view_of(table) == {(r["part"], r["k"]): r for r in rows[:10]}
+    assert firn.compact(table, engine="local")["plans"] == [], "nothing left to compact"
+
+
+def test_a_key_twice_across_tasks_is_refused_and_nothing_is_left(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    table = new_table(catalog)
+    rows = [{"part": "a", "k": k % 30, "qty": k, "label": "x"} for k in range(60)]
+    before = table.current_snapshot()
+    with pytest.raises(Exception, match="at most one row per key"):
+        frame(spark, rows, SPARK_SCHEMA, parts=3).write.format("firn").options(**options).mode(
+            "append"
+        ).save(table.name)
+    assert table.current_snapshot() == before
+    assert stored(table) == set()
+    assert recorded(table) == set()
+    with pytest.raises(Exception, match="at most one row per key"):
+        frame(spark, rows, SPARK_SCHEMA, parts=3).write.format("firn").options(**options).mode(
+            "overwrite"
+        ).save(table.name)
+    assert table.current_snapshot() == before
+    assert stored(table) == set()
+    assert recorded(table) == set()
+
+
+def test_a_failed_job_leaves_no_staged_file_and_commits_nothing(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    table = new_table(catalog)
+    table.upsert(pa.table({"part": ["a"], "k": [1], "qty": [1], "label": ["x"]}))
+    before, files = table.current_snapshot(), stored(table)
+    rows = [
+        {"part": "a", "k": k, "qty": k, "label": "x", "_op": "X" if k == 77 else "U"}
+        for k in range(100)
+    ]
+    with pytest.raises(Exception, match="unknown '_op' values"):
+        frame(spark, rows, f"{SPARK_SCHEMA}, _op string", parts=4).write.format("firn").options(
+            **options
+        ).mode("append").save(table.name)
+    assert table.current_snapshot() == before
+    assert stored(table) == files, "the other tasks' files are deleted by abort"
+    assert recorded(table) == set()
+
+
+@pytest.mark.parametrize(
+    ("schema", "row", "extra", "message"),
+    [
+        ("part string, qty long, label string", ("a", 1, "x"), {}, r"missing \['k'\]"),
+        (
+            "part string, k string, qty long, label string",
+            ("a", "1", 1, "x"),
+            {},
+            "column 'k' has type string",
+        ),
+        (f"{SPARK_SCHEMA}, _op string", ("a", 1, 1, "x", "U"), {"op": "upsert"}, "keep one"),
+        (SPARK_SCHEMA, ("a", 1, 1, "x"), {"op": "merge"}, "op must be 'upsert' or 'delete'"),
+        (SPARK_SCHEMA, ("a", 1, 1, "x"), {"order_by": "ts"}, "order_by column 'ts' is not"),
+    ],
+)
+def test_bad_dataframes_are_refused_before_any_task_and_change_nothing(
+    spark: SparkSession,
+    catalog: firn.Catalog,
+    options: dict[str, str],
+    schema: str,
+    row: tuple[Any, ...],
+    extra: dict[str, str],
+    message: str,
+) -> None:
+    table = new_table(catalog)
+    df = spark.createDataFrame([row], schema)
+    with pytest.raises(Exception, match=message):
+        df.write.format("firn").options(**options, **extra).mode("append").save(table.name)
+    assert table.current_snapshot() == 0
+    assert stored(table) == set()
+    assert recorded(table) == set()
+
+
+def test_an_unknown_table_is_refused(spark: SparkSession, options: dict[str, str]) -> None:
+    df = spark.createDataFrame([("a", 1, 1, "x")], SPARK_SCHEMA)
+    with pytest.raises(Exception, match="no table named 'nope'"):
+        df.write.format("firn").options(**options).mode("append").save("nope")
+
+
+def test_a_stream_commits_each_micro_batch_once_even_when_spark_runs_it_again(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str], tmp_path: Path
+) -> None:
+    table = new_table(catalog)
+    source, checkpoint = tmp_path / "source", tmp_path / "checkpoint"
+    source.mkdir()
+    batches = [
+        [{"part": "a", "k": k, "qty": k, "label": "one", "_op": "U"} for k in range(10)],
+        [{"part": "a", "k": k, "qty": -k, "label": "two", "_op": "U"} for k in range(5, 15)]
+        + [{"part": "a", "k": 0, "qty": None, "label": None, "_op": "D"}],
+    ]
+
+    def run() -> None:
+        stream = (
+            spark.readStream.schema(f"{SPARK_SCHEMA}, _op string")
+            .option("maxFilesPerTrigger", 1)
+            .json(str(source))
+            .writeStream.format("firn")
+            .options(**options)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start(table.name)
+        )
+        stream.awaitTermination(120)
+        assert stream.exception() is None
+
+    for n, rows in enumerate(batches):
+        (source / f"{n}.json").write_text("\n".join(json.dumps(r) for r in rows))
+    run()
+    model = model_of([r for batch in batches for r in batch])
+    assert view_of(table) == model.view()
+    assert table.current_snapshot() == 2, "one snapshot per micro-batch"
+    # Spark's commit log loses the last batch (as when the driver dies between
+    # Firn's commit and Spark's): the restarted query runs batch 1 again.
+    commits = sorted((checkpoint / "commits").iterdir(), key=lambda p: p.name)
+    commits[-1].unlink()
+    run()
+    assert table.current_snapshot() == 2, "the batch run again is not committed again"
+    assert view_of(table) == model.view()
+    # Each run of the query staged one directory, kept for its batches.
+    assert all(p.startswith("stream/") and p.endswith("/") for p in recorded(table))
