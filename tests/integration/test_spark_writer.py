@@ -286,18 +286,25 @@ def test_a_stream_commits_each_micro_batch_once_even_when_spark_runs_it_again(
         stream.awaitTermination(120)
         assert stream.exception() is None
 
-    for n, rows in enumerate(batches):
+    for n, rows in enumerate(batches):  # one file, one run, one micro-batch each
         (source / f"{n}.json").write_text("\n".join(json.dumps(r) for r in rows))
-    run()
+        run()
     model = model_of([r for batch in batches for r in batch])
     assert view_of(table) == model.view()
     assert table.current_snapshot() == 2, "one snapshot per micro-batch"
     # Spark's commit log loses the last batch (as when the driver dies between
     # Firn's commit and Spark's): the restarted query runs batch 1 again.
-    commits = sorted((checkpoint / "commits").iterdir(), key=lambda p: p.name)
-    commits[-1].unlink()
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
     run()
+    assert (checkpoint / "commits" / str(last)).exists(), "Spark ran the batch again"
     assert table.current_snapshot() == 2, "the batch run again is not committed again"
+    assert stored(table) == set(table.files().column("path").to_pylist()), (
+        "the files the batch wrote again are deleted"
+    )
     assert view_of(table) == model.view()
-    # Each run of the query staged one directory, kept for its batches.
-    assert all(p.startswith("stream/") and p.endswith("/") for p in recorded(table))
+    # The stream's one directory stays staged for its next batches.
+    (staged,) = recorded(table)
+    assert staged.startswith("stream/")
+    assert staged.endswith("/")

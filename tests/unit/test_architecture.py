@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ("firn.io", "firn.postgres", "firn.catalog", "firn.events", "firn.kafka"),
     ),
     ("engine", ("firn.engine",)),
-    ("api", ("firn.api", "firn")),
+    ("api", ("firn.api", "firn.spark", "firn")),
     ("services and cli", ("firn.cli", "firn.commands", "firn.__main__", "firn_services")),
 ]
 """Lowest first; a module belongs to the layer of its longest matching prefix."""

@@ -20,6 +20,7 @@ later, and orphan cleanup deletes a recorded file after ``orphan.retention``
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -178,12 +179,18 @@ class Table:
 
     # -- files written elsewhere (the Spark writer) ------------------------------
 
-    def stage_directory(self, kind: str) -> str:
+    def stage_directory(self, kind: str, stream_id: str | None = None) -> str:
         """Record a new directory (``<kind>/<uuid>/``) as staged before writers that
-        cannot reach the catalog (Spark executors) write under it; returns it."""
-        staged_dir = f"{kind}/{uuid.uuid4().hex}/"
+        cannot reach the catalog (Spark executors) write under it; returns it. A
+        stream's directory is named after its id instead, so that every writer of
+        the stream (Spark makes several) agrees on it, and staging it again only
+        refreshes its record."""
+        if stream_id is None:
+            staged_dir = f"{kind}/{uuid.uuid4().hex}/"
+        else:
+            staged_dir = f"{kind}/{hashlib.sha256(stream_id.encode()).hexdigest()[:32]}/"
         try:
-            self.catalog.stage_paths(self.table_id, [staged_dir])
+            self.catalog.stage_paths(self.table_id, [staged_dir], refresh=stream_id is not None)
         except CommitError as exc:
             raise _about(self.name, exc) from exc
         return staged_dir

@@ -33,13 +33,32 @@ STAGED = "staged by a producer commit"
 """The ``orphan_file`` reason of a staged path whose commit has not (yet) landed."""
 
 
-def stage_paths(conn: Connection, table_id: int, paths: Sequence[str]) -> None:
-    """Record ``paths`` before they are written (commits its own transaction)."""
+def stage_paths(
+    conn: Connection, table_id: int, paths: Sequence[str], *, refresh: bool = False
+) -> None:
+    """Record ``paths`` before they are written (commits its own transaction).
+    ``refresh``: a path recorded already (a stream's directory, staged again by each
+    of its writers) is made new again, unless orphan cleanup claimed it."""
     with conn.transaction():
-        conn.execute(
-            "INSERT INTO orphan_file (table_id, path, reason) SELECT %s, unnest(%s::text[]), %s",
+        if not refresh:
+            conn.execute(
+                "INSERT INTO orphan_file (table_id, path, reason) "
+                "SELECT %s, unnest(%s::text[]), %s",
+                (table_id, list(paths), STAGED),
+            )
+            return
+        staged = conn.execute(
+            "INSERT INTO orphan_file (table_id, path, reason) SELECT %s, unnest(%s::text[]), %s "
+            "ON CONFLICT (table_id, path) DO UPDATE SET recorded_at = now() "
+            "WHERE orphan_file.deleted_at IS NULL",
             (table_id, list(paths), STAGED),
-        )
+        ).rowcount
+        if staged != len(paths):
+            raise CommitError(
+                "orphan cleanup is deleting a staged directory of this stream (it saw no "
+                "commit for longer than orphan.retention); start the query again",
+                retryable=True,
+            )
 
 
 def unstage_paths(conn: Connection, table_id: int, paths: Sequence[str]) -> None:

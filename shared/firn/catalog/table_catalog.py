@@ -56,9 +56,9 @@ class PostgresTableCatalog:
 
     # -- committing ------------------------------------------------------------
 
-    def stage_paths(self, table_id: int, paths: Sequence[str]) -> None:
+    def stage_paths(self, table_id: int, paths: Sequence[str], *, refresh: bool = False) -> None:
         try:
-            commits.stage_paths(self.conn, table_id, paths)
+            commits.stage_paths(self.conn, table_id, paths, refresh=refresh)
         except psycopg.Error as exc:
             # Nothing is written yet; a record left behind names no file and is
             # cleared by orphan cleanup. Trying the commit again is safe.

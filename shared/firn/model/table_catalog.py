@@ -24,9 +24,10 @@ class TableCatalog(Protocol):
 
     # -- committing ------------------------------------------------------------
 
-    def stage_paths(self, table_id: int, paths: Sequence[str]) -> None:
+    def stage_paths(self, table_id: int, paths: Sequence[str], *, refresh: bool = False) -> None:
         """Record ``paths`` as staged before they are written; ``CommitError``
-        (retryable) when that fails, and then nothing is written."""
+        (retryable) when that fails, and then nothing is written. ``refresh``: a
+        path already staged (a stream's directory) is recorded anew instead."""
 
     def unstage_paths(self, table_id: int, paths: Sequence[str]) -> None:
         """Forget staged paths whose files were deleted after a known failure;

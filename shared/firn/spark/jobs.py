@@ -5,8 +5,9 @@ delete it.
 Why a staged directory, recorded by the driver: executors cannot be assumed to
 reach Postgres, and a task does not know its files' names before it has written
 them (base files are cut by size). So the driver records ``spark/<uuid>/`` (an
-append), ``load/<uuid>/`` (an overwrite) or ``stream/<uuid>/`` (a streaming query)
-in ``orphan_file`` first, and every task attempt writes under it. Whatever then
+append), ``load/<uuid>/`` (an overwrite) or ``stream/<hash of the stream id>/`` (a
+streaming query: Spark creates several writers per query, which must agree) in
+``orphan_file`` first, and every task attempt writes under it. Whatever then
 happens, nothing leaks: the commit clears the record in the transaction that
 registers the files; ``abort`` deletes the directory and its record; a driver that
 dies leaves the record, and expiry deletes the directory after ``orphan.retention``
@@ -72,7 +73,7 @@ def open_job(
         table = catalog.table(opts.table)
         op = _check_schema(table, schema, opts, overwrite=overwrite)
         kind = "stream" if stream else "load" if overwrite else "spark"
-        staged_dir = table.stage_directory(kind)
+        staged_dir = table.stage_directory(kind, opts.stream_id if stream else None)
     job = WriteJob(
         table=table.name,
         table_id=table.table_id,
