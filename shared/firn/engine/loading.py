@@ -58,7 +58,9 @@ class LoadGroup:
 
 def group_rows(table: TableSchema, base_buckets: int, rows: pa.Table) -> list[LoadGroup]:
     """Validated rows (``validate_rows``) split by partition and base node."""
-    if table.keyed:
+    if table.keyed and base_buckets == 1:
+        m, nodes = 1, np.zeros(rows.num_rows, dtype=np.int64)  # one node: no hashing
+    elif table.keyed:
         m = base_buckets
         nodes = node_index(hash_keys([rows.column(c) for c in table.primary_key]), m)
     else:
