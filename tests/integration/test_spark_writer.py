@@ -13,13 +13,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 import firn
 import firn.spark
 from firn.engine.spark_session import spark_session
 from firn.settings import FirnSettings
-from tests.changesets import ReferenceModel, as_view
+from tests.changesets import KEY_KINDS, ReferenceModel, as_view, operations, table_schema
 
 _names = itertools.count()
 SCHEMA = pa.schema(
@@ -308,3 +310,38 @@ def test_a_stream_commits_each_micro_batch_once_even_when_spark_runs_it_again(
     (staged,) = recorded(table)
     assert staged.startswith("stream/")
     assert staged.endswith("/")
+
+
+MODEL_SCHEMA = table_schema(KEY_KINDS[0])
+
+
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(commits=st.lists(operations(KEY_KINDS[0]), min_size=1, max_size=3), parts=st.integers(1, 4))
+def test_random_change_sets_written_by_spark_read_as_the_model(
+    spark: SparkSession,
+    catalog: firn.Catalog,
+    options: dict[str, str],
+    commits: list[list[dict[str, Any]]],
+    parts: int,
+) -> None:
+    table = catalog.create_table(
+        f"spark_model_{next(_names)}", MODEL_SCHEMA, ["part", "k"], ["part"], {"change.buckets": 2}
+    )
+    model = ReferenceModel()
+    for number, ops in enumerate(commits, start=1):
+        rows = [{**op, "ts": n} for n, op in enumerate(ops)]
+        df = spark.createDataFrame(
+            [tuple(r.values()) for r in rows],
+            "part string, k long, qty long, label string, price double, _op string, ts long",
+        ).repartition(parts)
+        df.write.format("firn").options(**options).option("order_by", "ts").mode("append").save(
+            table.name
+        )
+        model.apply(ops)
+        assert table.current_snapshot() == number
+        assert as_view(table.read()) == model.view()
+    assert recorded(table) == set()
