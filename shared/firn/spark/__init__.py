@@ -11,7 +11,12 @@ if TYPE_CHECKING:
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("firn")`` known to this session (once per session)."""
+    """Make ``format("firn")`` known to this session, and ship Firn's code to its
+    executors (``firn.engine.shipping``), so a cluster's workers need only pyspark,
+    pyarrow and numpy."""
+    from firn.engine.shipping import ship_firn
+
+    ship_firn(spark)
     spark.dataSource.register(FirnDataSource)
 
 
