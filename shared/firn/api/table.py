@@ -272,9 +272,15 @@ class Table:
             log.warning("staged files of a failed commit to %s left behind: %s", self.name, exc)
 
     def _announce(self, result: CommitResult, staged: list[StagedFile]) -> None:
-        self.last_event_delivered = self.catalog.announce_commit(
-            self.name, self.table_id, result, staged
-        )
+        """Best effort: the commit has landed, and nothing here may make it look as
+        if it had not (metrics finds it at its periodic catalog check)."""
+        try:
+            self.last_event_delivered = self.catalog.announce_commit(
+                self.name, self.table_id, result, staged
+            )
+        except Exception:
+            log.exception("%s: commit seq %d landed; its event was not sent", self.name, result.seq)
+            self.last_event_delivered = False
 
     def set_properties(self, updates: dict[str, Any]) -> TableProperties:
         """Change some properties (dotted names, SPEC 8); the rest keep their values.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,11 @@ def generated_schema(model: type[Event]) -> dict[str, Any]:
 
 @cache
 def _validator(event_type: str) -> jsonschema.protocols.Validator:
-    path = schema_file(event_type)
-    schema = json.loads(path.read_text())
+    # Through importlib.resources, not the path: Firn may run from a zip (the one
+    # firn.engine.shipping adds to a Spark session, which the data source's driver-side
+    # workers import too).
+    text = resources.files("firn").joinpath("schemas", schema_file(event_type).name).read_text()
+    schema = json.loads(text)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
