@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,13 @@ from firn_localstack import SparkCluster, worker_venv
 from tests.integration.backends import Backend, kafka_backend, postgres_backend
 
 REPO = Path(__file__).resolve().parents[2]
+
+# As in an activated virtualenv: `python3` on the PATH is this interpreter, which has
+# Firn. Spark starts a Python data source's driver-side workers (the firn writer's
+# catalog steps) as `python3` from the PATH its JVM had when it started, the first
+# time any test used Spark; a cluster's workers have their own PATH
+# (firn_localstack.SparkCluster), so they still lack Firn.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -5,15 +5,12 @@ Spark runs a Python data source's driver-side steps (``writer()``, ``commit``) i
 Python workers it starts on the driver's machine with the session's Python
 executable name (``PYSPARK_PYTHON``, default ``python3``), the same name the
 executors resolve on their own machines. So, as in a real deployment, ``python3`` on
-the driver's PATH is an interpreter with Firn installed (this virtualenv), while the
-workers' ``python3`` has only pyarrow and numpy."""
+the driver's PATH is an interpreter with Firn installed (this virtualenv: conftest
+puts it first), while the workers' ``python3`` has only pyarrow and numpy."""
 
 from __future__ import annotations
 
 import itertools
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +36,10 @@ SCHEMA = pa.schema(
 
 
 @pytest.fixture(scope="module")
-def firn_on_the_drivers_path() -> Iterator[None]:
-    """``python3`` on the driver's PATH is this interpreter's (set before Spark starts)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-        yield
-
-
-@pytest.fixture(scope="module")
-def session(
-    firn_on_the_drivers_path: None, cluster_session: tuple[SparkSession, Any]
-) -> SparkSession:
-    return cluster_session[0]
+def session(cluster_session: tuple[SparkSession, Any]) -> SparkSession:
+    session, before = cluster_session
+    assert before["firn"].startswith("ImportError"), "the workers have no Firn of their own"
+    return session
 
 
 def test_append_and_overwrite_from_a_cluster_read_as_the_model(
