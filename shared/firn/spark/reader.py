@@ -24,9 +24,9 @@ Filters, two ways:
   DataFrame (``PythonDataSourceV2.readInfo``) and reuses it for a later query on the
   same DataFrame or temporary view that has no filter Spark can push: that query
   would silently get the earlier query's rows only. With pushdown on, load the
-  table again for each query (Spark's later versions keep the plan per scan). Spark
-  applies every filter itself either way, so without pushdown the rows are right,
-  just read whole.
+  table again for each query (Spark's later versions keep the plan per scan).
+  Without pushdown Spark applies every filter itself: the rows are right, just read
+  unpruned.
 
 A loaded DataFrame is planned once, at its first query: later queries on it read
 the same snapshot (load again for newer commits).
