@@ -1,19 +1,21 @@
 """The ``firn`` data source for Spark 4 (PySpark's Python Data Source API).
 
     firn.spark.register(spark)
+    df = spark.read.format("firn").load("orders")                         # merged view
+    spark.read.format("firn").option("snapshot", 12).load("orders")          # an older one
+    spark.read.format("firn").option("start_snapshot", 12).load("orders")    # changes
     df.write.format("firn").mode("append").save("orders")         # one change set
     df.write.format("firn").mode("overwrite").save("orders")      # a bulk load
     df.writeStream.format("firn").option("checkpointLocation", ...).start("orders")
 
-Spark calls ``writer``/``streamWriter`` and ``commit``/``abort`` in Python workers on
-the driver's machine (``firn.spark.jobs``: the catalog is reached there), and
-``write`` in tasks on executors (``firn.spark.tasks``: files only). The data source
-class and the writers are pickled to executors, so this module imports neither the
-catalog nor the API at module level.
-
-Reading (``spark.read.format("firn")``) is not here yet: it will be a ``reader()``
-on this class, one Spark partition per ``Table.scan(...).splits()`` split, added
-with the scan.
+The class only delegates. Reading lives in ``firn.spark.reader``: Spark plans the
+splits in a Python worker on the driver's machine and reads one split per Spark
+partition on executors. Spark calls ``writer``/``streamWriter`` and
+``commit``/``abort`` in Python workers on the driver's machine (``firn.spark.jobs``:
+the catalog is reached there), and ``write`` in tasks on executors
+(``firn.spark.tasks``: files only). The data source class and the writers are
+pickled to executors, so this module imports neither the catalog nor the API at
+module level.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
+    DataSourceReader,
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
@@ -37,7 +40,8 @@ NAME = "firn"
 
 
 class FirnDataSource(DataSource):
-    """Firn tables, by name (``.save(name)``); options in ``firn.spark.options``."""
+    """Firn tables, by name (``.load(name)``, ``.save(name)``); options in
+    ``firn.spark.reader`` and ``firn.spark.options``."""
 
     @classmethod
     def name(cls) -> str:
@@ -55,7 +59,15 @@ class FirnDataSource(DataSource):
         job, opts = open_job(self.options, _arrow(schema), overwrite=overwrite, stream=True)
         return FirnStreamWriter(job, opts)
 
-    # reader(): see the module doc.
+    def schema(self) -> StructType:
+        from firn.spark.reader import read_schema
+
+        return read_schema(self.options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from firn.spark.reader import firn_reader
+
+        return firn_reader(self.options, schema)
 
 
 class FirnWriter(DataSourceArrowWriter):

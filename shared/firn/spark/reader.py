@@ -1,0 +1,319 @@
+"""Reading a Firn table from Spark: ``spark.read.format("firn").load(name)``.
+
+Who runs what (PySpark's Python Data Source API, Spark 4.1+):
+
+- ``read_schema`` (for ``DataSource.schema``), ``firn_reader`` and the reader's
+  ``pushFilters`` and ``partitions`` run in a Python worker Spark starts on the
+  driver's machine while it plans the query: they reach the catalog (Postgres),
+  resolve the table, convert the pushed filters (``firn.spark.pushdown``) and plan
+  the scan, one Spark partition per split (``Table.scan(...).splits()`` or, for an
+  incremental read, ``Table.changes(...).splits()``);
+- ``read`` runs in Spark tasks on executors: it reads one split's files and yields
+  Arrow batches. Executors never reach the catalog; a split carries all it needs,
+  and reading it imports only pyarrow, numpy and Firn's executor-safe modules (the
+  reader class is pickled to them, so this module imports the API only inside the
+  driver-side functions).
+
+Filters, two ways:
+
+- ``option("filter", "region = 'eu' and id in (1, 2)")`` (Firn's string form):
+  always applied and pruned with, exactly as ``Table.scan(filter=...)``;
+- Spark's own filters (``.where(...)``, SQL ``WHERE``), pushed into the scan with
+  ``option("pushdown", "true")`` (``firn.spark.pushdown`` says which). Not by
+  default, because Spark 4.1-4.3 keeps the plan of the last pushdown on the loaded
+  DataFrame (``PythonDataSourceV2.readInfo``) and reuses it for a later query on the
+  same DataFrame or temporary view that has no filter Spark can push: that query
+  would silently get the earlier query's rows only. With pushdown on, load the
+  table again for each query (Spark's later versions keep the plan per scan).
+  Without pushdown Spark applies every filter itself: the rows are right, just read
+  unpruned.
+
+A loaded DataFrame is planned once, at its first query: later queries on it read
+the same snapshot (load again for newer commits).
+
+Columns: the Python Data Source API (4.1) prunes no columns on its own: a query's
+``select`` still asks the source for every column. A read names fewer columns with
+``option("columns", "id,qty")`` or a schema of its own (``.schema("id long, qty
+long")``); only those columns (and the key, for the merge) are read from the files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import DataType, StructField, StructType
+
+from firn.engine.splits import CHANGE_COLUMNS, Split, result_schema
+from firn.errors import ConfigError
+from firn.model.filters import Filter, conjunction
+from firn.model.schema import TableSchema
+from firn.spark.pushdown import always, exact_for_changes, push
+
+if TYPE_CHECKING:
+    from pyspark.sql import datasource as sds
+
+    from firn.api.table import Table
+    from firn.engine.table_scan import Scan
+
+SETTINGS = ("database_url", "database_schema", "warehouse")
+"""Options that become catalog settings; unset ones come from ``FIRN_`` variables
+where the driver runs."""
+BATCH_ROWS = 131_072
+"""Rows per Arrow batch handed to Spark."""
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What a read asked for, validated (``read_options``)."""
+
+    table: str
+    snapshot: int | None = None
+    """The merged view at this snapshot (default: the latest when planned)."""
+    start_snapshot: int | None = None
+    """An incremental read: the change rows after this snapshot ..."""
+    end_snapshot: int | None = None
+    """... up to and including this one (default: the latest)."""
+    columns: tuple[str, ...] | None = None
+    filter: str | None = None
+    """A filter in Firn's string form, applied (and pruned with) by the scan."""
+    pushdown: bool = False
+    """Take Spark's pushed filters (see the module doc for why not by default)."""
+    settings: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def changes(self) -> bool:
+        return self.start_snapshot is not None
+
+
+def _snapshot(options: Mapping[str, str], name: str) -> int | None:
+    text = options.get(name)
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise ConfigError(
+            f"option {name} must be a snapshot id (an integer), got {text!r}"
+        ) from None
+    if value < 0:
+        raise ConfigError(f"option {name} must be a snapshot id (>= 0), got {value}")
+    return value
+
+
+def read_options(options: Mapping[str, str]) -> ReadOptions:
+    """Parse and check a read's options (Spark passes them case-insensitively)."""
+    lowered = {str(k).lower(): v for k, v in options.items()}
+    table = lowered.get("path") or lowered.get("table")
+    if not table:
+        raise ConfigError('name the table: spark.read.format("firn").load("table_name")')
+    snapshot = _snapshot(lowered, "snapshot")
+    start = _snapshot(lowered, "start_snapshot")
+    end = _snapshot(lowered, "end_snapshot")
+    if snapshot is not None and (start is not None or end is not None):
+        raise ConfigError(
+            "option snapshot reads the merged view; start_snapshot/end_snapshot read "
+            "the changes between two snapshots: give one or the other"
+        )
+    if end is not None and start is None:
+        raise ConfigError("option end_snapshot needs start_snapshot (the changes after it)")
+    pushdown = str(lowered.get("pushdown", "false")).strip().lower()
+    if pushdown not in ("true", "false"):
+        raise ConfigError(f"option pushdown must be true or false, got {lowered['pushdown']!r}")
+    columns = None
+    if lowered.get("columns"):
+        columns = tuple(c.strip() for c in lowered["columns"].split(",") if c.strip())
+    return ReadOptions(
+        table=table,
+        snapshot=snapshot,
+        start_snapshot=start,
+        end_snapshot=end,
+        columns=columns,
+        filter=lowered.get("filter") or None,
+        pushdown=pushdown == "true",
+        settings={k: lowered[k] for k in SETTINGS if lowered.get(k)},
+    )
+
+
+# -- types -------------------------------------------------------------------------
+
+
+def spark_type(column: str, t: pa.DataType) -> DataType:
+    """The Spark type a Firn column is read as (unsigned integers widen; a
+    timestamp with a time zone is Spark's TIMESTAMP, one without TIMESTAMP_NTZ)."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    widened = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64()}
+    t = widened.get(t, t)
+    if pa.types.is_date64(t):
+        t = pa.date32()
+    if pa.types.is_uint64(t):
+        raise ConfigError(f"column {column!r} is uint64, which no Spark type holds")
+    return from_arrow_type(t)
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    return StructType([StructField(f.name, spark_type(f.name, f.type), f.nullable) for f in schema])
+
+
+def _result_schema(definition: TableSchema, opts: ReadOptions) -> pa.Schema:
+    """The Arrow schema of everything a read may return (before column choice)."""
+    return result_schema(definition, definition.schema.names, changes=opts.changes)
+
+
+# -- the driver's side -------------------------------------------------------------
+
+
+def _open_table(opts: ReadOptions) -> tuple[Any, Table]:
+    """The catalog (to close) and the table; no Kafka: a read announces nothing."""
+    from firn.api.catalog import connect
+    from firn.settings import FirnSettings
+
+    settings = FirnSettings(**opts.settings).model_copy(update={"kafka_bootstrap": ""})  # type: ignore[arg-type]
+    catalog = connect(settings=settings)
+    try:
+        return catalog, catalog.table(opts.table)
+    except BaseException:
+        catalog.close()
+        raise
+
+
+def _chosen(definition: TableSchema, opts: ReadOptions) -> pa.Schema:
+    full = _result_schema(definition, opts)
+    if opts.columns is None:
+        return full
+    unknown = [c for c in opts.columns if c not in full.names]
+    if unknown:
+        raise ConfigError(
+            f"option columns names unknown columns {unknown}; the read has {full.names}"
+        )
+    return pa.schema([full.field(c) for c in opts.columns])
+
+
+def read_schema(options: Mapping[str, str]) -> StructType:
+    """The DataFrame's schema: the table's columns (or option ``columns``), plus
+    ``_op``, ``_seq``, ``_ord`` for an incremental read."""
+    opts = read_options(options)
+    catalog, table = _open_table(opts)
+    try:
+        return spark_schema(_chosen(table.definition, opts))
+    finally:
+        catalog.close()
+
+
+def firn_reader(options: Mapping[str, str], schema: StructType) -> FirnReader:
+    """The reader of one query, for the columns of ``schema`` (Spark passes the
+    data source's schema, or the one the user gave with ``.schema(...)``)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from firn.model.filter_text import as_filter
+
+    opts = read_options(options)
+    catalog, table = _open_table(opts)
+    try:
+        definition = table.definition
+    finally:
+        catalog.close()
+    available = _result_schema(definition, opts)
+    for f in schema.fields:
+        if f.name not in available.names:
+            raise ConfigError(
+                f"column {f.name!r} is not in table {opts.table!r}; it has {available.names}"
+            )
+        expected = spark_type(f.name, available.field(f.name).type)
+        if f.dataType != expected:
+            raise ConfigError(
+                f"column {f.name!r} of table {opts.table!r} reads as {expected.simpleString()}, "
+                f"not {f.dataType.simpleString()}"
+            )
+    given = as_filter(opts.filter, definition.schema) if opts.filter else None
+    # Exactly the Arrow schema Spark expects of every batch (it checks).
+    target = to_arrow_schema(schema, timezone="UTC")
+    kind = FirnPushdownReader if opts.pushdown else FirnReader
+    return kind(opts, definition, target, [] if given is None else [given])
+
+
+@dataclass(frozen=True)
+class SplitPartition(InputPartition):
+    """One Spark partition: one split of the scan."""
+
+    split: Split
+
+    def __repr__(self) -> str:
+        s = self.split
+        return f"SplitPartition({s.partition!r}, {s.node}, files={len(s.files)}, rows={s.rows})"
+
+
+class FirnReader(DataSourceReader):
+    """Plans on the driver (``partitions``), reads on executors (``read``).
+    Picklable: plain data only, no connection."""
+
+    def __init__(
+        self,
+        opts: ReadOptions,
+        definition: TableSchema,
+        target: pa.Schema,
+        filters: list[Filter],
+    ) -> None:
+        self.opts = opts
+        self.definition = definition
+        self.target = target
+        self.filters = filters
+        """Bound to the table's schema: option ``filter``, and the pushed filters."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The table columns to read (a change split adds its change columns)."""
+        names = [n for n in self.target.names if not (self.opts.changes and n in CHANGE_COLUMNS)]
+        # Only change columns asked for: read the key, which every row has.
+        return tuple(names) or self.definition.primary_key[:1] or self.definition.schema.names[:1]
+
+    def plan(self, table: Table) -> Scan:
+        """The planned scan of this read on ``table``."""
+        filter_ = conjunction(self.filters)
+        if self.opts.changes:
+            assert self.opts.start_snapshot is not None
+            return table.changes(
+                self.opts.start_snapshot,
+                self.opts.end_snapshot,
+                filter=filter_,
+                columns=self.columns,
+            )
+        return table.scan(filter=filter_, columns=self.columns, snapshot=self.opts.snapshot)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        catalog, table = _open_table(self.opts)
+        try:
+            splits = self.plan(table).splits()
+        finally:
+            catalog.close()
+        return [SplitPartition(s) for s in splits]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, SplitPartition):
+            return  # no splits: Spark asks for its one empty partition
+        rows = partition.split.read()
+        yield from as_target(rows, self.target).to_batches(max_chunksize=BATCH_ROWS)
+
+
+class FirnPushdownReader(FirnReader):
+    """A reader that also takes Spark's pushed filters (``option("pushdown", "true")``)."""
+
+    def pushFilters(self, filters: list[sds.Filter]) -> list[sds.Filter]:
+        """Take what Firn answers exactly; return the rest to Spark (eagerly: a
+        generator would change this reader only once Spark iterates it)."""
+        if self.opts.changes:
+            exact = exact_for_changes(frozenset(self.definition.primary_key))
+        else:
+            exact = always
+        pushed, kept = push(filters, self.definition.schema, exact_for=exact)
+        self.filters = [*self.filters, *pushed]
+        return kept
+
+
+def as_target(rows: pa.Table, target: pa.Schema) -> pa.Table:
+    """``rows`` with exactly the columns, order, types and nullability Spark expects."""
+    return rows.select(target.names).cast(target)

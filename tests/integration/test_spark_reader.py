@@ -1,0 +1,447 @@
+"""``spark.read.format("firn")`` on local Spark, against the reference model.
+
+Random change sets (same-commit delete-then-insert included), compactions
+(``engine="local"``) and bucket changes in between, so files sit at several tree
+levels: the DataFrame equals the model, at the latest snapshot and at an older one;
+random filters (DataFrame ``where`` and SQL on a temporary view) equal filtering
+the model with SQL's three-valued logic; an incremental read equals
+``Table.changes``. Pushed filters prune: the Spark partitions of a filtered read are
+the scan's kept splits. Columns, a snapshot read across a compaction, and bad input
+are checked too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import datasource as sds
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+import firn
+import firn.spark
+from firn.catalog.expiry import expire
+from firn.engine.spark_session import spark_session
+from firn.settings import FirnSettings
+from firn.spark.reader import SplitPartition, firn_reader, read_schema
+from tests.changesets import (
+    KEY_KINDS,
+    PARTS,
+    KeyKind,
+    ReferenceModel,
+    Row,
+    as_change_set,
+    as_view,
+    operations,
+    table_schema,
+)
+
+_names = itertools.count()
+LEVELS = [1, 2, 4, 8]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    """A local session of this module's own (another module may have left one for
+    another master running: one process has one SparkContext)."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    session = spark_session(FirnSettings(spark_master="local[2]"), app_name="firn-reader-test")
+    firn.spark.register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def shared_catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
+    """One catalog for every hypothesis example of a test; each makes its own table."""
+    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
+        yield catalog
+
+
+def connection(settings: FirnSettings) -> dict[str, str]:
+    """The read options that point at the test's catalog (its own schema)."""
+    assert settings.database_url is not None
+    return {
+        "database_url": settings.database_url.get_secret_value(),
+        "database_schema": settings.database_schema,
+    }
+
+
+def load(spark: SparkSession, settings: FirnSettings, name: str, **options: Any) -> DataFrame:
+    reader = spark.read.format("firn").options(**connection(settings))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load(name)
+
+
+def arrow(df: DataFrame) -> pa.Table:
+    return df.toArrow()
+
+
+# -- filters: one tree, read by Spark and by Python -------------------------------
+
+Expr = tuple[Any, ...]
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def exprs(kind: KeyKind) -> st.SearchStrategy[Expr]:
+    part = st.sampled_from(PARTS)
+    key = st.integers(0, 15).map(kind.value)
+    leaves = st.one_of(
+        st.tuples(st.just("cmp"), st.just("part"), st.sampled_from(list(_OPS)), part),
+        st.tuples(st.just("cmp"), st.just("k"), st.sampled_from(list(_OPS)), key),
+        st.tuples(st.just("in"), st.just("k"), st.lists(key, min_size=1, max_size=3)),
+        st.tuples(st.just("in"), st.just("part"), st.lists(part, min_size=1, max_size=2)),
+        st.tuples(
+            st.just("cmp"),
+            st.just("qty"),
+            st.sampled_from(list(_OPS)),
+            st.integers(-(2**40), 2**40),
+        ),
+        st.tuples(st.just("null"), st.sampled_from(["qty", "label"])),
+        st.tuples(st.just("starts"), st.just("label"), st.text("ab", max_size=1)),
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.tuples(st.just("not"), inner),
+            st.tuples(st.sampled_from(["and", "or"]), inner, inner),
+        ),
+        max_leaves=4,
+    )
+
+
+def to_column(e: Expr) -> Column:
+    kind = e[0]
+    if kind == "cmp":
+        _, name, op, value = e
+        return _OPS[op](F.col(name), F.lit(value))  # type: ignore[no-any-return]
+    if kind == "in":
+        return F.col(e[1]).isin(list(e[2]))
+    if kind == "null":
+        return F.col(e[1]).isNull()
+    if kind == "starts":
+        return F.col(e[1]).startswith(e[2])
+    if kind == "not":
+        return ~to_column(e[1])
+    left, right = to_column(e[1]), to_column(e[2])
+    return (left & right) if kind == "and" else (left | right)
+
+
+def truth(e: Expr, row: Row) -> bool | None:
+    """SQL's three-valued logic: None is unknown."""
+    kind = e[0]
+    if kind == "cmp":
+        value = row[e[1]]
+        return None if value is None else bool(_OPS[e[2]](value, e[3]))
+    if kind == "in":
+        value = row[e[1]]
+        return None if value is None else value in e[2]
+    if kind == "null":
+        return row[e[1]] is None
+    if kind == "starts":
+        value = row[e[1]]
+        return None if value is None else value.startswith(e[2])
+    if kind == "not":
+        inner = truth(e[1], row)
+        return None if inner is None else not inner
+    a, b = truth(e[1], row), truth(e[2], row)
+    if kind == "and":
+        return False if a is False or b is False else (None if a is None or b is None else True)
+    return True if a is True or b is True else (None if a is None or b is None else False)
+
+
+# -- the model test ---------------------------------------------------------------
+
+Step = tuple[str, Any]
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[KeyKind, dict[str, Any], bool, list[Step], list[Expr]]:
+    kind = draw(st.sampled_from(KEY_KINDS))
+    properties = {
+        "change.buckets": draw(st.sampled_from(LEVELS)),
+        "base.buckets": draw(st.sampled_from(LEVELS)),
+        "target-file-size": draw(st.sampled_from(["2KiB", "64MiB"])),
+    }
+    steps: list[Step] = [("commit", draw(operations(kind)))]
+    for _ in range(draw(st.integers(1, 7))):
+        action = draw(st.sampled_from(["commit", "commit", "compact", "buckets"]))
+        if action == "commit":
+            steps.append(("commit", draw(operations(kind))))
+        elif action == "compact":
+            steps.append(("compact", draw(st.sampled_from(["major", "major", "full", "minor"]))))
+        else:
+            steps.append(
+                ("buckets", (draw(st.sampled_from(LEVELS)), draw(st.sampled_from(LEVELS))))
+            )
+    steps.append(("commit", draw(operations(kind))))
+    chosen = draw(st.lists(exprs(kind), min_size=1, max_size=2))
+    return kind, properties, draw(st.booleans()), steps, chosen
+
+
+def play(
+    catalog: firn.Catalog, scenario: tuple[KeyKind, dict[str, Any], bool, list[Step], Any]
+) -> tuple[firn.Table, dict[int, dict[Any, Row]]]:
+    """Run the steps; the model's view at every snapshot."""
+    kind, properties, partitioned, steps, _ = scenario
+    schema = table_schema(kind)
+    table = catalog.create_table(
+        f"spark_read_{next(_names)}",
+        schema,
+        ["part", "k"],
+        ["part"] if partitioned else [],
+        properties,
+    )
+    model = ReferenceModel()
+    views = {table.current_snapshot(): model.view()}
+    for action, arg in steps:
+        if action == "commit":
+            table.commit(as_change_set(arg, schema))
+            model.apply(arg)
+        elif action == "buckets":
+            table.set_properties({"change.buckets": arg[0], "base.buckets": arg[1]})
+        else:
+            summary = firn.compact(table, kind=arg, engine="local")
+            assert summary["failed_attempts"] == 0, summary["errors"]
+        views[table.current_snapshot()] = model.view()
+    return table, views
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(scenario=scenarios(), data=st.data())
+def test_spark_reads_equal_the_model(
+    spark: SparkSession,
+    settings: FirnSettings,
+    shared_catalog: firn.Catalog,
+    scenario: tuple[KeyKind, dict[str, Any], bool, list[Step], list[Expr]],
+    data: st.DataObject,
+) -> None:
+    table, views = play(shared_catalog, scenario)
+    latest = table.current_snapshot()
+    df = load(spark, settings, table.name)
+    assert df.columns == table.schema.names
+    assert as_view(arrow(df)) == views[latest]
+
+    # An older snapshot, read after the compactions that followed it.
+    older = data.draw(st.sampled_from(sorted(views)), label="snapshot")
+    assert as_view(arrow(load(spark, settings, table.name, snapshot=older))) == views[older]
+
+    # Filters: Spark's, pushed into the scan (a fresh DataFrame per query, see
+    # firn.spark.reader), and the same rows when Spark applies them itself.
+    for e in scenario[4]:
+        expected = {k: r for k, r in views[latest].items() if truth(e, r) is True}
+        pushed = load(spark, settings, table.name, pushdown="true").where(to_column(e))
+        assert as_view(arrow(pushed)) == expected, e
+        assert as_view(arrow(df.where(to_column(e)))) == expected, e
+
+    # The change rows between two snapshots equal Table.changes.
+    start, end = sorted(data.draw(st.lists(st.sampled_from(sorted(views)), min_size=2, max_size=2)))
+    changes = load(spark, settings, table.name, start_snapshot=start, end_snapshot=end)
+    assert changes.columns == [*table.schema.names, "_op", "_seq", "_ord"]
+    got = arrow(changes).sort_by([("_seq", "ascending"), ("_ord", "ascending")])
+    assert got.to_pylist() == table.changes(start, end).to_arrow().to_pylist()
+
+
+# -- pruning, columns, SQL, snapshots, bad input ------------------------------------
+
+ORDERS = pa.schema(
+    [
+        pa.field("part", pa.string(), nullable=False),
+        pa.field("k", pa.int64(), nullable=False),
+        pa.field("qty", pa.int64()),
+        pa.field("label", pa.string()),
+    ]
+)
+
+
+def orders(catalog: firn.Catalog, name: str) -> tuple[firn.Table, dict[Any, Row]]:
+    """A compacted table in 3 partitions x 4 nodes, with unmerged changes on top."""
+    table = catalog.create_table(
+        name, ORDERS, ["part", "k"], ["part"], {"base.buckets": 4, "change.buckets": 4}
+    )
+    rows = [
+        {"part": PARTS[i % 3], "k": i, "qty": i % 7 or None, "label": f"l{i % 5}"}
+        for i in range(300)
+    ]
+    table.upsert(pa.Table.from_pylist(rows, schema=ORDERS))
+    firn.compact(table, engine="local")
+    later = [{**r, "qty": 1000 + r["k"]} for r in rows[:40]]
+    table.upsert(pa.Table.from_pylist(later, schema=ORDERS))
+    table.delete(pa.table({"part": ["a", "b"], "k": [3, 4]}))
+    model = {(r["part"], r["k"]): r for r in rows + later}
+    del model[("a", 3)], model[("b", 4)]
+    return table, model
+
+
+def keyed(table: pa.Table) -> dict[Any, Row]:
+    return {(r["part"], r["k"]): r for r in table.to_pylist()}
+
+
+def test_pushed_filters_prune_splits_and_files(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    table, model = orders(shared_catalog, f"pruned_{next(_names)}")
+    whole = len(table.scan().splits())
+    assert load(spark, settings, table.name).rdd.getNumPartitions() == whole == 12
+
+    # One partition: its splits only; one whole key: one split.
+    for condition, firn_filter, expected_splits in [
+        (F.col("part") == "a", "part = 'a'", 4),
+        ((F.col("part") == "a") & (F.col("k") == 9), "part = 'a' and k = 9", 1),
+        ((F.col("part") == "b") & F.col("k").isin(1, 4, 7), "part = 'b' and k in (1, 4, 7)", None),
+    ]:
+        scan = table.scan(filter=firn_filter)
+        assert expected_splits in (None, len(scan.splits()))
+        assert len(scan.splits()) < whole
+        expected = keyed(scan.to_arrow())
+        assert expected == {k: model[k] for k in expected}
+        assert expected
+        pushed = load(spark, settings, table.name, pushdown="true").where(condition)
+        assert pushed.rdd.getNumPartitions() == len(scan.splits()), firn_filter
+        assert keyed(arrow(pushed)) == expected
+        # The same filter as a read option.
+        given = load(spark, settings, table.name, filter=firn_filter)
+        assert given.rdd.getNumPartitions() == len(scan.splits())
+        assert keyed(arrow(given)) == expected
+        # Without pushdown Spark reads every split and filters itself: same rows.
+        plain = load(spark, settings, table.name).where(condition)
+        assert plain.rdd.getNumPartitions() == whole
+        assert keyed(arrow(plain)) == expected
+
+    # What the pushed filters became, and the files they keep (the scan's explain).
+    schema = read_schema({"path": table.name, **connection(settings)})
+    reader = firn_reader({"path": table.name, "pushdown": "true", **connection(settings)}, schema)
+    odd = sds.StringEndsWith(("label",), "3")
+    kept = reader.pushFilters(
+        [sds.EqualTo(("part",), "a"), sds.EqualTo(("k",), 9), sds.EqualTo(("x", "y"), 1), odd]
+    )
+    assert len(kept) == 1  # the nested column only
+    assert [str(f) for f in reader.filters[:2]] == ["part = 'a'", "k = 9"]
+    partitions = reader.partitions()
+    assert all(isinstance(p, SplitPartition) for p in partitions)
+    files = {e.path for p in partitions for e in p.split.files}  # type: ignore[attr-defined]
+    report = table.scan(filter="part = 'a' and k = 9").explain()
+    assert len(files) == report.files_kept < report.files
+
+
+def test_sql_on_a_temporary_view(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    table, model = orders(shared_catalog, f"viewed_{next(_names)}")
+    load(spark, settings, table.name).createOrReplaceTempView("firn_orders")
+    got = spark.sql(
+        "SELECT part, count(*) AS n, sum(qty) AS total FROM firn_orders "
+        "WHERE qty > 3 AND label LIKE 'l%' GROUP BY part ORDER BY part"
+    ).collect()
+    expected = []
+    for part in PARTS:
+        rows = [r for r in model.values() if r["part"] == part and (r["qty"] or 0) > 3]
+        expected.append((part, len(rows), sum(r["qty"] for r in rows)))
+    assert [tuple(r) for r in got] == expected
+    # A filtered query, then an unfiltered one on the same view: each gets its rows
+    # (with pushdown, Spark 4.3 would hand the second the first one's plan).
+    point = spark.sql("SELECT * FROM firn_orders WHERE part = 'c' AND k = 2").toArrow()
+    assert keyed(point) == {("c", 2): model[("c", 2)]}
+    assert spark.sql("SELECT count(*) FROM firn_orders").collect()[0][0] == len(model)
+
+
+def test_columns_are_chosen_by_option_or_schema(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    table, model = orders(shared_catalog, f"columns_{next(_names)}")
+    expected = sorted((r["k"], r["qty"]) for r in model.values())
+    by_option = load(spark, settings, table.name, columns="k,qty")
+    assert by_option.columns == ["k", "qty"]
+    assert sorted(tuple(r) for r in by_option.collect()) == expected
+    by_schema = (
+        spark.read.format("firn").options(**connection(settings)).schema("k bigint, qty bigint")
+    ).load(table.name)
+    assert sorted(tuple(r) for r in by_schema.collect()) == expected
+    # Only those columns (and the key, for the merge) are read from the files.
+    reader = firn_reader(
+        {"path": table.name, **connection(settings)}, StructType.fromDDL("k bigint, qty bigint")
+    )
+    assert reader.columns == ("k", "qty")
+    with firn.connect(settings=settings) as catalog:
+        assert reader.plan(catalog.table(table.name)).columns == ("k", "qty")
+    wrong = spark.read.format("firn").options(**connection(settings)).schema("k string")
+    with pytest.raises(Exception, match="reads as bigint, not string"):
+        wrong.load(table.name).collect()
+
+
+def test_a_snapshot_read_during_a_compaction(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    table, model = orders(shared_catalog, f"during_{next(_names)}")
+    before = table.current_snapshot()
+    options = {"path": table.name, **connection(settings)}
+    reader = firn_reader(options, read_schema(options))
+    partitions = reader.partitions()  # planned: the files of `before`
+    summary = firn.compact(table, engine="local")
+    assert summary["plans"], summary
+    assert table.current_snapshot() > before
+    # The planned splits still read `before`, whose files the compaction replaced.
+    replaced = {e.path for p in partitions for e in p.split.files}  # type: ignore[attr-defined]
+    assert replaced - set(table.files().column("path").to_pylist())
+    rows = [b for p in partitions for b in reader.read(p)]
+    assert keyed(pa.Table.from_batches(rows)) == model
+    assert keyed(arrow(load(spark, settings, table.name, snapshot=before))) == model
+    assert keyed(arrow(load(spark, settings, table.name))) == model
+
+
+def test_a_loaded_dataframe_reads_the_snapshot_of_its_first_query(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    table, model = orders(shared_catalog, f"pinned_{next(_names)}")
+    df = load(spark, settings, table.name)
+    assert df.count() == len(model)
+    table.delete(pa.table({"part": ["c"], "k": [2]}))
+    assert df.count() == len(model)
+    assert load(spark, settings, table.name).count() == len(model) - 1
+
+
+def test_bad_input_gets_a_clear_error(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    table, _ = orders(shared_catalog, f"bad_{next(_names)}")
+    with pytest.raises(Exception, match="no table named 'nope'"):
+        load(spark, settings, "nope")
+    with pytest.raises(Exception, match="UNRESOLVED_COLUMN"):
+        load(spark, settings, table.name, pushdown="true").where(F.col("nope") == 1).collect()
+    with pytest.raises(Exception, match="unknown column 'nope'"):
+        load(spark, settings, table.name, filter="nope = 1").collect()
+    with pytest.raises(Exception, match="snapshot id"):
+        load(spark, settings, table.name, snapshot="latest").collect()
+    with pytest.raises(Exception, match="unknown columns"):
+        load(spark, settings, table.name, columns="k,nope")
+    # With no retention only the current snapshot is kept: the first one expires.
+    table.set_properties({"snapshot.retention": 0})
+    firn.compact(table, engine="local")
+    expire(shared_catalog.conn, table.name)
+    with pytest.raises(Exception, match="expired"):
+        load(spark, settings, table.name, snapshot=1).collect()
+    with pytest.raises(Exception, match="expired"):
+        load(spark, settings, table.name, start_snapshot=1).collect()
