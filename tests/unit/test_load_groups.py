@@ -1,15 +1,21 @@
-"""Bulk-load grouping and sorting (``firn.engine.loading``) without I/O: every row
-lands once, in its partition and node, in key order; a repeated key is refused."""
+"""Bulk-load grouping and sorting (``firn.engine.loading``): every row lands once, in
+its partition and node, in key order; a repeated key is refused; hashing in slices
+and writing a group one gathered row group at a time change nothing."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from firn.engine.loading import group_rows, sorted_group
+import firn.engine.loading as loading
+import firn.engine.writer as writer
+from firn.engine.loading import group_rows, key_hashes, sorted_group, write_groups
 from firn.errors import ConfigError
+from firn.io.storage import Storage
 from firn.model.keyhash import hash_keys, node_index
 from firn.model.partition_names import partition_key, partition_keys
 from firn.model.schema import TableSchema
@@ -70,6 +76,52 @@ def test_composite_keys_split_by_partition_and_node(keys: list[tuple[str, str]])
         assert group.partition_key == partition_key(TWO_KEYS, {"part": pairs[0][0]})[0]
         seen += pairs
     assert sorted(seen) == sorted(keys)
+
+
+@given(
+    keys=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.text(max_size=12)), unique=True),
+    slice_rows=st.integers(1, 7),
+)
+def test_hashing_in_slices_equals_hashing_at_once(
+    keys: list[tuple[str, str]], slice_rows: int
+) -> None:
+    rows = pa.table(
+        {
+            "part": pa.array([p for p, _ in keys], pa.string()),
+            "k": pa.array([k for _, k in keys], pa.string()),
+            "v": pa.array(range(len(keys)), pa.int64()),
+        }
+    )
+    whole = hash_keys([rows.column("part"), rows.column("k")]) if keys else []
+    assert key_hashes(TWO_KEYS, rows, slice_rows).tolist() == list(whole)
+    ids = pa.table({"id": pa.array([len(k) * 7919 - i for i, (_, k) in enumerate(keys)])})
+    if keys:
+        want = hash_keys([ids.column("id")]).tolist()
+        assert key_hashes(ONE_KEY, ids, slice_rows).tolist() == want
+
+
+def test_a_group_written_one_row_group_at_a_time_is_its_sorted_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small row groups and files, so that a group is gathered in many slices and cut
+    # into several files: read back in file order, they are the group sorted by key.
+    monkeypatch.setattr(loading, "ROW_GROUP_ROWS", 37)
+    monkeypatch.setattr(writer, "ROW_GROUP_ROWS", 50)
+    ids = [(i * 7_919) % 1_000 for i in range(1_000)]
+    rows = pa.table({"id": pa.array(ids, pa.int64()), "v": [f"value {i}" for i in ids]})
+    storage = Storage(str(tmp_path))
+    groups = group_rows(ONE_KEY, 2, rows)
+    files = write_groups(ONE_KEY, storage, "load", rows, groups, 4_096, threads=2)
+    for group in groups:
+        mine = sorted((f for f in files if f.node == group.node), key=lambda f: f.path)
+        assert len(mine) > 1
+        read = pa.concat_tables(storage.read_parquet(f.path) for f in mine)
+        assert read.to_pylist() == sorted_group(ONE_KEY, rows, group).to_pylist()
+        for f in mine:
+            part = storage.read_parquet(f.path)
+            assert f.record_count == part.num_rows
+            assert f.min_key == [part.column("id")[0].as_py()]
+            assert f.max_key == [part.column("id")[-1].as_py()]
 
 
 @pytest.mark.parametrize(

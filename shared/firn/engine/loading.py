@@ -4,7 +4,9 @@ major compaction afterwards).
 The rows are split by partition and by node of the base write level
 (``base.buckets``), each group is sorted by key and written as base files cut at
 ``target-file-size`` (``firn.engine.writer.SizedWriter``), groups in parallel
-threads (Arrow sorts, encodes and compresses without the GIL). What the files are
+threads (numpy and Arrow hash, sort, gather, encode and compress without the GIL).
+Each group is sorted as positions only; its rows are gathered in key order one row
+group at a time, so gathering the next overlaps encoding the last. What the files are
 is exactly what a major compaction would have written for these rows, so readers,
 the planner and the kernel need nothing new.
 
@@ -41,6 +43,8 @@ from firn.model.schema import TableSchema
 from firn.model.tree import ROOT, Node
 from firn.model.values import key_at, key_from_json, partition_path, partition_texts
 
+HASH_SLICE_ROWS = 1 << 20
+"""Rows per slice of the parallel key hash."""
 _ROW = "_firn_row"
 _NODE = "_firn_node"
 
@@ -62,7 +66,7 @@ def group_rows(table: TableSchema, base_buckets: int, rows: pa.Table) -> list[Lo
         m, nodes = 1, np.zeros(rows.num_rows, dtype=np.int64)  # one node: no hashing
     elif table.keyed:
         m = base_buckets
-        nodes = node_index(hash_keys([rows.column(c) for c in table.primary_key]), m)
+        nodes = node_index(key_hashes(table, rows), m)
     else:
         m, nodes = 1, np.zeros(rows.num_rows, dtype=np.int64)
     if not table.partition_by:
@@ -96,10 +100,26 @@ def group_rows(table: TableSchema, base_buckets: int, rows: pa.Table) -> list[Lo
     return out
 
 
-def sorted_group(table: TableSchema, rows: pa.Table, group: LoadGroup) -> pa.Table:
-    """The group's rows in key order; ``ConfigError`` naming a key that appears twice."""
+def key_hashes(
+    table: TableSchema, rows: pa.Table, slice_rows: int = HASH_SLICE_ROWS
+) -> npt.NDArray[np.uint64]:
+    """The key hash of every row, slices hashed in parallel threads (numpy releases
+    the GIL in its array arithmetic; the hash of a row depends on that row alone)."""
+    keys = rows.select(list(table.primary_key))
+    if rows.num_rows <= slice_rows:
+        return hash_keys(keys.columns)
+    starts = range(0, rows.num_rows, slice_rows)
+    threads = min(len(starts), os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="firn-hash") as pool:
+        parts = pool.map(lambda start: hash_keys(keys.slice(start, slice_rows).columns), starts)
+        return np.concatenate(list(parts))
+
+
+def key_order(table: TableSchema, rows: pa.Table, group: LoadGroup) -> npt.NDArray[np.int64]:
+    """The group's positions in ``rows``, in key order; ``ConfigError`` naming a key
+    that appears twice (checked on the sorted keys: one neighbour comparison)."""
     if not table.keyed:
-        return rows.take(pa.array(group.rows))
+        return group.rows
     key = list(table.primary_key)
     keys = rows.select(key).take(pa.array(group.rows)).combine_chunks()
     if len(key) == 1 and pa.types.is_integer(keys.schema.field(0).type):
@@ -110,13 +130,19 @@ def sorted_group(table: TableSchema, rows: pa.Table, group: LoadGroup) -> pa.Tab
         if len(ordered) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
             sorted_keys = keys.take(pa.array(order))
             raise duplicate_error(table, sorted_keys, run_starts(sorted_keys))
-        return rows.take(pa.array(group.rows[order]))
+        return group.rows[order]
     indices = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in key])
     sorted_keys = keys.take(indices)
     starts = run_starts(sorted_keys)
     if len(starts) != sorted_keys.num_rows:
         raise duplicate_error(table, sorted_keys, starts)
-    return rows.take(pa.array(group.rows[indices.to_numpy()]))
+    positions: npt.NDArray[np.int64] = group.rows[indices.to_numpy()]
+    return positions
+
+
+def sorted_group(table: TableSchema, rows: pa.Table, group: LoadGroup) -> pa.Table:
+    """The group's rows in key order; ``ConfigError`` naming a key that appears twice."""
+    return rows.take(pa.array(key_order(table, rows, group)))
 
 
 LOAD_RULE = (
@@ -153,8 +179,8 @@ def write_groups(
     written so far are deleted, and the error is raised."""
 
     def write(group: LoadGroup) -> list[StagedFile]:
-        ordered = sorted_group(table, rows, group)
-        return write_sorted(table, storage, directory, group, ordered, target_file_size)
+        positions = key_order(table, rows, group)
+        return write_sorted(table, storage, directory, group, rows, positions, target_file_size)
 
     return _parallel(write, groups, threads)
 
@@ -164,10 +190,14 @@ def write_sorted(
     storage: Storage,
     directory: str,
     group: LoadGroup,
-    ordered: pa.Table,
+    rows: pa.Table,
+    positions: npt.NDArray[np.int64],
     target_file_size: int,
 ) -> list[StagedFile]:
-    """Write one group's key-sorted rows as base files cut at the target size."""
+    """Write the group's rows at ``positions`` (in key order) as base files cut at the
+    target size. Rows are gathered one row group at a time: gathering the next
+    overlaps the writer's encoding of the previous (``SizedWriter`` encodes in a
+    thread of its own), and no sorted copy of the whole group is ever held."""
     where = f"{directory}/{group.partition_key}" if group.partition_key else directory
     writer = SizedWriter(
         storage,
@@ -179,8 +209,8 @@ def write_sorted(
         key_columns=table.primary_key,
     )
     try:
-        for start in range(0, ordered.num_rows, ROW_GROUP_ROWS):
-            writer.write(ordered.slice(start, ROW_GROUP_ROWS))
+        for start in range(0, len(positions), ROW_GROUP_ROWS):
+            writer.write(rows.take(pa.array(positions[start : start + ROW_GROUP_ROWS])))
         outputs = writer.close()
     except BaseException:
         writer.abort()

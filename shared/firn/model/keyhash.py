@@ -59,21 +59,39 @@ TAG_BYTES = np.uint64(3)
 
 
 def fmix(h: U64) -> U64:
-    h = h ^ (h >> np.uint64(33))
-    h = h * _F1
-    h = h ^ (h >> np.uint64(33))
-    h = h * _F2
-    return h ^ (h >> np.uint64(33))
+    return _fmix_in_place(h.copy())
+
+
+def _fmix_in_place(h: U64) -> U64:
+    # One scratch array: a key column of millions of rows would otherwise allocate
+    # (and page-fault) a fresh array per step, which costs more than the arithmetic.
+    scratch = np.empty_like(h)
+    _xorshift33(h, scratch)
+    np.multiply(h, _F1, out=h)
+    _xorshift33(h, scratch)
+    np.multiply(h, _F2, out=h)
+    _xorshift33(h, scratch)
+    return h
+
+
+def _xorshift33(h: U64, scratch: U64) -> None:
+    """``h ^= h >> 33`` in place."""
+    np.right_shift(h, np.uint64(33), out=scratch)
+    np.bitwise_xor(h, scratch, out=h)
 
 
 def absorb(h: U64, lane: U64) -> U64:
-    x = h ^ (lane * P1)
-    x = (x << np.uint64(31)) | (x >> np.uint64(33))
-    return x * P2
+    x = lane * P1
+    np.bitwise_xor(x, h, out=x)
+    scratch = x >> np.uint64(33)
+    np.left_shift(x, np.uint64(31), out=x)
+    np.bitwise_or(x, scratch, out=x)
+    np.multiply(x, P2, out=x)
+    return x
 
 
 def _finish(h: U64, lanes: U64 | np.uint64) -> U64:
-    return fmix(h ^ lanes)
+    return _fmix_in_place(h ^ lanes)
 
 
 def _as_u64(values: npt.NDArray[np.int64]) -> U64:
@@ -191,9 +209,11 @@ def hash_keys(columns: Sequence[pa.Array | pa.ChunkedArray]) -> U64:
     """FirnHash64 of composite keys given as their columns, in primary-key order."""
     if not columns:
         raise ConfigError("a key needs at least one column")
-    h = fmix(hash_column(columns[0]))
+    h = _fmix_in_place(hash_column(columns[0]))
     for column in columns[1:]:
-        h = fmix(h * P3 + hash_column(column))
+        h = h * P3
+        h += hash_column(column)
+        h = _fmix_in_place(h)
     return h
 
 
