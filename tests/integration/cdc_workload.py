@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -148,14 +148,21 @@ def assert_committed_once(conn: Connection, table_id: int) -> None:
     assert plans == snapshots == distinct, "a plan was committed twice"
 
 
-def wait_until_settled(
-    table: firn.Table, timeout: float, alive: Callable[[], None]
-) -> dict[str, Any]:
-    """Wait until no work is open and no partition is due; returns the last view."""
+class Watched(Protocol):
+    """The services a wait watches (``service_processes.Services``)."""
+
+    def assert_running(self) -> None: ...
+
+    def logs(self, tail: int = 40) -> str: ...
+
+
+def wait_until_settled(table: firn.Table, services: Watched, timeout: float) -> dict[str, Any]:
+    """Wait until no work is open and no partition is due; returns the last view. A
+    timeout says what was open or due and what the services last logged."""
     deadline = time.monotonic() + timeout
     view: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        alive()
+        services.assert_running()
         view = {
             "open": open_work(table.catalog.conn, table.table_id),
             "due": due_partitions(table),
@@ -163,4 +170,4 @@ def wait_until_settled(
         if not view["open"] and not view["due"]:
             return view
         time.sleep(1.0)
-    raise AssertionError(f"not settled after {timeout:.0f}s: {view}")
+    raise AssertionError(f"not settled after {timeout:.0f}s: {view}\n{services.logs(tail=80)}")

@@ -56,7 +56,7 @@ def test_random_kills_lose_nothing(stack_settings: FirnSettings, tmp_path: Path)
         for name in down:
             svc.start(name)
         assert len({victim for _, victim in kills}) >= 3, f"too few services killed: {kills}"
-        wait_until_settled(table, timeout=300, alive=svc.assert_running)
+        wait_until_settled(table, svc, timeout=300)
         workload.check()
         assert_committed_once(catalog.conn, table.table_id)
         svc.assert_running()

@@ -37,7 +37,7 @@ def test_services_keep_a_streamed_table_compacted(
                 reads += 1
 
         producer.run(commits=210, per_second=8, between=between)
-        settled = wait_until_settled(table, timeout=300, alive=services.assert_running)
+        settled = wait_until_settled(table, services, timeout=300)
         producer.check()
         conn = catalog.conn
 

@@ -180,7 +180,7 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
 
         workload.run(commits=220, per_second=8, between=faults)
         assert set(killed) == {"dispatcher", "committer", "planner", "metrics"}
-        wait_until_settled(table, timeout=300, alive=services.assert_running)
+        wait_until_settled(table, services, timeout=300)
         workload.check()
         assert_committed_once(conn, table.table_id)
         (failed,) = conn.execute(
@@ -200,7 +200,7 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
         replayed = _replay_everything(settings, topics, f"replay-{unique}")
         assert replayed > 220
         time.sleep(20)  # long enough for every service to have handled the replay
-        wait_until_settled(table, timeout=120, alive=services.assert_running)
+        wait_until_settled(table, services, timeout=120)
         assert _state(conn, table.table_id) == before, "the replay changed something"
         workload.check()
         assert_committed_once(conn, table.table_id)
@@ -234,7 +234,7 @@ def test_two_dispatchers_share_the_work(stack_settings: FirnSettings, tmp_path: 
         days = [f"2026-11-{d:02d}" for d in range(10, 18)]
         workload = CdcProducer(table, seed=23, days=days)
         workload.run(commits=150, per_second=8, between=lambda n: services.assert_running())
-        wait_until_settled(table, timeout=300, alive=services.assert_running)
+        wait_until_settled(table, services, timeout=300)
         workload.check()
         conn = catalog.conn
         # Who ran what: every claim is a state_transition row naming its dispatcher.

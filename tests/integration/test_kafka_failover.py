@@ -148,7 +148,7 @@ def test_two_of_every_service_lose_nothing_when_a_broker_dies(
 
         workload.run(commits=COMMITS, per_second=8, between=kill_a_leader)
         assert killed, "no broker was killed"
-        wait_until_settled(table, timeout=240, alive=services.assert_running)
+        wait_until_settled(table, services, timeout=240)
         workload.check()
         assert_committed_once(conn, table.table_id)
         (after_kill,) = conn.execute(

@@ -97,7 +97,7 @@ def test_the_largest_messages_and_forged_events_are_parked_and_nothing_stops(
         assert big.flush(30) == 0, "the broker did not take the largest messages"
 
         workload.run(commits=60, per_second=8, between=lambda n: svc.assert_running())
-        wait_until_settled(table, timeout=240, alive=svc.assert_running)
+        wait_until_settled(table, svc, timeout=240)
         workload.check()
         svc.assert_running()
 

@@ -86,6 +86,6 @@ def test_services_ride_out_postgres_and_broker_restarts(
 
         workload.run(commits=12 * POSTGRES_RESTARTS + 10, per_second=8, between=weather)
         assert restarts == {"postgres": POSTGRES_RESTARTS, "kafka": KAFKA_RESTARTS}
-        wait_until_settled(table, timeout=300, alive=svc.assert_running)
+        wait_until_settled(table, svc, timeout=300)
         workload.check()
         svc.assert_running()
