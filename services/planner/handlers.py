@@ -79,6 +79,7 @@ class Planner:
             request.kind,
             reason={"trigger": "metrics", "reasons": request.reasons},
             score=request.score,
+            tiered=request.scope == "due",
         )
         if outcome is None:
             log.info("%s %r: nothing to compact", table.name, request.partition_key)

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import firn
-from firn.model.values import key_from_json
 from firn.settings import FirnSettings
 from tests.changesets import (
     KEY_KINDS,
@@ -26,6 +25,7 @@ from tests.changesets import (
     operations,
     table_schema,
 )
+from tests.integration.table_checks import check_base_files
 
 _names = itertools.count()
 LEVELS = [1, 2, 4, 8]
@@ -71,32 +71,6 @@ def scenarios(draw: st.DrawFn) -> tuple[KeyKind, dict[str, Any], bool, list[Step
         "task.max-bytes": draw(st.sampled_from(["3KiB", "512MiB"])),
     }
     return kind, properties, draw(st.booleans()), draw(steps(kind))
-
-
-def check_base_files(table: firn.Table) -> None:
-    """Base files of one node never overlap in key range; change files are gone
-    from partitions that were just compacted (checked by the caller)."""
-    files = table.files()
-    rows = [r for r in files.to_pylist() if r["store"] == "base"]
-    entries = {e.file_id: e for e in _entries(table)}
-    by_node: dict[tuple[str, str], list[Any]] = {}
-    key_schema = table.definition.key_schema
-    for r in rows:
-        e = entries[r["file_id"]]
-        lo = key_from_json(e.min_key, key_schema)
-        hi = key_from_json(e.max_key, key_schema)
-        assert lo <= hi
-        by_node.setdefault((r["partition"], r["node"]), []).append((lo, hi))
-    for ranges in by_node.values():
-        ranges.sort()
-        for (_, hi), (lo, _) in itertools.pairwise(ranges):
-            assert hi < lo, "base files of one node overlap"
-
-
-def _entries(table: firn.Table) -> list[Any]:
-    from firn.catalog.files import files_at
-
-    return files_at(table.catalog.conn, table.table_id, table.current_snapshot())
 
 
 @settings(

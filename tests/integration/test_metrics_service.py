@@ -71,7 +71,7 @@ def test_commit_events_become_plan_requests_once(
         for n in range(2):
             _upsert(table, range(n, 50, 2), f"v{n}")
         early = requests.until(1, timeout=8, services=services)
-        assert early == [], services.logs()  # 2 files per node: not due
+        assert early == [], services.logs()  # 2 runs per node: not due
         _upsert(table, range(0, 10), "v2")
         got = requests.until(1, timeout=90, services=services)
         assert len(got) == 1, services.logs()
@@ -82,7 +82,7 @@ def test_commit_events_become_plan_requests_once(
             "minor",
         )
         assert request["max_seq"] == 3
-        assert request["reasons"] == ["a node has 3 change files > 2"]
+        assert request["reasons"] == ["a node has 3 sorted runs > 2"]
         assert request["score"] > 0
 
         # Replayed commit events and a malformed one: nothing new is requested, the

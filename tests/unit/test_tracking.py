@@ -26,7 +26,7 @@ def truth(increments: list[Increment], upto: int) -> PartitionMetrics:
         base_bytes=0,
         base_files=0,
         small_files=files,
-        max_unmerged_files_per_node=sum((i.insert_files > 0) + (i.delete_files > 0) for i in seen),
+        max_runs_per_node=sum(1 for i in seen if i.insert_files + i.delete_files > 0),
         seconds_since_major=None,
     )
 
@@ -95,12 +95,12 @@ def test_one_request_until_a_compaction_or_the_resend_time() -> None:
     tracked.apply_reading(Reading(1, base, max_seq=1, max_merged_seq=1, last_major_at=0.0))
     for n in (2, 3):
         tracked.apply_commit(Increment(n, n, 100, 0, 1, 0))
-        assert tracked.request(props, now=10.0, resend_after=600) is None  # 2 per node: not > 2
+        assert tracked.request(props, now=10.0, resend_after=600) is None  # 2 runs: not > 2
     tracked.apply_commit(Increment(4, 4, 100, 0, 1, 0))
     request = tracked.request(props, now=10.0, resend_after=600)
     assert request is not None
     assert (request.kind, request.max_seq) == ("minor", 4)
-    assert request.reasons == ("a node has 3 change files > 2",)
+    assert request.reasons == ("a node has 3 sorted runs > 2",)
     tracked.apply_commit(Increment(5, 5, 100, 0, 1, 0))
     assert tracked.request(props, now=11.0, resend_after=600) is None  # one is pending
     # A periodic reading with no compaction since: still pending.

@@ -15,7 +15,7 @@ QUIET = PartitionMetrics(
     base_bytes=100 * MiB,
     base_files=4,
     small_files=2,
-    max_unmerged_files_per_node=1,
+    max_runs_per_node=1,
     seconds_since_major=60.0,
 )
 
@@ -66,8 +66,8 @@ def test_interval_only_with_unmerged_changes() -> None:
 
 
 def test_minor_when_a_node_has_too_many_change_files() -> None:
-    assert decide(replace(QUIET, max_unmerged_files_per_node=5), PROPS).kind is None
-    decision = decide(replace(QUIET, max_unmerged_files_per_node=6), PROPS)
+    assert decide(replace(QUIET, max_runs_per_node=5), PROPS).kind is None
+    decision = decide(replace(QUIET, max_runs_per_node=6), PROPS)
     assert decision.kind is Kind.MINOR
 
 

@@ -44,8 +44,10 @@ def compact(
     """Compact ``table`` (one partition, or every one) now; returns a summary.
 
     ``kind`` is ``major`` (fold the unmerged changes into the base), ``full`` (also
-    rewrite every base file, e.g. after changing ``base.buckets``) or ``minor``
-    (merge each node's change files among themselves; the base is untouched);
+    rewrite every base file, e.g. after changing ``base.buckets``), ``minor``
+    (merge each node's change files among themselves; the base is untouched) or
+    ``auto`` (what the services do: each unit folds, merges its newest sorted runs, or
+    is left alone, on its own numbers; nothing when nothing is due);
     tables without a primary key bin-pack small files whatever the kind. ``engine="local"`` runs
     the merge kernel in this process instead of as a Spark job.
 
@@ -53,8 +55,8 @@ def compact(
     (Firn ships its own code to the executors, which need only pyspark, pyarrow and
     numpy). Without it Firn builds one from the settings (``FIRN_SPARK_MASTER``,
     ``FIRN_SPARK_CONF``)."""
-    if kind not in ("major", "full", "minor"):
-        raise ConfigError(f"kind must be 'major', 'minor' or 'full', got {kind!r}")
+    if kind not in ("major", "full", "minor", "auto"):
+        raise ConfigError(f"kind must be 'major', 'minor', 'full' or 'auto', got {kind!r}")
     if engine not in ("spark", "local"):
         raise ConfigError(f"engine must be 'spark' or 'local', got {engine!r}")
     if spark is not None and engine != "spark":
@@ -68,7 +70,11 @@ def compact(
     plans: list[PlanRecord] = []
     skipped: list[PlanSkipped] = []
     for part in partitions:
-        record = plan_now(conn, table, part, cast(Kind, kind), reason={"trigger": "manual"})
+        # "auto" asks the tiered planner with a minor request: only what is due.
+        planned = cast(Kind, "minor" if kind == "auto" else kind)
+        record = plan_now(
+            conn, table, part, planned, reason={"trigger": "manual"}, tiered=kind == "auto"
+        )
         if isinstance(record, PlanSkipped):
             skipped.append(record)
         elif record is not None:

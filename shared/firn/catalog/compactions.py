@@ -5,9 +5,10 @@ producer commits do, so the two never deadlock; then the partition row. It check
 that the plan is still the partition's current plan, that ``max_merged_seq`` is still
 the one the plan started from, and that every input file is still live; then it
 removes the inputs (the base files rewritten and the change files folded in), adds
-the outputs, sets ``max_merged_seq = S`` with its history row, creates the snapshot,
-and moves tasks and plan to Committed. A minor plan only swaps change files for
-change files: ``max_merged_seq`` stays.
+the outputs, sets ``max_merged_seq = S`` with its history row once no change file at
+or below S is left (a tiered plan that folds some units and merges the runs of
+others leaves it), creates the snapshot, and moves tasks and plan to Committed. A
+minor plan only swaps change files for change files: ``max_merged_seq`` stays.
 
 A producer committing meanwhile only adds change files with seq > S, which this
 commit neither reads nor hides, so the two never conflict. Committing a plan that is
@@ -131,20 +132,14 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     if live is None or int(live[0]) != len(base_inputs) + len(change_inputs):
         raise _CheckFailedError("an input file was removed by another commit")
 
-    minor = kind == "minor"
+    # Exactly the inputs leave the live set: each task's change files, and a fold's
+    # base files (a merge of runs leaves the base alone). Nothing else is hidden, so a
+    # plan that folds some units never touches another unit's changes.
+    folded = sorted({f.file_id for s in specs if s.kind != "minor" for f in s.base_files})
     removed = conn.execute(
         "UPDATE data_file SET removed_snapshot = %s WHERE file_id = ANY(%s)",
-        (snapshot_id, change_inputs if minor else base_inputs),
+        (snapshot_id, change_inputs + folded),
     ).rowcount
-    if not minor:
-        # Every change file of the partition up to S is folded in: max_merged_seq = S
-        # hides them from readers of this snapshot on, so they leave the live set.
-        removed += conn.execute(
-            "UPDATE data_file SET removed_snapshot = %s WHERE table_id = %s "
-            "AND partition_key = %s AND store = 'change' AND removed_snapshot IS NULL "
-            "AND seq > %s AND seq <= %s",
-            (snapshot_id, table_id, partition, from_seq, to_seq),
-        ).rowcount
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
@@ -152,7 +147,11 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [_output_row(table_id, partition, o, snapshot_id) for o in outputs],
         )
-    if not minor:
+    # max_merged_seq = S says every change up to S is in base: true once no change
+    # file at or below S is live (a tiered plan may fold some units and not others).
+    merged_to = from_seq
+    if kind != "minor" and not _unfolded_at_or_below(conn, table_id, partition, to_seq):
+        merged_to = to_seq
         conn.execute(
             "UPDATE catalog_partition SET max_merged_seq = %s, last_major_at = %s "
             "WHERE table_id = %s AND partition_key = %s",
@@ -176,7 +175,7 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         "plan_id": plan_id,
         "kind": kind,
         "partition": partition,
-        "max_merged_seq": from_seq if minor else to_seq,
+        "max_merged_seq": merged_to,
         "removed_files": removed,
         "added_files": result.added_files,
         "added_bytes": result.added_bytes,
@@ -218,6 +217,15 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         (snapshot_id, plan_id),
     )
     return result
+
+
+def _unfolded_at_or_below(conn: Connection, table_id: int, partition: str, seq: int) -> bool:
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM data_file WHERE table_id = %s AND partition_key = %s "
+        "AND store = 'change' AND removed_snapshot IS NULL AND seq <= %s)",
+        (table_id, partition, seq),
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _output_row(table_id: int, partition: str, o: OutputFile, snapshot_id: int) -> tuple[Any, ...]:

@@ -1,7 +1,8 @@
 """Partition metrics from the catalog (SPEC 4): what the triggers and the score read.
 
 One query per table computes, for every partition, the unmerged change bytes and
-files, the live base files, the small files and the busiest change node. The metrics
+files, the live base files, the small files and the busiest change node (its sorted
+runs: one per seq). The metrics
 service keeps the same numbers incrementally from events and calls this to
 reconcile; ``Table.status`` calls it to show them.
 """
@@ -16,13 +17,13 @@ from firn.postgres.connection import Connection
 
 _QUERY = """
 WITH live AS (
-    SELECT f.partition_key, f.store, f.file_type, f.node_m, f.node_i, f.size_bytes,
+    SELECT f.partition_key, f.store, f.file_type, f.node_m, f.node_i, f.seq, f.size_bytes,
            f.store = 'change' AND f.seq > p.max_merged_seq AS unmerged
     FROM data_file f JOIN catalog_partition p USING (table_id, partition_key)
     WHERE f.table_id = %(table)s AND f.removed_snapshot IS NULL
 ), per_node AS (
     SELECT partition_key, max(n) AS busiest FROM (
-        SELECT partition_key, count(*) AS n FROM live WHERE unmerged
+        SELECT partition_key, count(DISTINCT seq) AS n FROM live WHERE unmerged
         GROUP BY partition_key, node_m, node_i
     ) counted GROUP BY partition_key
 )
@@ -100,6 +101,6 @@ def _metrics(row: Any) -> PartitionMetrics:
         base_bytes=int(base_bytes),
         base_files=int(base_files),
         small_files=int(small),
-        max_unmerged_files_per_node=int(busiest),
+        max_runs_per_node=int(busiest),
         seconds_since_major=None if age is None else float(age),
     )

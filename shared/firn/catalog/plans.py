@@ -162,11 +162,23 @@ SERVES = {"minor": ("minor", "major", "full"), "major": ("major", "full"), "full
 def served_by_committed_plan(
     conn: Connection, table_id: int, partition_key: str, kind: str, max_seq: int
 ) -> int | None:
-    """The committed plan that already folded in every change a request for ``kind``
-    up to ``max_seq`` asked about (a replayed or late request), if there is one."""
+    """The committed plan that already did what a request for ``kind`` up to
+    ``max_seq`` asked (a replayed or late request), if there is one. A major request
+    is served only once ``max_merged_seq`` reaches ``max_seq``: a tiered plan may
+    have folded some units of the partition and not others."""
     row = conn.execute(
-        "SELECT max(plan_id) FROM compaction_plan WHERE table_id = %s AND partition_key = %s "
-        "AND state = %s AND to_seq >= %s AND kind = ANY(%s)",
-        (table_id, partition_key, PlanState.COMMITTED.value, max_seq, list(SERVES[kind])),
+        "SELECT max(c.plan_id) FROM compaction_plan c JOIN catalog_partition p "
+        "USING (table_id, partition_key) WHERE c.table_id = %s AND c.partition_key = %s "
+        "AND c.state = %s AND c.to_seq >= %s AND c.kind = ANY(%s) "
+        "AND (%s = 'minor' OR p.max_merged_seq >= %s)",
+        (
+            table_id,
+            partition_key,
+            PlanState.COMMITTED.value,
+            max_seq,
+            list(SERVES[kind]),
+            kind,
+            max_seq,
+        ),
     ).fetchone()
     return None if row is None or row[0] is None else int(row[0])

@@ -11,10 +11,11 @@ will not happen.
 ``--wait`` then polls the catalog. A partition is done when its ``max_merged_seq``
 reaches the requested seq (major), or when a plan of the requested kind made since
 the request committed up to it (full, minor, which do not move ``max_merged_seq``
-past it). The newest plan since the request having Failed ends the wait with an
-error. Requests are idempotent for the planner (an open plan that covers one is
-kept), so while no plan is open the request is repeated now and then: a request
-skipped because the partition was busy with other work is not lost.
+past it; for auto, a tiered plan of either kind). The newest plan since the request
+having Failed ends the wait with an error. Requests are idempotent for the planner
+(an open plan that covers one is kept), so while no plan is open the request is
+repeated now and then: a request skipped because the partition was busy with other
+work is not lost.
 
 ``--here`` runs ``firn.compact`` in this process: no services needed.
 """
@@ -60,7 +61,12 @@ def add_commands(
     )
     command.add_argument("table")
     command.add_argument("--partition", help="one partition key, e.g. region=eu (default: all)")
-    command.add_argument("--kind", choices=("major", "full", "minor"), default="major")
+    command.add_argument(
+        "--kind",
+        choices=("major", "full", "minor", "auto"),
+        default="major",
+        help="auto: only what the tiered policy finds due, unit by unit (as the services do)",
+    )
     mode = command.add_mutually_exclusive_group()
     mode.add_argument("--wait", action="store_true", help="wait until the services are done")
     mode.add_argument(
@@ -137,7 +143,9 @@ def _request(
     baseline = settled_plan_ids(conn, table.table_id)
     requests, skipped = [], []
     for key in [partition] if partition is not None else sorted(partitions):
-        draft = draft_now(conn, table, key, cast(Kind, kind))
+        # auto is a minor request the planner answers unit by unit (scope "due").
+        auto = kind == "auto"
+        draft = draft_now(conn, table, key, cast(Kind, "minor" if auto else kind), tiered=auto)
         if draft is None:
             skipped.append({"partition": key, "reason": "nothing to compact"})
             continue
@@ -146,10 +154,11 @@ def _request(
                 table=table.name,
                 table_id=table.table_id,
                 partition_key=key,
-                kind=cast(Any, kind),  # one of --kind's choices
+                kind=cast(Any, "minor" if auto else kind),  # one of --kind's choices
                 max_seq=draft.to_seq,
                 score=partitions[key]["score"],
                 reasons=[f"requested with firn compact --kind {kind}"],
+                scope="due" if auto else "all",
             )
         )
     publisher = _Publisher(settings)
@@ -230,7 +239,9 @@ def _wait(
 def _done(p: PlanProgress, kind: str, expected: str, target: int) -> bool:
     if kind == "major" and p.max_merged_seq >= target:
         return True
-    return any(k == expected and to_seq >= target for k, to_seq in p.committed)
+    # A tiered plan is a major when it folds a unit, else a minor: either answers.
+    kinds = {"major", "minor"} if kind == "auto" else {expected}
+    return any(k in kinds and to_seq >= target for k, to_seq in p.committed)
 
 
 def _progress_text(p: PlanProgress) -> str:

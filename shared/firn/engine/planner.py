@@ -68,8 +68,22 @@ def plan_partition(
         return _minor(partition_key, max_merged_seq, changes)
     if not changes and (kind == "major" or not base):
         return None
+    tasks, untouched = fold_tasks(table, properties, changes, base, full=kind == "full")
+    return PlanDraft(partition_key, kind, max_merged_seq, to_seq, tuple(tasks), tuple(untouched))
+
+
+def fold_tasks(
+    table: TableSchema,
+    properties: TableProperties,
+    changes: Sequence[FileEntry],
+    base: Sequence[FileEntry],
+    *,
+    full: bool = False,
+) -> tuple[list[PlannedTask], list[FileEntry]]:
+    """The tasks that fold ``changes`` into ``base`` (steps 2 to 5 of the module doc),
+    and the base files they leave untouched."""
     level = properties.base_buckets
-    targets = _targets(level, changes, base, full=kind == "full")
+    targets = _targets(level, changes, base, full=full)
     ranges = _Ranges(table.key_schema)
     # One pass files -> target nodes (projections are cached per distinct node).
     node_changes: dict[Node, list[FileEntry]] = {n: [] for n in targets}
@@ -83,7 +97,7 @@ def plan_partition(
     untouched: list[FileEntry] = []
     for node in sorted(targets):
         kept: list[FileEntry] = []
-        if kind == "full" or not node_changes[node]:
+        if full or not node_changes[node]:
             rewritten = node_base[node]
         else:
             rewritten, kept = _incremental(ranges, level, node_changes[node], node_base[node])
@@ -95,7 +109,7 @@ def plan_partition(
         )
         for task in _split(ranges, properties, node, level, node_changes[node], rewritten):
             tasks.append(replace(task, cut_before=cuts))
-    return PlanDraft(partition_key, kind, max_merged_seq, to_seq, tuple(tasks), tuple(untouched))
+    return tasks, untouched
 
 
 @functools.lru_cache(maxsize=4096)

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from firn.catalog.files import current_snapshot, merged_seqs_at, partition_files_at
 from firn.catalog.plans import create_plan
 from firn.engine.planner import plan_partition
+from firn.engine.tiered import plan_tiered
 from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
@@ -38,11 +39,14 @@ def plan_now(
     *,
     reason: Mapping[str, Any] | None = None,
     score: float = 0.0,
+    tiered: bool = False,
 ) -> PlanRecord | PlanSkipped | None:
     """A stored plan for ``partition``, why none was stored, or ``None`` when there
-    is nothing to compact. Unkeyed tables always get a bin-pack plan."""
+    is nothing to compact. Unkeyed tables always get a bin-pack plan. ``tiered``
+    plans as the services do (``firn.engine.tiered``: each unit folds or merges runs
+    on its own numbers); else a major folds every change of the partition."""
     snapshot = current_snapshot(conn, table.table_id)
-    draft = _draft(conn, table, partition, kind, snapshot)
+    draft = _draft(conn, table, partition, kind, snapshot, tiered=tiered)
     if draft is None:
         return None
     return create_plan(
@@ -58,17 +62,25 @@ def plan_now(
 
 
 def draft_now(
-    conn: Connection, table: PlannedTable, partition: str, kind: Kind
+    conn: Connection, table: PlannedTable, partition: str, kind: Kind, *, tiered: bool = False
 ) -> PlanDraft | None:
     """What ``plan_now`` would plan for ``partition`` now, without storing anything:
     ``None`` when there is nothing to compact."""
-    return _draft(conn, table, partition, kind, current_snapshot(conn, table.table_id))
+    snapshot = current_snapshot(conn, table.table_id)
+    return _draft(conn, table, partition, kind, snapshot, tiered=tiered)
 
 
 def _draft(
-    conn: Connection, table: PlannedTable, partition: str, kind: Kind, snapshot: int
+    conn: Connection,
+    table: PlannedTable,
+    partition: str,
+    kind: Kind,
+    snapshot: int,
+    *,
+    tiered: bool,
 ) -> PlanDraft | None:
     files = partition_files_at(conn, table.table_id, snapshot, partition)
     merged = merged_seqs_at(conn, table.table_id, snapshot).get(partition, 0)
     plan_kind: Kind = kind if table.definition.keyed else "bin-pack"
-    return plan_partition(table.definition, table.properties, partition, merged, files, plan_kind)
+    planner = plan_tiered if tiered else plan_partition
+    return planner(table.definition, table.properties, partition, merged, files, plan_kind)

@@ -121,9 +121,8 @@ class TrackedPartition:
         """The counters with the recent commits added, as the triggers read them."""
         m = self.counted
         files = sum(i.insert_files + i.delete_files for i in self.recent)
-        # A commit writes at most one file per change node and file type, so each
-        # commit adds at most one insert and one delete file to the busiest node.
-        per_node = sum((i.insert_files > 0) + (i.delete_files > 0) for i in self.recent)
+        # A commit adds at most one sorted run (its seq) to each change node.
+        per_node = sum(1 for i in self.recent if i.insert_files or i.delete_files)
         return PartitionMetrics(
             unmerged_insert_bytes=m.unmerged_insert_bytes
             + sum(i.insert_bytes for i in self.recent),
@@ -133,7 +132,7 @@ class TrackedPartition:
             base_bytes=m.base_bytes,
             base_files=m.base_files,
             small_files=m.small_files + files,
-            max_unmerged_files_per_node=m.max_unmerged_files_per_node + per_node,
+            max_runs_per_node=m.max_runs_per_node + per_node,
             seconds_since_major=None if self.last_major_at is None else now - self.last_major_at,
         )
 
@@ -167,6 +166,10 @@ class TrackedPartition:
     @classmethod
     def from_dict(cls, stored: Mapping[str, Any]) -> TrackedPartition:
         data = dict(stored)
-        data["counted"] = PartitionMetrics(**data["counted"])
+        counted = dict(data["counted"])
+        # Stored before runs were counted (a Faust changelog outlives an upgrade).
+        if "max_unmerged_files_per_node" in counted:
+            counted["max_runs_per_node"] = counted.pop("max_unmerged_files_per_node")
+        data["counted"] = PartitionMetrics(**counted)
         data["recent"] = [Increment(**i) for i in data["recent"]]
         return cls(**data)

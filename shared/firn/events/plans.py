@@ -9,15 +9,23 @@ stale (the task moved on, or its plan was replaced).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from firn.events.envelope import Event
 
 
+def _scope_may_be_left_out(schema: dict[str, Any]) -> None:
+    # Every other field is always written; ``scope`` came later (version 1 still),
+    # so requests from producers that predate it stay valid and mean "due".
+    schema["required"] = [name for name in schema.get("required", []) if name != "scope"]
+
+
 class PlanRequestEvent(Event):
     """A partition needs compaction (the triggers of SPEC 4 fired)."""
+
+    model_config = ConfigDict(json_schema_extra=_scope_may_be_left_out)
 
     event_type: Literal["plan-request"] = "plan-request"
     schema_version: Literal[1] = Field(default=1, description="Bumped on incompatible changes.")
@@ -28,6 +36,14 @@ class PlanRequestEvent(Event):
     max_seq: int = Field(ge=0, description="The partition's greatest change seq seen.")
     score: float = Field(ge=0, description="Compaction score: higher is served first.")
     reasons: list[str] = Field(description="The trigger rules that fired, with numbers.")
+    scope: Literal["due", "all"] = Field(
+        default="due",
+        description=(
+            "'due': each unit of the partition folds, merges sorted runs or is left alone "
+            "on its own numbers (a major request folds every unit when none is due); "
+            "'all': the kind applies to the whole partition (a manual request)."
+        ),
+    )
 
 
 class PlanTaskEvent(Event):

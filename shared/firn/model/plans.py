@@ -23,6 +23,9 @@ class PlannedTask:
     cut_before: tuple[list[Any], ...] = ()
     """Keys an output file must not span: the smallest keys of the node's untouched
     base files, so outputs and untouched files stay disjoint in key range."""
+    kind: Kind | None = None
+    """What this task does when it differs from its plan: a tiered plan folds some
+    units (``major``) and merges the runs of others (``minor``)."""
 
     @property
     def input_bytes(self) -> int:
@@ -56,7 +59,8 @@ class PlanDraft:
         target_file_size: int,
     ) -> TaskSpec:
         """What an executor needs to run ``task``, once plan and task have ids."""
-        store = "change" if self.kind == "minor" else "base"
+        kind = task.kind or self.kind
+        store = "change" if kind == "minor" else "base"
         prefix = f"{store}/{self.partition_key}/" if self.partition_key else f"{store}/"
         return TaskSpec(
             plan_id=plan_id,
@@ -64,7 +68,7 @@ class PlanDraft:
             table_id=table_id,
             location=location,
             partition_key=self.partition_key,
-            kind=self.kind,
+            kind=kind,
             node_m=task.node.m,
             node_i=task.node.i,
             lower=task.lower,

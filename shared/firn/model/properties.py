@@ -93,6 +93,7 @@ RANGES: dict[str, Range] = {
     "major.change-ratio": Range(0, 1000, "ratio", above=True),
     "major.interval-max": Range(1, 365 * DAY, "seconds"),
     "minor.file-count": Range(1, 10_000, "count"),
+    "minor.size-ratio": Range(0, 100, "ratio"),
     "task.max-bytes": Range(KiB, TiB, "bytes"),
     "task.max-attempts": Range(1, 100, "count"),
     "task.lease": Range(3, DAY, "seconds"),
@@ -135,7 +136,12 @@ class TableProperties(BaseModel):
     major_delete_bytes: _Size = Field(64 * MiB, alias="major.delete-bytes")
     major_change_ratio: _Ratio = Field(0.3, alias="major.change-ratio")
     major_interval_max: _Duration = Field(3600.0, alias="major.interval-max")
-    minor_file_count: _Count = Field(5, alias="minor.file-count")
+    minor_file_count: _Count = Field(
+        5, alias="minor.file-count", description="sorted runs per node that start a merge"
+    )
+    minor_size_ratio: _Ratio = Field(
+        0.01, alias="minor.size-ratio", description="how much larger a run may be to merge"
+    )
     task_max_bytes: _Size = Field(512 * MiB, alias="task.max-bytes")
     task_max_attempts: _Count = Field(5, alias="task.max-attempts")
     task_lease: _Duration = Field(60.0, alias="task.lease")

@@ -31,8 +31,8 @@ class PartitionMetrics:
     base_files: int
     small_files: int
     """Unmerged change files plus base files below ``small-file-bytes``."""
-    max_unmerged_files_per_node: int
-    """The most unmerged change files any one change node has."""
+    max_runs_per_node: int
+    """The most sorted runs (unmerged change seqs) any one change node has."""
     seconds_since_major: float | None
     """Since the last major compaction; None if there never was one."""
 
@@ -79,8 +79,8 @@ def major_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
 
 
 def minor_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
-    if m.max_unmerged_files_per_node > p.minor_file_count:
-        return [f"a node has {m.max_unmerged_files_per_node} change files > {p.minor_file_count}"]
+    if m.max_runs_per_node > p.minor_file_count:
+        return [f"a node has {m.max_runs_per_node} sorted runs > {p.minor_file_count}"]
     return []
 
 

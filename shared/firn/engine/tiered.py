@@ -1,0 +1,113 @@
+"""Planning one partition the tiered way (issue 15), as the services do.
+
+The policy per unit is ``firn.model.tiering``; this module cuts the partition into
+units, asks the policy, and turns its answers into one plan:
+
+- a unit that folds gets the fold tasks ``firn.engine.planner`` makes for a major
+  compaction, over that unit's files only (incremental merge and key-range splits
+  included), so other units' base files are not rewritten;
+- a unit that merges gets one ``minor`` task over the files of its newest runs,
+  written back as one run at the unit's node.
+
+A ``major`` request (the partition's SPEC 4 major rules fired) folds every unit with
+changes when no unit is due on its own numbers, so a partition-level reason such as
+``major.interval-max`` or the small-file count is always answered. A ``minor``
+request plans only what the units call for, possibly nothing.
+
+The committer removes exactly the inputs of each task; the partition's
+``max_merged_seq`` moves to S only when no change file at or below S is left, which a
+plan that folds some units and not others does not do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from firn.engine.planner import fold_tasks, plan_partition
+from firn.model.files import FileEntry
+from firn.model.plans import PlanDraft, PlannedTask
+from firn.model.properties import TableProperties
+from firn.model.schema import TableSchema
+from firn.model.tasks import Kind
+from firn.model.tiering import Run, Unit, UnitPlan, plan_unit
+from firn.model.tree import Node
+
+
+def plan_tiered(
+    table: TableSchema,
+    properties: TableProperties,
+    partition_key: str,
+    max_merged_seq: int,
+    files: Sequence[FileEntry],
+    kind: Kind = "major",
+) -> PlanDraft | None:
+    """The tiered plan for one partition, or ``None`` when no unit needs work. Full
+    compactions and tables without a key plan as ``plan_partition`` does."""
+    if kind not in ("major", "minor") or not table.keyed:
+        return plan_partition(table, properties, partition_key, max_merged_seq, files, kind)
+    mine = [f for f in files if f.partition_key == partition_key]
+    changes = [f for f in mine if f.store == "change" and f.seq > max_merged_seq]
+    if not changes:
+        return None
+    base = [f for f in mine if f.store == "base"]
+    level = unit_level(properties.base_buckets, (*changes, *base))
+    unit_changes = _by_unit(changes, level)
+    unit_base = _by_unit(base, level)
+    nodes = max(1, properties.base_buckets // level)
+    # What folding each unit would do: the tasks, and the base files they leave
+    # untouched (no change meets their key range). A fold costs the base it rewrites,
+    # so that, not the whole base, is what the unit's runs are weighed against: keys
+    # that arrive in order fold as they come, without rewriting older base.
+    folds = {
+        node: fold_tasks(table, properties, files_of_unit, unit_base.get(node, []))
+        for node, files_of_unit in unit_changes.items()
+    }
+    decided: dict[Node, UnitPlan] = {}
+    for node, files_of_unit in unit_changes.items():
+        rewritten = sum(f.size_bytes for t in folds[node][0] for f in t.base_files)
+        unit = Unit(runs(files_of_unit), rewritten, nodes)
+        if (plan := plan_unit(unit, properties)) is not None:
+            decided[node] = plan
+    if kind == "major" and not any(p.fold for p in decided.values()):
+        decided = {node: UnitPlan(True, 0, ("the partition is due",)) for node in unit_changes}
+    tasks: list[PlannedTask] = []
+    untouched: list[FileEntry] = []
+    for node, plan in sorted(decided.items()):
+        if plan.fold:
+            folded, kept = folds[node]
+            tasks += [replace(t, kind="major") for t in folded]
+            untouched += kept
+        else:
+            newest = {r.seq for r in runs(unit_changes[node])[: plan.merge]}
+            merged = tuple(f for f in unit_changes[node] if f.seq in newest)
+            tasks.append(PlannedTask(node, None, None, (), merged, kind="minor"))
+    if not tasks:
+        return None
+    plan_kind: Kind = "major" if any(p.fold for p in decided.values()) else "minor"
+    to_seq = max(f.seq for f in changes)
+    return PlanDraft(
+        partition_key, plan_kind, max_merged_seq, to_seq, tuple(tasks), tuple(untouched)
+    )
+
+
+def unit_level(base_buckets: int, files: Sequence[FileEntry]) -> int:
+    """The deepest level no file spans: ``base.buckets``, or shallower while files
+    written at a smaller bucket count are live."""
+    return min([base_buckets, *(f.node.m for f in files)])
+
+
+def runs(files: Sequence[FileEntry]) -> tuple[Run, ...]:
+    """The sorted runs of one unit's change files, newest first."""
+    by_seq: dict[int, list[int]] = {}
+    for f in files:
+        sizes = by_seq.setdefault(f.seq, [0, 0])
+        sizes[f.file_type == "D"] += f.size_bytes
+    return tuple(Run(seq, i, d) for seq, (i, d) in sorted(by_seq.items(), reverse=True))
+
+
+def _by_unit(files: Sequence[FileEntry], level: int) -> dict[Node, list[FileEntry]]:
+    grouped: dict[Node, list[FileEntry]] = {}
+    for f in files:
+        grouped.setdefault(f.node.ancestor_at(level), []).append(f)
+    return grouped

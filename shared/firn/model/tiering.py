@@ -1,0 +1,127 @@
+"""Tiered compaction per unit (issue 15): which units of a partition fold their
+change runs into base, and which merge some runs among themselves.
+
+After Paimon's universal compaction for primary-key tables, applied to Firn's tree:
+
+- A **unit** is a node of the hash tree that no file of the partition spans: the
+  base write level, or shallower while files of an older bucket count sit above it.
+  Units never share keys, so each is compacted on its own.
+- A **sorted run** is what one seq wrote into a unit: a producer commit's insert and
+  delete files, or the output of an earlier merge of runs. The unit's base files are
+  one more run (disjoint, sorted), the oldest. A read of the unit merges all of them,
+  so the number of runs is the unit's read amplification.
+- A unit **folds** (major: runs and base become new base) when its runs are large next
+  to the base the fold would rewrite (base files whose key range no change meets stay
+  as they are): the SPEC 4 major rules (delete bytes, delete ratio, change ratio)
+  applied to the unit, with per-node thresholds scaled by the nodes it covers. A
+  unit with no such base folds whenever it would merge: writing base then costs no
+  more than writing a run, which is what keys arriving in order (an event log) get.
+  Untouched and lightly touched units are not rewritten.
+- Otherwise, once a unit has ``minor.file-count`` runs, its newest runs merge into
+  one (minor: deletes kept, base untouched). At least enough of them to bring the unit
+  back to ``minor.file-count`` runs, then each older run while it is no larger than
+  what is merged so far (times ``1 + minor.size-ratio``): similar sizes merge
+  together, so a byte is rewritten once per size tier instead of at every merge.
+
+Pure: the caller turns units into tasks (``firn.engine.tiered``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from firn.model.properties import TableProperties
+
+
+@dataclass(frozen=True)
+class Run:
+    """One sorted run of a unit: the change files of one seq."""
+
+    seq: int
+    insert_bytes: int
+    delete_bytes: int
+
+    @property
+    def size(self) -> int:
+        return self.insert_bytes + self.delete_bytes
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What the policy looks at in one unit."""
+
+    runs: tuple[Run, ...]
+    """Newest first."""
+    base_bytes: int
+    """The base a fold would rewrite: files whose key range meets a change (the
+    others stay as they are), so a fold's cost, not the unit's size."""
+    nodes: int = 1
+    """Base-level nodes the unit covers: per-node thresholds are multiplied by it."""
+
+    @property
+    def change_bytes(self) -> int:
+        return sum(r.size for r in self.runs)
+
+    @property
+    def delete_bytes(self) -> int:
+        return sum(r.delete_bytes for r in self.runs)
+
+    @property
+    def insert_bytes(self) -> int:
+        return sum(r.insert_bytes for r in self.runs)
+
+
+@dataclass(frozen=True)
+class UnitPlan:
+    """What to do with one unit: fold it, or merge its ``merge`` newest runs."""
+
+    fold: bool
+    merge: int
+    reasons: tuple[str, ...]
+
+
+def fold_reasons(unit: Unit, p: TableProperties) -> list[str]:
+    """Every SPEC 4 major rule that fires for the unit, with its numbers."""
+    if not unit.runs:
+        return []
+    n = unit.nodes
+    deletes, base = unit.delete_bytes, unit.base_bytes
+    reasons = []
+    if deletes >= p.major_delete_bytes * n:
+        reasons.append(f"delete bytes {deletes} >= {p.major_delete_bytes * n}")
+    live = base + unit.insert_bytes
+    if (
+        live > 0
+        and deletes / live >= p.major_delete_ratio
+        and (deletes >= p.major_delete_bytes_lowest * n)
+    ):
+        reasons.append(f"delete ratio {deletes / live:.3f} >= {p.major_delete_ratio}")
+    if base > 0 and unit.change_bytes / base >= p.major_change_ratio:
+        reasons.append(f"change ratio {unit.change_bytes / base:.3f} >= {p.major_change_ratio}")
+    return reasons
+
+
+def runs_to_merge(runs: Sequence[Run], p: TableProperties) -> int:
+    """How many of the newest runs to merge into one (0: none)."""
+    trigger = p.minor_file_count
+    if len(runs) < trigger:
+        return 0
+    count = len(runs) - trigger + 1
+    size = sum(r.size for r in runs[:count])
+    while count < len(runs) and size * (1 + p.minor_size_ratio) >= runs[count].size:
+        size += runs[count].size
+        count += 1
+    return count if count >= 2 else 0
+
+
+def plan_unit(unit: Unit, p: TableProperties) -> UnitPlan | None:
+    """The unit's compaction, or ``None`` when it needs none."""
+    if reasons := fold_reasons(unit, p):
+        return UnitPlan(True, 0, tuple(reasons))
+    merge = runs_to_merge(unit.runs, p)
+    if merge == 0:
+        return None
+    if unit.base_bytes == 0:
+        return UnitPlan(True, 0, (f"{len(unit.runs)} runs and no base yet",))
+    return UnitPlan(False, merge, (f"{len(unit.runs)} runs: merging the newest {merge}",))

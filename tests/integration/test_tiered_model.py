@@ -1,0 +1,168 @@
+"""The tiered policy (issue 15) on a real catalog: random change sets, compactions as
+the services plan them (``firn.compact(kind="auto")``), bucket changes and classic
+compactions in between, with the merged view checked against the reference model
+after every step and at every snapshot afterwards. After each tiered compaction:
+units the policy left alone kept exactly their files, no unit has more sorted runs
+than ``minor.file-count``, and base files of a node never overlap."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import firn
+from firn.catalog.files import files_at, merged_seqs_at
+from firn.engine.tiered import runs, unit_level
+from firn.model.files import FileEntry
+from firn.model.tiering import Unit, plan_unit
+from firn.model.tree import Node
+from firn.settings import FirnSettings
+from tests.changesets import (
+    KEY_KINDS,
+    KeyKind,
+    ReferenceModel,
+    as_change_set,
+    as_view,
+    operations,
+    table_schema,
+)
+from tests.integration.table_checks import check_base_files
+
+_names = itertools.count()
+LEVELS = [1, 2, 4]
+Step = tuple[str, Any]
+
+
+@pytest.fixture
+def shared_catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
+    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
+        yield catalog
+
+
+@st.composite
+def steps(draw: st.DrawFn, kind: KeyKind) -> list[Step]:
+    """Mostly commits and tiered compactions; now and then a classic one or a bucket
+    change, so units sit at several levels."""
+    out: list[Step] = [("commit", draw(operations(kind)))]
+    for _ in range(draw(st.integers(6, 20))):
+        action = draw(st.sampled_from(["commit"] * 4 + ["auto"] * 3 + ["classic", "buckets"]))
+        if action == "commit":
+            out.append(("commit", draw(operations(kind))))
+        elif action == "auto":
+            out.append(("auto", draw(st.sampled_from(["local"] * 5 + ["spark"]))))
+        elif action == "classic":
+            out.append(("classic", draw(st.sampled_from(["major", "minor", "full"]))))
+        else:
+            out.append(("buckets", (draw(st.sampled_from(LEVELS)), draw(st.sampled_from(LEVELS)))))
+    out.append(("auto", "local"))
+    return out
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[KeyKind, dict[str, Any], bool, list[Step]]:
+    kind = draw(st.sampled_from(KEY_KINDS))
+    properties = {
+        "change.buckets": draw(st.sampled_from(LEVELS)),
+        "base.buckets": draw(st.sampled_from(LEVELS)),
+        "target-file-size": draw(st.sampled_from(["2KiB", "64MiB"])),
+        "task.max-bytes": draw(st.sampled_from(["3KiB", "512MiB"])),
+        "minor.file-count": draw(st.integers(1, 3)),
+        "minor.size-ratio": draw(st.sampled_from([0, 0.01, 1])),
+        # Mostly high, so units with a base merge runs rather than fold.
+        "major.change-ratio": draw(st.sampled_from([0.1, 1, 50, 50])),
+    }
+    return kind, properties, draw(st.booleans()), draw(steps(kind))
+
+
+Units = dict[tuple[str, Node], list[FileEntry]]
+
+
+def table_files(table: firn.Table) -> list[FileEntry]:
+    return files_at(table.catalog.conn, table.table_id, table.current_snapshot())
+
+
+def units_of(table: firn.Table) -> tuple[Units, dict[tuple[str, Node], Any]]:
+    """Each unit's live files, and what the policy says about it, as of now."""
+    conn = table.catalog.conn
+    snapshot = table.current_snapshot()
+    merged = merged_seqs_at(conn, table.table_id, snapshot)
+    live = table_files(table)
+    props = table.properties
+    found: Units = {}
+    decided: dict[tuple[str, Node], Any] = {}
+    for part in {f.partition_key for f in live}:
+        mine = [f for f in live if f.partition_key == part]
+        level = unit_level(props.base_buckets, mine)
+        for f in mine:
+            found.setdefault((part, f.node.ancestor_at(level)), []).append(f)
+        for (p, node), files in found.items():
+            if p != part:
+                continue
+            changes = [f for f in files if f.store == "change" and f.seq > merged.get(part, 0)]
+            base_bytes = sum(f.size_bytes for f in files if f.store == "base")
+            unit = Unit(runs(changes), base_bytes, max(1, props.base_buckets // level))
+            decided[(p, node)] = plan_unit(unit, props) if changes else None
+    return found, decided
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(scenario=scenarios())
+def test_tiered_compactions_keep_the_merged_view(
+    shared_catalog: firn.Catalog, scenario: tuple[KeyKind, dict[str, Any], bool, list[Step]]
+) -> None:
+    kind, properties, partitioned, plan = scenario
+    schema = table_schema(kind)
+    table = shared_catalog.create_table(
+        f"tiered_{next(_names)}", schema, ["part", "k"], ["part"] if partitioned else [], properties
+    )
+    model = ReferenceModel()
+    snapshots = []
+    for action, arg in plan:
+        if action == "commit":
+            table.commit(as_change_set(arg, schema))
+            model.apply(arg)
+        elif action == "buckets":
+            table.set_properties({"change.buckets": arg[0], "base.buckets": arg[1]})
+        elif action == "classic":
+            summary = firn.compact(table, kind=arg, engine="local")
+            assert all(p["outcome"] == "committed" for p in summary["plans"]), summary
+        else:
+            before, decided = units_of(table)
+            summary = firn.compact(table, kind="auto", engine=arg)
+            assert summary["failed_attempts"] == 0, summary["errors"]
+            assert all(p["outcome"] == "committed" for p in summary["plans"]), summary
+            live = {f.file_id: f for f in table_files(table)}
+            trigger = table.properties.minor_file_count
+            for (part, node), files in before.items():
+                inside = [
+                    f
+                    for f in live.values()
+                    if f.partition_key == part
+                    and f.store == "change"
+                    and node.is_ancestor_or_self_of(f.node)
+                ]
+                decision = decided[(part, node)]
+                event("fold" if decision and decision.fold else "merge" if decision else "none")
+                if decision is None:
+                    assert {f.file_id for f in files} <= live.keys(), f"{node} was rewritten"
+                elif decision.fold:
+                    assert not inside, f"{node} folded but kept change files"
+                else:
+                    # Counted by what was written together, not by the policy's seqs.
+                    written = {f.added_snapshot for f in inside}
+                    assert len(written) <= trigger, f"{node} still has too many runs"
+            check_base_files(table)
+        snapshots.append((table.current_snapshot(), model.view()))
+        assert as_view(table.read()) == model.view(), f"after {action} {arg}"
+    for snapshot, view in snapshots:
+        assert as_view(table.read(snapshot=snapshot)) == view

@@ -1,0 +1,184 @@
+"""The tiered policy (issue 15) on made-up units and file lists: when a unit folds,
+how many runs merge, and the plan that leaves other units alone."""
+
+from __future__ import annotations
+
+import itertools
+
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from firn.engine.tiered import plan_tiered, runs
+from firn.model.files import FileEntry
+from firn.model.plans import PlanDraft
+from firn.model.properties import TableProperties
+from firn.model.schema import TableSchema
+from firn.model.tiering import Run, Unit, fold_reasons, plan_unit, runs_to_merge
+from firn.model.tree import Node
+
+TABLE = TableSchema.build("t", pa.schema([pa.field("id", pa.int64(), False)]), ["id"])
+_ids = itertools.count(1)
+MiB = 1 << 20
+
+
+def props(**values: object) -> TableProperties:
+    # Toy sizes below the public bounds, set without validation (as test_planner does).
+    return TableProperties().model_copy(update=values)
+
+
+def run(seq: int, size: int, deletes: int = 0) -> Run:
+    return Run(seq, size, deletes)
+
+
+def test_fold_rules_are_the_spec_major_rules_on_the_unit() -> None:
+    p = props(major_change_ratio=0.5, major_delete_bytes=100 * MiB)
+    assert fold_reasons(Unit((run(3, 40), run(2, 40)), base_bytes=200), p) == []
+    assert fold_reasons(Unit((run(3, 60), run(2, 40)), base_bytes=200), p) == [
+        "change ratio 0.500 >= 0.5"
+    ]
+    # Thresholds are per node: a unit over two base nodes needs twice the delete bytes.
+    many_deletes = Unit((run(2, 0, 150 * MiB),), base_bytes=10**12)
+    assert "delete bytes" in fold_reasons(many_deletes, p)[0]
+    assert fold_reasons(Unit(many_deletes.runs, 10**12, nodes=2), p) == []
+    assert fold_reasons(Unit((), base_bytes=0), p) == []
+
+
+def test_no_merge_below_the_trigger_and_enough_runs_to_get_back_to_it() -> None:
+    p = props(minor_file_count=4, minor_size_ratio=0.0)
+    assert runs_to_merge([run(s, 10) for s in (4, 3, 2)], p) == 0
+    # Four runs of growing age and size: the newest alone is not worth a merge.
+    assert runs_to_merge([run(4, 1), run(3, 10), run(2, 100), run(1, 1000)], p) == 0
+    # Six runs: at least three merge so that four are left.
+    growing = [run(6, 1), run(5, 2), run(4, 4), run(3, 100), run(2, 100), run(1, 1000)]
+    assert runs_to_merge(growing, p) == 3
+
+
+def test_older_runs_join_while_they_are_no_larger_than_the_merge() -> None:
+    p = props(minor_file_count=4, minor_size_ratio=0.0)
+    similar = [run(5, 10), run(4, 10), run(3, 20), run(2, 40), run(1, 1000)]
+    # 10 + 10 = 20 takes the 20, then 40 takes the 40; 1000 is too big.
+    assert runs_to_merge(similar, p) == 4
+    loose = props(minor_file_count=4, minor_size_ratio=100.0)
+    assert runs_to_merge(similar, loose) == 5
+
+
+def test_a_unit_without_base_folds_instead_of_merging() -> None:
+    p = props(minor_file_count=2, major_change_ratio=10.0)
+    decided = plan_unit(Unit((run(3, 10), run(2, 10)), base_bytes=0), p)
+    assert decided is not None
+    assert decided.fold
+    with_base = plan_unit(Unit((run(3, 10), run(2, 10)), base_bytes=10**6), p)
+    assert with_base is not None
+    assert not with_base.fold
+    assert with_base.merge == 2
+
+
+@given(st.lists(st.integers(1, 10**6), max_size=30), st.integers(1, 8), st.floats(0, 3))
+def test_a_merge_leaves_at_most_the_trigger_count_of_runs(
+    sizes: list[int], trigger: int, ratio: float
+) -> None:
+    p = props(minor_file_count=trigger, minor_size_ratio=ratio)
+    newest_first = [run(len(sizes) - n, size) for n, size in enumerate(sizes)]
+    merged = runs_to_merge(newest_first, p)
+    assert merged == 0 or 2 <= merged <= len(sizes)
+    left = len(sizes) - merged + (1 if merged else 0)
+    if len(sizes) > trigger:
+        assert left <= trigger
+
+
+# --- the plan over a partition ---------------------------------------------------
+
+
+def change(
+    node: Node, seq: int, size: int = 100, file_type: str = "I", lo: int = 0, hi: int = 1000
+) -> FileEntry:
+    path = f"c{next(_ids)}"
+    return FileEntry(
+        next(_ids), "", "change", file_type, node, seq, path, size, 10, [lo], [hi], seq
+    )
+
+
+def base(node: Node, size: int = 1000, lo: int = 0, hi: int = 1000) -> FileEntry:
+    return FileEntry(
+        next(_ids), "", "base", "B", node, 1, f"b{next(_ids)}", size, 10, [lo], [hi], 1
+    )
+
+
+def tiered(files: list[FileEntry], kind: str = "minor", **p: object) -> PlanDraft | None:
+    return plan_tiered(TABLE, props(**p), "", 0, files, kind)  # type: ignore[arg-type]
+
+
+def test_runs_are_the_change_files_of_one_seq_newest_first() -> None:
+    node = Node(2, 0)
+    files = [change(node, 2), change(node, 2, 30, "D"), change(node, 5, 7)]
+    assert runs(files) == (Run(5, 7, 0), Run(2, 100, 30))
+
+
+def test_only_the_due_unit_folds_and_the_others_are_not_rewritten() -> None:
+    hot, cold = Node(2, 0), Node(2, 1)
+    hot_base, cold_base = base(hot), base(cold)
+    files = [hot_base, cold_base, change(hot, 2, 400), change(cold, 2, 10)]
+    draft = tiered(files, base_buckets=2, major_change_ratio=0.3)
+    assert draft is not None
+    assert draft.kind == "major"
+    assert {t.node for t in draft.tasks} == {hot}
+    assert all(t.kind == "major" for t in draft.tasks)
+    assert draft.tasks[0].base_files == (hot_base,)
+
+
+def test_a_unit_with_many_small_runs_merges_its_newest_ones() -> None:
+    node = Node(1, 0)
+    files = [base(node, 10**6), *(change(node, s, 10) for s in range(2, 9))]
+    draft = tiered(files, base_buckets=1, minor_file_count=5)
+    assert draft is not None
+    assert draft.kind == "minor"
+    (task,) = draft.tasks
+    assert task.kind == "minor"
+    assert task.base_files == ()
+    # Seven equal runs: all merge (each older one is no larger than the merge so far).
+    assert {f.seq for f in task.change_files} == set(range(2, 9))
+
+
+def test_a_minor_request_with_nothing_due_plans_nothing_and_a_major_folds_all() -> None:
+    a, b = Node(2, 0), Node(2, 1)
+    files = [base(a), base(b), change(a, 2, 10), change(b, 3, 10)]
+    assert tiered(files, base_buckets=2) is None
+    draft = tiered(files, "major", base_buckets=2)
+    assert draft is not None
+    assert {t.node for t in draft.tasks} == {a, b}
+    assert draft.to_seq == 3
+
+
+def test_units_follow_the_shallowest_file() -> None:
+    # A change file written when change.buckets was 1 spans both base nodes: the unit
+    # is the root, and its fold covers both.
+    files = [base(Node(2, 0)), base(Node(2, 1)), change(Node(1, 0), 2, 2000)]
+    draft = tiered(files, base_buckets=2, major_change_ratio=0.3)
+    assert draft is not None
+    assert {t.node for t in draft.tasks} == {Node(2, 0), Node(2, 1)}
+
+
+def test_full_and_unkeyed_plans_are_not_tiered() -> None:
+    files = [base(Node(1, 0)), change(Node(1, 0), 2, 10)]
+    draft = tiered(files, "full", base_buckets=1)
+    assert draft is not None
+    assert draft.kind == "full"
+
+
+def test_keys_in_order_fold_as_they_come_without_rewriting_older_base() -> None:
+    node = Node(1, 0)
+    old = base(node, 10**6, 0, 1000)
+    # Runs past the end of the base: a fold rewrites no base, so it costs what a merge
+    # would and is chosen instead, however small the runs are next to the base.
+    appended = [change(node, s, 10, lo=1000 + 10 * s, hi=1009 + 10 * s) for s in range(2, 7)]
+    draft = tiered([old, *appended], base_buckets=1, minor_file_count=5)
+    assert draft is not None
+    assert draft.kind == "major"
+    assert all(t.base_files == () for t in draft.tasks)
+    assert draft.untouched_base_files == (old,)
+    # The same runs over the base's own keys merge among themselves instead.
+    updates = [change(node, s, 10, lo=10 * s, hi=10 * s + 9) for s in range(2, 7)]
+    merged = tiered([old, *updates], base_buckets=1, minor_file_count=5)
+    assert merged is not None
+    assert merged.kind == "minor"
