@@ -1,15 +1,16 @@
 """The executor-dispatcher's handler and sweep (SPEC 6).
 
-A plan-task event claims its task (Pending -> Executing with a lease and a new
-attempt) together with the plan's other Pending tasks, up to ``BATCH_TASKS``, and runs
-them as ONE Spark job. While the job runs, a heartbeat thread (on its own catalog
-connection) extends the leases. Each result is recorded (Prepared, or Failed and
-back to Pending for a retry, or the plan fails), then a task-result event goes out.
+A plan-task event is a wake-up: the dispatcher claims (Pending -> Executing with a
+lease and a new attempt) the claimable tasks with the highest plan score, of one
+table, up to ``dispatcher.max-concurrent-tasks`` and within its memory budget
+(``firn.model.permits``), and runs them as ONE Spark job. While the job runs, a
+heartbeat thread (on its own catalog connection) extends the leases. Each result is
+recorded (Prepared, or Failed and back to Pending for a retry, or the plan fails),
+then a task-result event goes out.
 
-The event is only a wake-up: the task, its plan, table and inputs come from the
-catalog row of its ``task_id``; an event that disagrees with that row is
-dead-lettered (``firn.catalog.event_rows``). A duplicate or stale event finds its
-task not Pending and does nothing. The sweep
+The event is only a wake-up: what runs, and its inputs, come from the catalog; an
+event that disagrees with the catalog row of its ``task_id`` is dead-lettered
+(``firn.catalog.event_rows``). A wake-up that finds nothing claimable does nothing. The sweep
 returns tasks whose lease expired to Pending, and re-announces Pending tasks nobody
 touched for a while: lost events, and retries once their backoff has passed.
 """
@@ -24,7 +25,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 import firn
-from firn.catalog.claiming import WaitingTask, claim_task, pending_tasks_of, stale_waiting_tasks
+from firn.catalog.claiming import WaitingTask, claim_task, claimable_tasks, stale_waiting_tasks
 from firn.catalog.event_rows import task_named
 from firn.catalog.leasing import expire_leases, extend_lease
 from firn.catalog.results import record_result
@@ -37,6 +38,7 @@ from firn.events.plans import PlanTaskEvent
 from firn.events.schemas import validate
 from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics
+from firn.model.permits import choose_batch
 from firn.model.schema import TableSchema
 from firn.model.states import Actor, TaskState
 from firn.model.tasks import TaskResult
@@ -45,7 +47,9 @@ from firn.postgres.retry import is_transient, retrying_transient
 
 log = logging.getLogger(__name__)
 
-BATCH_TASKS = 8
+CANDIDATES_PER_TASK = 4
+"""Claimable tasks read per batch slot: enough to fill a batch from one table when
+the top of the queue mixes tables."""
 Runner = Callable[[TableSchema, Sequence[Claim], KernelLimits], list[TaskResult]]
 
 
@@ -68,21 +72,30 @@ class Dispatcher:
         self.limits = KernelLimits.from_settings(catalog.settings)
 
     def plan_task(self, event: Mapping[str, Any]) -> None:
+        """A wake-up: run the batch the catalog says comes first (which need not hold
+        the event's own task; a later wake-up or the sweep gets to that one)."""
         validate(dict(event))  # a ConfigError parks the event in the DLQ
-        task = PlanTaskEvent.model_validate(event)
+        task_named(self.catalog.conn, PlanTaskEvent.model_validate(event))
         conn = self.catalog.conn
-        row = task_named(conn, task)
-        table = self.catalog.table_by_id(row.table_id)
+        settings = self.catalog.settings
+        most = settings.dispatcher_max_concurrent_tasks
+        batch = choose_batch(
+            claimable_tasks(conn, CANDIDATES_PER_TASK * most),
+            most,
+            settings.dispatcher_memory_budget,
+            settings.executor_memory_budget,
+        )
+        if not batch:
+            return  # nothing claimable: others have it, or retries are backing off
+        table = self.catalog.table_by_id(batch[0].table_id)
         if table is None:
             return  # dropped since: its tasks can never run
         lease = table.properties.task_lease
-        batch = [row.task_id] + [
-            t for t in pending_tasks_of(conn, row.plan_id, BATCH_TASKS) if t != row.task_id
-        ]
-        claims = [c for t in batch[:BATCH_TASKS] if (c := claim_task(conn, t, self.owner, lease))]
+        claims = [c for t in batch if (c := claim_task(conn, t.task_id, self.owner, lease))]
         if not claims:
-            return  # a duplicate or stale event: someone else has (or had) it
-        with _Heartbeat(self.catalog.settings, claims, self.owner, lease):
+            return  # another dispatcher claimed them first
+        partitions = {spec.task_id: (spec.plan_id, spec.partition_key) for spec, _ in claims}
+        with _Heartbeat(settings, claims, self.owner, lease):
             results = self.runner(table.definition, claims, self.limits)
         for result in results:
             # The job may have outlived the connection it started on (a database
@@ -93,12 +106,13 @@ class Dispatcher:
                 ),
                 what=f"recording the result of task {result.task_id}",
             )
+            plan_id, partition = partitions[result.task_id]
             self._publish(
                 TaskResultEvent(
                     table=table.name,
                     table_id=table.table_id,
-                    partition_key=row.partition_key,
-                    plan_id=row.plan_id,
+                    partition_key=partition,
+                    plan_id=plan_id,
                     task_id=result.task_id,
                     attempt=result.attempt,
                     outcome=outcome,  # type: ignore[arg-type]
@@ -107,7 +121,7 @@ class Dispatcher:
                     seconds=result.seconds,
                 ),
                 self.topics.task_results,
-                f"{table.name}/{row.partition_key}",
+                f"{table.name}/{partition}",
             )
         self._flush()
 

@@ -139,6 +139,17 @@ class FirnSettings(BaseSettings):
         description="Memory one compaction task may hold for change rows before it "
         "spills sorted runs to disk; bytes or e.g. '512MiB'.",
     )
+    dispatcher_max_concurrent_tasks: int = Field(
+        default=8,
+        ge=1,
+        le=10_000,
+        description="Most compaction tasks one dispatcher runs at once (one Spark job).",
+    )
+    dispatcher_memory_budget: Bytes = Field(
+        default=4 << 30,
+        description="Memory the tasks one dispatcher runs at once may need together, by "
+        "their estimates; a task larger than this runs alone. Bytes or e.g. '8GiB'.",
+    )
     executor_spill_dir: Path | None = Field(
         default=None,
         description="Local directory for spilled runs; unset means the system temp dir.",

@@ -157,3 +157,40 @@ def test_the_sweep_announces_a_plan_the_planner_stored_but_never_released(
     assert {s for s, _ in states(catalog, record)} == {"Pending"}
     announced = drain(settings, topics.plan_tasks, f"tasks-{unique}", expect=len(record.tasks))
     assert sorted(e["task_id"] for e in announced) == sorted(swept)
+
+
+def test_a_wake_up_runs_the_highest_score_first_within_the_permits(
+    settings: FirnSettings, tmp_path: Path
+) -> None:
+    # Each of these small tasks reserves just over 64 MiB: a 150 MiB budget fits two.
+    budgeted = settings.model_copy(
+        update={"dispatcher_memory_budget": 150 << 20, "dispatcher_max_concurrent_tasks": 8}
+    )
+    topics = Topics.from_settings(budgeted)
+    ensure_topics(budgeted, topics.all(), partitions=1)
+    with firn.connect(warehouse=str(tmp_path), settings=budgeted) as catalog:
+        low_table, low = planned(catalog, "low_score")
+        _, high = planned(catalog, "high_score")
+        for record, score in ((low, 1.0), (high, 9.0)):
+            catalog.conn.execute(
+                "UPDATE compaction_plan SET score = %s WHERE plan_id = %s", (score, record.plan_id)
+            )
+        jobs: list[tuple[str, list[int]]] = []
+
+        def runner(
+            t: TableSchema, claims: Sequence[Claim], limits: KernelLimits
+        ) -> list[TaskResult]:
+            jobs.append((t.name, [spec.task_id for spec, _ in claims]))
+            return run_local(t, claims, limits)
+
+        dispatcher = Dispatcher(catalog, producer(budgeted), topics, runner, owner="test")
+        # Every wake-up names a task of the low-score plan; the catalog's order wins.
+        for n in range(len(low.tasks) + len(high.tasks)):
+            dispatcher.plan_task(task_event(low_table, low, n % len(low.tasks)))
+        assert all(len(ids) <= 2 for _, ids in jobs), jobs
+        order = [name for name, _ in jobs]
+        assert order == sorted(order, key=lambda name: name != "high_score"), order
+        ran = [task for _, ids in jobs for task in ids]
+        assert sorted(ran) == sorted(t.task_id for t in (*low.tasks, *high.tasks))
+        assert states(catalog, high) == [("Prepared", 1)] * len(high.tasks)
+        assert states(catalog, low) == [("Prepared", 1)] * len(low.tasks)

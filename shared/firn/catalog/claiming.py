@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from firn.catalog.plans import OPEN_PLAN_STATES
 from firn.catalog.transitions import lock_plan_of, move_plan, move_task
 from firn.events.plans import PlanTaskEvent
+from firn.model.permits import Candidate
 from firn.model.plans import PlanRecord
 from firn.model.states import Actor, PlanState, TaskState
 from firn.model.tasks import TaskSpec
@@ -97,14 +98,19 @@ def stale_waiting_tasks(conn: Connection, min_age_seconds: float) -> list[Waitin
     return [WaitingTask(int(p), int(t), TaskState(s), int(a), int(b)) for p, t, s, a, b in rows]
 
 
-def pending_tasks_of(conn: Connection, plan_id: int, limit: int) -> list[int]:
-    """Up to ``limit`` Pending tasks of one plan, in plan order (for batching)."""
+def claimable_tasks(conn: Connection, limit: int) -> list[Candidate]:
+    """Up to ``limit`` Pending tasks of open plans whose backoff has passed, the
+    highest plan score first (then the oldest plan, in plan order): what a
+    dispatcher's wake-up chooses its batch from."""
     rows = conn.execute(
-        "SELECT task_id FROM compaction_task WHERE plan_id = %s AND state = %s "
-        "AND (not_before IS NULL OR not_before <= now()) ORDER BY ordinal LIMIT %s",
-        (plan_id, TaskState.PENDING.value, limit),
+        "SELECT t.task_id, p.table_id, t.input_bytes, p.score "
+        "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+        "WHERE p.state = ANY(%s) AND t.state = %s "
+        "AND (t.not_before IS NULL OR t.not_before <= now()) "
+        "ORDER BY p.score DESC, p.plan_id, t.ordinal LIMIT %s",
+        ([s.value for s in OPEN_PLAN_STATES], TaskState.PENDING.value, limit),
     ).fetchall()
-    return [int(r[0]) for r in rows]
+    return [Candidate(int(t), int(tb), int(b), float(sc)) for t, tb, b, sc in rows]
 
 
 def claim_task(

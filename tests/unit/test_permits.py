@@ -1,0 +1,66 @@
+"""The dispatcher's batch (issue 15): highest score first, one table, within the task
+count and the memory budget; a task over the budget runs alone."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from firn.model.permits import Candidate, choose_batch, task_memory
+
+MiB = 1 << 20
+SPILL = 1024 * MiB
+
+
+def test_the_estimate_is_decoded_input_capped_at_the_spill_budget() -> None:
+    assert task_memory(10 * MiB, SPILL) == 40 * MiB + 64 * MiB
+    assert task_memory(10_000 * MiB, SPILL) == SPILL + 64 * MiB
+
+
+def test_the_first_candidate_sets_the_table_and_the_budget_is_kept() -> None:
+    queue = [
+        Candidate(1, table_id=7, input_bytes=100 * MiB, score=9.0),  # 464 MiB
+        Candidate(2, table_id=8, input_bytes=1 * MiB, score=8.0),  # other table
+        Candidate(3, table_id=7, input_bytes=100 * MiB, score=5.0),  # 464 MiB
+        Candidate(4, table_id=7, input_bytes=1 * MiB, score=4.0),  # 68 MiB
+    ]
+    batch = choose_batch(queue, max_tasks=8, memory_budget=1000 * MiB, spill_budget=SPILL)
+    assert [c.task_id for c in batch] == [1, 3, 4]
+    tight = choose_batch(queue, max_tasks=8, memory_budget=600 * MiB, spill_budget=SPILL)
+    assert [c.task_id for c in tight] == [1, 4]
+    assert [c.task_id for c in choose_batch(queue, 2, 10**12, SPILL)] == [1, 3]
+
+
+def test_a_task_over_the_budget_runs_alone() -> None:
+    queue = [Candidate(1, 7, 10_000 * MiB, 9.0), Candidate(2, 7, MiB, 1.0)]
+    assert [c.task_id for c in choose_batch(queue, 8, 512 * MiB, SPILL)] == [1]
+    assert choose_batch([], 8, 512 * MiB, SPILL) == []
+
+
+candidates = st.lists(
+    st.builds(
+        Candidate,
+        task_id=st.integers(1, 10**6),
+        table_id=st.integers(1, 3),
+        input_bytes=st.integers(0, 4096 * MiB),
+        score=st.floats(0, 100),
+    ),
+    max_size=40,
+)
+
+
+@given(candidates, st.integers(1, 16), st.integers(1, 8192 * MiB))
+def test_a_batch_is_a_prefix_choice_of_one_table_within_its_limits(
+    queue: list[Candidate], most: int, budget: int
+) -> None:
+    batch = choose_batch(queue, most, budget, SPILL)
+    if not queue:
+        assert batch == []
+        return
+    assert batch[0] == queue[0]
+    assert len(batch) <= most
+    assert {c.table_id for c in batch} == {queue[0].table_id}
+    positions = [queue.index(c) for c in batch]
+    assert positions == sorted(positions)
+    reserved = sum(task_memory(c.input_bytes, SPILL) for c in batch)
+    assert reserved <= budget or len(batch) == 1
