@@ -175,6 +175,13 @@ def test_a_wake_up_runs_the_highest_score_first_within_the_permits(
             catalog.conn.execute(
                 "UPDATE compaction_plan SET score = %s WHERE plan_id = %s", (score, record.plan_id)
             )
+        # firn status shows the order the dispatchers will claim in.
+        queue = {
+            t.name: p["open_plan"]["queue"]
+            for t in (low_table, catalog.table("high_score"))
+            for p in t.status()["partitions"]
+        }
+        assert queue == {"high_score": 1, "low_score": 2}
         jobs: list[tuple[str, list[int]]] = []
 
         def runner(

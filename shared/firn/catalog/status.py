@@ -11,6 +11,7 @@ from firn.catalog.metrics import partition_metrics
 from firn.catalog.plans import OPEN_PLAN_STATES
 from firn.errors import ConfigError
 from firn.model.properties import TableProperties
+from firn.model.states import TaskState
 from firn.model.triggers import decide, score
 from firn.postgres.connection import Connection
 
@@ -74,9 +75,24 @@ def _open_plans(conn: Connection, table_id: int) -> dict[str, dict[str, Any]]:
         plans[part] = {"plan_id": plan_id, "kind": kind, "state": state, "to_seq": to_seq}
         if task_state is not None:
             tasks[part][task_state] = int(n)
+    places = _queue_places(conn)
     for part, plan in plans.items():
         plan["tasks"] = tasks[part]
+        plan["queue"] = places.get(plan["plan_id"])
     return plans
+
+
+def _queue_places(conn: Connection) -> dict[int, int]:
+    """Each open plan with Pending tasks and its place (1 = next) in the order the
+    dispatchers claim in: highest plan score first, then the oldest plan, over every
+    table (``firn.catalog.claiming.claimable_tasks``)."""
+    rows = conn.execute(
+        "SELECT p.plan_id, row_number() OVER (ORDER BY p.score DESC, p.plan_id) "
+        "FROM compaction_plan p WHERE p.state = ANY(%s) AND EXISTS ("
+        "SELECT 1 FROM compaction_task t WHERE t.plan_id = p.plan_id AND t.state = %s)",
+        ([s.value for s in OPEN_PLAN_STATES], TaskState.PENDING.value),
+    ).fetchall()
+    return {int(plan_id): int(place) for plan_id, place in rows}
 
 
 def _last_compactions(conn: Connection, table_id: int) -> dict[str, dict[str, Any]]:

@@ -108,7 +108,8 @@ def _plan_text(plan: dict[str, Any] | None) -> str | None:
     if plan is None:
         return None
     tasks = ", ".join(f"{state} {n}" for state, n in sorted(plan["tasks"].items()))
-    return f"{plan['plan_id']} {plan['kind']} {plan['state']} ({tasks or 'no tasks'})"
+    queue = f", queue #{plan['queue']}" if plan.get("queue") else ""
+    return f"{plan['plan_id']} {plan['kind']} {plan['state']} ({tasks or 'no tasks'}{queue})"
 
 
 def _last_text(last: dict[str, Any] | None) -> str | None:
