@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         SnapshotExpiredError,
         StorageError,
     )
+    from firn.model.commits import Committed, Stall
     from firn.settings import FirnSettings
 
 __version__ = "0.1.0"
@@ -33,6 +34,8 @@ _LAZY = {
     "connect": "firn.api.catalog",
     "compact": "firn.api.compact",
     "Table": "firn.api.table",
+    "Committed": "firn.model.commits",
+    "Stall": "firn.model.commits",
     "CommitError": "firn.errors",
     "CommitStateUnknownError": "firn.errors",
     "ConfigError": "firn.errors",
@@ -47,11 +50,13 @@ __all__ = [
     "Catalog",
     "CommitError",
     "CommitStateUnknownError",
+    "Committed",
     "ConfigError",
     "CorruptFileError",
     "FirnError",
     "FirnSettings",
     "SnapshotExpiredError",
+    "Stall",
     "StorageError",
     "Table",
     "__version__",

@@ -254,3 +254,22 @@ def test_unreachable_kafka_does_not_undo_or_block_the_commit(
         assert seq == 1
         assert table.last_event_delivered is False
         assert table.read().num_rows == 1
+
+
+def test_a_commit_reports_back_pressure_until_compaction_catches_up(
+    catalog: firn.Catalog,
+) -> None:
+    table = catalog.create_table(
+        "stalling",
+        SCHEMA,
+        ["region", "id"],
+        ["region"],
+        {"change.buckets": 1, "base.buckets": 1, "write.stall-runs": 3},
+    )
+    eu = changes([("U", "eu", 1, 1.0, None), ("D", "eu", 2, None, None)])
+    assert [table.commit(eu).stalled for _ in range(2)] == [False, False]
+    third = table.commit(eu)
+    assert [(s.partition_key, s.node, s.runs) for s in third.stalls] == [("region=eu", "(1,0)", 3)]
+    firn.compact(table, engine="local")
+    assert not table.commit(eu).stalled, "compacted: one run left"
+    assert table.read().num_rows == 1

@@ -50,6 +50,18 @@ class FakeCatalog:
     def unstage_paths(self, table_id: int, paths: Sequence[str]) -> None:
         self.staged.difference_update(paths)
 
+    def busiest_nodes(
+        self, table_id: int, partition_keys: Sequence[str]
+    ) -> dict[str, tuple[str, int]]:
+        runs: dict[str, dict[str, set[int]]] = {}
+        for e in self.entries:  # nothing compacts here: every change file is unmerged
+            if e.store == "change" and e.partition_key in partition_keys:
+                runs.setdefault(e.partition_key, {}).setdefault(str(e.node), set()).add(e.seq)
+        return {
+            part: max(((node, len(seqs)) for node, seqs in nodes.items()), key=lambda n: n[1])
+            for part, nodes in runs.items()
+        }
+
     def register_commit(self, table_id: int, staged: Sequence[StagedFile]) -> CommitResult:
         if self.fail_next is not None:
             failure, self.fail_next = self.fail_next, None
@@ -109,9 +121,9 @@ class FakeCatalog:
         return {"table": name, "partitions": []}
 
 
-def new_table(tmp_path: Path, fake: TableCatalog) -> Table:
+def new_table(tmp_path: Path, fake: TableCatalog, **properties: Any) -> Table:
     definition = TableSchema.build("orders", SCHEMA, ["region", "id"], ["region"])
-    props = TableProperties.parse({"change.buckets": 2})
+    props = TableProperties.parse({"change.buckets": 2, **properties})
     return Table(fake, 1, definition, props, str(tmp_path / "orders-1"))
 
 
@@ -134,6 +146,34 @@ def test_a_commit_is_staged_written_registered_and_announced(tmp_path: Path) -> 
     }
     assert [r.seq for r in fake.announced] == [1]
     assert table.last_event_delivered is True
+
+
+def test_a_commit_reports_a_node_whose_runs_reach_the_stall_limit(tmp_path: Path) -> None:
+    fake = FakeCatalog()
+    table = new_table(tmp_path, fake, **{"change.buckets": 1, "write.stall-runs": 3})
+    eu = pa.table({"region": ["eu"], "id": [1], "amount": [1.0]})
+    us = pa.table({"region": ["us"], "id": [1], "amount": [1.0]})
+    first, second = table.upsert(eu), table.upsert(eu)
+    assert not first.stalled
+    assert not second.stalled
+    assert not table.upsert(us).stalled, "another partition's runs do not count"
+    third = table.upsert(eu)
+    assert third == 4, "still the seq"
+    assert third.stalled
+    (stall,) = third.stalls
+    assert (stall.partition_key, stall.node, stall.runs, stall.limit) == (
+        "region=eu",
+        "(1,0)",
+        3,
+        3,
+    )
+    assert third.waited == 0.0
+    # Nothing compacts here: a commit told to wait gives up after stall_wait seconds.
+    waited = table.upsert(eu, stall_wait=0.2)
+    assert waited.stalled
+    assert waited.waited >= 0.2
+    off = new_table(tmp_path / "off", FakeCatalog(), **{"write.stall-runs": 0})
+    assert all(not off.upsert(eu).stalled for _ in range(5))
 
 
 def test_a_failed_commit_deletes_its_files_and_records(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -33,10 +34,16 @@ from firn.engine.loading import group_rows, write_groups
 from firn.engine.staging import file_name, split_changes, write_group
 from firn.engine.table_scan import Scan, check_columns
 from firn.engine.verify import Progress, VerifyReport, verify_files
-from firn.errors import CommitError, CommitStateUnknownError, ConfigError, StorageError
+from firn.errors import (
+    CommitError,
+    CommitStateUnknownError,
+    ConfigError,
+    FirnError,
+    StorageError,
+)
 from firn.io.storage import Storage
 from firn.model.changes import DELETE, OP, UPSERT, validate_changes, validate_rows
-from firn.model.commits import CommitResult, StagedFile, StreamBatch
+from firn.model.commits import CommitResult, Committed, StagedFile, Stall, StreamBatch
 from firn.model.filter_text import as_filter
 from firn.model.partition_names import PartitionName, partition_keys
 from firn.model.properties import TableProperties
@@ -44,6 +51,8 @@ from firn.model.schema import TableSchema
 from firn.model.table_catalog import TableCatalog
 
 log = logging.getLogger(__name__)
+STALL_POLL_SECONDS = 0.5
+"""How often a commit waiting out a stall (``stall_wait``) looks again."""
 
 
 class Table:
@@ -79,8 +88,16 @@ class Table:
 
     # -- writing ---------------------------------------------------------------
 
-    def commit(self, changes: pa.Table) -> int:
-        """Apply a change set (table columns plus ``_op``) atomically; returns its seq."""
+    def commit(self, changes: pa.Table, *, stall_wait: float | None = None) -> Committed:
+        """Apply a change set (table columns plus ``_op``) atomically; returns its seq
+        (a ``Committed``: an ``int`` that also reports back-pressure).
+
+        When a change node of a partition the commit wrote has ``write.stall-runs``
+        sorted runs or more, compaction is not keeping up: the result's ``stalls``
+        name them (and a warning is logged). With ``stall_wait`` (seconds) the call
+        then waits, up to that long, until compaction brings them below the limit,
+        so a producer that passes it slows down instead of letting reads degrade.
+        The commit itself has landed either way."""
         validated = validate_changes(self.definition, changes)
         if validated.num_rows == 0:
             raise ConfigError("the change set is empty; there is nothing to commit")
@@ -104,7 +121,39 @@ class Table:
             [f.path for f in staged], lambda: self.catalog.register_commit(self.table_id, staged)
         )
         self._announce(result, staged)
-        return result.seq
+        return self._back_pressure(result.seq, {f.partition_key for f in staged}, stall_wait)
+
+    def _back_pressure(self, seq: int, partitions: set[str], wait: float | None) -> Committed:
+        limit = self.properties.write_stall_runs
+        if limit == 0:
+            return Committed(seq)
+        started = time.monotonic()
+        while True:
+            try:
+                busiest = self.catalog.busiest_nodes(self.table_id, sorted(partitions))
+            except FirnError as exc:  # the commit has landed: never fail it for this
+                log.warning("%s: back-pressure not checked after seq %d: %s", self.name, seq, exc)
+                return Committed(seq)
+            stalls = tuple(
+                Stall(part, node, runs, limit)
+                for part, (node, runs) in sorted(busiest.items())
+                if runs >= limit
+            )
+            waited = time.monotonic() - started
+            if not stalls or wait is None or waited >= wait:
+                break
+            time.sleep(min(STALL_POLL_SECONDS, wait - waited))
+        if stalls:
+            log.warning(
+                "%s: compaction is behind after seq %d: %s (write.stall-runs %d)",
+                self.name,
+                seq,
+                ", ".join(
+                    f"{s.partition_key or '(table)'} node {s.node}: {s.runs} runs" for s in stalls
+                ),
+                limit,
+            )
+        return Committed(seq, stalls, round(waited, 3))
 
     def load(
         self, rows: pa.Table, partitions: PartitionName | Iterable[PartitionName] | None = None
@@ -160,9 +209,9 @@ class Table:
         )
         return result.seq
 
-    def upsert(self, rows: pa.Table) -> int:
+    def upsert(self, rows: pa.Table, *, stall_wait: float | None = None) -> Committed:
         """Insert or replace whole rows (every table column); returns the seq."""
-        return self.commit(_with_op(rows, UPSERT))
+        return self.commit(_with_op(rows, UPSERT), stall_wait=stall_wait)
 
     def delete(self, keys: pa.Table) -> int:
         """Delete rows by key (a table with the key columns); returns the seq."""

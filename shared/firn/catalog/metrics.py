@@ -9,6 +9,7 @@ reconcile; ``Table.status`` calls it to show them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,3 +105,20 @@ def _metrics(row: Any) -> PartitionMetrics:
         max_runs_per_node=int(busiest),
         seconds_since_major=None if age is None else float(age),
     )
+
+
+def busiest_nodes(
+    conn: Connection, table_id: int, partition_keys: Sequence[str]
+) -> dict[str, tuple[str, int]]:
+    """Per partition, the change node with the most sorted runs (unmerged change
+    seqs) and how many; partitions without unmerged changes are left out."""
+    rows = conn.execute(
+        "SELECT DISTINCT ON (f.partition_key) f.partition_key, f.node_m, f.node_i, "
+        "count(DISTINCT f.seq) AS runs FROM data_file f "
+        "JOIN catalog_partition p USING (table_id, partition_key) "
+        "WHERE f.table_id = %s AND f.partition_key = ANY(%s) AND f.store = 'change' "
+        "AND f.removed_snapshot IS NULL AND f.seq > p.max_merged_seq "
+        "GROUP BY f.partition_key, f.node_m, f.node_i ORDER BY f.partition_key, runs DESC",
+        (table_id, list(partition_keys)),
+    ).fetchall()
+    return {part: (f"({m},{i})", int(runs)) for part, m, i, runs in rows}

@@ -17,8 +17,8 @@ from typing import Any
 
 import psycopg
 
-from firn.catalog import commits, files, loads, status, tables
-from firn.errors import CommitError, CommitStateUnknownError
+from firn.catalog import commits, files, loads, metrics, status, tables
+from firn.errors import CommitError, CommitStateUnknownError, FirnError
 from firn.events.commits import commit_event
 from firn.kafka.publisher import EventPublisher
 from firn.model.commits import CommitResult, StagedFile, StreamBatch
@@ -132,6 +132,14 @@ class PostgresTableCatalog:
         if self.publisher is None:
             return None
         return self.publisher.publish(table, commit_event(table, table_id, result, staged))
+
+    def busiest_nodes(
+        self, table_id: int, partition_keys: Sequence[str]
+    ) -> dict[str, tuple[str, int]]:
+        try:
+            return metrics.busiest_nodes(self.conn, table_id, partition_keys)
+        except psycopg.Error as exc:
+            raise FirnError(f"could not read the runs per node: {exc}", retryable=True) from exc
 
     def save_properties(self, table_id: int, properties: TableProperties) -> bool:
         return tables.save_properties(self.conn, table_id, properties)

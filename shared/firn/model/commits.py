@@ -43,3 +43,34 @@ class StreamBatch:
     query_id: str
     """The streaming query's stable id (its checkpoint survives restarts)."""
     batch_id: int
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A change node with so many sorted runs that compaction is not keeping up:
+    reads of its keys merge ``runs`` files' worth of runs (``write.stall-runs``)."""
+
+    partition_key: str
+    node: str
+    runs: int
+    limit: int
+
+
+class Committed(int):
+    """What ``Table.commit`` returns: the commit's seq (an ``int``, as it always was),
+    which also says whether the commit found compaction behind (back-pressure)."""
+
+    stalls: tuple[Stall, ...]
+    waited: float
+    """Seconds the commit waited for compaction (``stall_wait``)."""
+
+    def __new__(cls, seq: int, stalls: tuple[Stall, ...] = (), waited: float = 0.0) -> Committed:
+        committed = super().__new__(cls, seq)
+        committed.stalls = stalls
+        committed.waited = waited
+        return committed
+
+    @property
+    def stalled(self) -> bool:
+        """Whether a node of a partition this commit wrote is at ``write.stall-runs``."""
+        return bool(self.stalls)

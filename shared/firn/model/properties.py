@@ -94,6 +94,7 @@ RANGES: dict[str, Range] = {
     "major.interval-max": Range(1, 365 * DAY, "seconds"),
     "minor.file-count": Range(1, 10_000, "count"),
     "minor.size-ratio": Range(0, 100, "ratio"),
+    "write.stall-runs": Range(0, 10_000, "count"),
     "task.max-bytes": Range(KiB, TiB, "bytes"),
     "task.max-attempts": Range(1, 100, "count"),
     "task.lease": Range(3, DAY, "seconds"),
@@ -141,6 +142,9 @@ class TableProperties(BaseModel):
     )
     minor_size_ratio: _Ratio = Field(
         0.01, alias="minor.size-ratio", description="how much larger a run may be to merge"
+    )
+    write_stall_runs: _Count = Field(
+        20, alias="write.stall-runs", description="sorted runs of a node that stall writers"
     )
     task_max_bytes: _Size = Field(512 * MiB, alias="task.max-bytes")
     task_max_attempts: _Count = Field(5, alias="task.max-attempts")

@@ -69,6 +69,12 @@ class TableCatalog(Protocol):
         """Tell the services about a landed commit: whether the message was
         acknowledged, ``None`` when there is no one to tell."""
 
+    def busiest_nodes(
+        self, table_id: int, partition_keys: Sequence[str]
+    ) -> dict[str, tuple[str, int]]:
+        """Per partition, its change node with the most sorted runs (unmerged change
+        seqs) and how many: what back-pressure compares with ``write.stall-runs``."""
+
     def save_properties(self, table_id: int, properties: TableProperties) -> bool:
         """Store the table's properties; False when the table no longer exists."""
 
