@@ -46,6 +46,7 @@ candidates = st.lists(
         score=st.floats(0, 100),
     ),
     max_size=40,
+    unique_by=lambda c: c.task_id,
 )
 
 

@@ -3,19 +3,23 @@ how many runs merge, and the plan that leaves other units alone."""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from firn.engine.tiered import plan_tiered, runs
+from firn.errors import ConfigError
 from firn.model.files import FileEntry
 from firn.model.plans import PlanDraft
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
 from firn.model.tiering import Run, Unit, fold_reasons, plan_unit, runs_to_merge
 from firn.model.tree import Node
+from firn.model.windows import Window
 
 TABLE = TableSchema.build("t", pa.schema([pa.field("id", pa.int64(), False)]), ["id"])
 _ids = itertools.count(1)
@@ -182,3 +186,43 @@ def test_keys_in_order_fold_as_they_come_without_rewriting_older_base() -> None:
     merged = tiered([old, *updates], base_buckets=1, minor_file_count=5)
     assert merged is not None
     assert merged.kind == "minor"
+
+
+def test_the_window_parses_runs_past_midnight_and_takes_a_zone() -> None:
+    night = Window.parse("22:00-04:00")
+    at = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
+    assert night.contains(at.replace(hour=23))
+    assert night.contains(at.replace(hour=3))
+    assert not night.contains(at.replace(hour=4))
+    assert not night.contains(at.replace(hour=12))
+    paris = Window.parse("01:00-05:00 Europe/Paris")  # UTC+1 in November
+    assert paris.contains(at.replace(hour=0))
+    assert not paris.contains(at.replace(hour=4, minute=30))
+    assert str(paris) == "01:00-05:00 Europe/Paris"
+    for bad in ("1:00-5:00", "01:00-01:00", "24:00-01:00", "01:00-05:00 Mars/Olympus"):
+        with pytest.raises(ConfigError):
+            Window.parse(bad)
+    with pytest.raises(ConfigError, match=r"compaction\.major-window"):
+        TableProperties.parse({"compaction.major-window": "nightly"})
+
+
+def test_outside_the_window_units_merge_instead_of_folding_unless_stalled() -> None:
+    node = Node(1, 0)
+    due = [base(node, 1000), *(change(node, s, 400) for s in range(2, 8))]  # fold due
+    night = {"compaction.major-window": "01:00-05:00", "write.stall-runs": 7}
+    at = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
+    p = {"base_buckets": 1, "minor_file_count": 5, "major_window": "01:00-05:00"}
+    inside = plan_tiered(TABLE, props(**p), "", 0, due, "major", now=at.replace(hour=3))
+    assert inside is not None
+    assert inside.kind == "major"
+    outside = plan_tiered(TABLE, props(**p), "", 0, due, "major", now=at.replace(hour=12))
+    assert outside is not None
+    assert outside.kind == "minor", "six runs of a unit due to fold: merged instead"
+    few = due[:3]  # two runs: nothing to merge, and the fold waits for the window
+    assert plan_tiered(TABLE, props(**p), "", 0, few, "major", now=at.replace(hour=12)) is None
+    stalled = plan_tiered(
+        TABLE, props(**p, write_stall_runs=6), "", 0, due, "major", now=at.replace(hour=12)
+    )
+    assert stalled is not None
+    assert stalled.kind == "major", "at the stall limit reads come first"
+    assert TableProperties.parse(night).window == Window.parse("01:00-05:00")

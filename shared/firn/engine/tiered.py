@@ -21,6 +21,7 @@ plan that folds some units and not others does not do.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -30,7 +31,7 @@ from firn.model.plans import PlanDraft, PlannedTask
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
 from firn.model.tasks import Kind
-from firn.model.tiering import Run, Unit, UnitPlan, plan_unit
+from firn.model.tiering import Run, Unit, UnitPlan, plan_unit, runs_to_merge
 from firn.model.tree import Node
 
 
@@ -41,9 +42,13 @@ def plan_tiered(
     max_merged_seq: int,
     files: Sequence[FileEntry],
     kind: Kind = "major",
+    now: dt.datetime | None = None,
 ) -> PlanDraft | None:
     """The tiered plan for one partition, or ``None`` when no unit needs work. Full
-    compactions and tables without a key plan as ``plan_partition`` does."""
+    compactions and tables without a key plan as ``plan_partition`` does. Outside
+    the table's ``compaction.major-window`` (at ``now``, default the current time) a
+    unit folds only when its runs have reached ``write.stall-runs``; others merge
+    runs if they are due to."""
     if kind not in ("major", "minor") or not table.keyed:
         return plan_partition(table, properties, partition_key, max_merged_seq, files, kind)
     mine = [f for f in files if f.partition_key == partition_key]
@@ -71,6 +76,9 @@ def plan_tiered(
             decided[node] = plan
     if kind == "major" and not any(p.fold for p in decided.values()):
         decided = {node: UnitPlan(True, 0, ("the partition is due",)) for node in unit_changes}
+    window = properties.window
+    if window is not None and not window.contains(now or dt.datetime.now(dt.UTC)):
+        decided = _off_peak(decided, unit_changes, properties)
     tasks: list[PlannedTask] = []
     untouched: list[FileEntry] = []
     for node, plan in sorted(decided.items()):
@@ -89,6 +97,24 @@ def plan_tiered(
     return PlanDraft(
         partition_key, plan_kind, max_merged_seq, to_seq, tuple(tasks), tuple(untouched)
     )
+
+
+def _off_peak(
+    decided: dict[Node, UnitPlan],
+    unit_changes: dict[Node, list[FileEntry]],
+    properties: TableProperties,
+) -> dict[Node, UnitPlan]:
+    """Outside the window: folds wait, but for units at the stall limit (reads come
+    first); a unit that would have folded merges its runs instead if they are due."""
+    stall = properties.write_stall_runs
+    kept: dict[Node, UnitPlan] = {}
+    for node, plan in decided.items():
+        unit_runs = runs(unit_changes[node])
+        if not plan.fold or (stall and len(unit_runs) >= stall):
+            kept[node] = plan
+        elif merge := runs_to_merge(unit_runs, properties):
+            kept[node] = UnitPlan(False, merge, (f"outside {properties.major_window}",))
+    return kept
 
 
 def unit_level(base_buckets: int, files: Sequence[FileEntry]) -> int:

@@ -35,6 +35,7 @@ from pydantic import (
 )
 
 from firn.errors import ConfigError
+from firn.model.windows import Window
 from firn.units import (
     format_duration,
     format_size,
@@ -143,6 +144,11 @@ class TableProperties(BaseModel):
     minor_size_ratio: _Ratio = Field(
         0.01, alias="minor.size-ratio", description="how much larger a run may be to merge"
     )
+    major_window: str | None = Field(
+        None,
+        alias="compaction.major-window",
+        description="daily window for the services' folds, e.g. '01:00-05:00' (UTC)",
+    )
     write_stall_runs: _Count = Field(
         20, alias="write.stall-runs", description="sorted runs of a node that stall writers"
     )
@@ -162,6 +168,11 @@ class TableProperties(BaseModel):
         if value is None:  # small-file-bytes unset: derived from target-file-size
             return value
         name = cls.model_fields[info.field_name or ""].alias or ""
+        if name == "compaction.major-window":
+            try:
+                return str(Window.parse(value))  # in a normal form
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from exc
         bounds = RANGES[name]
         if not bounds.contains(value):
             raise ValueError(f"must be {bounds.describe()}, got {bounds.text(value)}")
@@ -193,6 +204,11 @@ class TableProperties(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @property
+    def window(self) -> Window | None:
+        """The off-peak window for folds, if the table has one."""
+        return None if self.major_window is None else Window.parse(self.major_window)
 
     @property
     def small_file_threshold(self) -> int:
