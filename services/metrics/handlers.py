@@ -172,7 +172,7 @@ class CatalogReader:
         if properties is None:
             return []
         with self._lock:
-            states = partition_states(self.catalog.conn, table_id, properties.small_file_threshold)
+            states = partition_states(self.catalog.conn, table_id, properties)
         updates = []
         for key, state in states.items():
             if partition_key is not None and key != partition_key:

@@ -55,12 +55,18 @@ class Planner:
         if table is None:
             log.warning("plan request for dropped table %s ignored", request.table)
             return
-        served = served_by_committed_plan(
-            self.catalog.conn,
-            table.table_id,
-            request.partition_key,
-            request.kind,
-            request.max_seq,
+        # A re-bucketing step plans from the catalog alone: a full plan committed up
+        # to this seq may have been only the previous step.
+        served = (
+            None
+            if request.kind == "full" and request.scope == "due"
+            else served_by_committed_plan(
+                self.catalog.conn,
+                table.table_id,
+                request.partition_key,
+                request.kind,
+                request.max_seq,
+            )
         )
         if served is not None:
             # Replayed or late: metrics asks again after every compaction if still due.

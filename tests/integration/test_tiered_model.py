@@ -2,8 +2,9 @@
 the services plan them (``firn.compact(kind="auto")``), bucket changes and classic
 compactions in between, with the merged view checked against the reference model
 after every step and at every snapshot afterwards. After each tiered compaction:
-units the policy left alone kept exactly their files, no unit has more sorted runs
-than ``minor.file-count``, and base files of a node never overlap."""
+exactly the planned inputs are gone (every file outside the plans is still live), a
+unit that merged runs has at most ``minor.file-count`` left, and base files of a node
+never overlap. Bucket changes make partitions due for re-bucketing in steps."""
 
 from __future__ import annotations
 
@@ -17,11 +18,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import firn
-from firn.catalog.files import files_at, merged_seqs_at
-from firn.engine.tiered import runs, unit_level
+from firn.catalog.files import files_at
+from firn.engine.planning import draft_now
 from firn.model.files import FileEntry
-from firn.model.tiering import Unit, plan_unit
-from firn.model.tree import Node
+from firn.model.plans import PlanDraft
 from firn.settings import FirnSettings
 from tests.changesets import (
     KEY_KINDS,
@@ -50,7 +50,7 @@ def steps(draw: st.DrawFn, kind: KeyKind) -> list[Step]:
     """Mostly commits and tiered compactions; now and then a classic one or a bucket
     change, so units sit at several levels."""
     out: list[Step] = [("commit", draw(operations(kind)))]
-    for _ in range(draw(st.integers(6, 20))):
+    for _ in range(draw(st.integers(8, 24))):
         action = draw(st.sampled_from(["commit"] * 4 + ["auto"] * 3 + ["classic", "buckets"]))
         if action == "commit":
             out.append(("commit", draw(operations(kind))))
@@ -72,43 +72,26 @@ def scenarios(draw: st.DrawFn) -> tuple[KeyKind, dict[str, Any], bool, list[Step
         "base.buckets": draw(st.sampled_from(LEVELS)),
         "target-file-size": draw(st.sampled_from(["2KiB", "64MiB"])),
         "task.max-bytes": draw(st.sampled_from(["3KiB", "512MiB"])),
-        "minor.file-count": draw(st.integers(1, 3)),
+        "minor.file-count": draw(st.integers(1, 2)),
         "minor.size-ratio": draw(st.sampled_from([0, 0.01, 1])),
         # Mostly high, so units with a base merge runs rather than fold.
         "major.change-ratio": draw(st.sampled_from([0.1, 1, 50, 50])),
+        "major.file-count": draw(st.sampled_from([3, 1000, 1000])),
     }
     return kind, properties, draw(st.booleans()), draw(steps(kind))
-
-
-Units = dict[tuple[str, Node], list[FileEntry]]
 
 
 def table_files(table: firn.Table) -> list[FileEntry]:
     return files_at(table.catalog.conn, table.table_id, table.current_snapshot())
 
 
-def units_of(table: firn.Table) -> tuple[Units, dict[tuple[str, Node], Any]]:
-    """Each unit's live files, and what the policy says about it, as of now."""
-    conn = table.catalog.conn
-    snapshot = table.current_snapshot()
-    merged = merged_seqs_at(conn, table.table_id, snapshot)
-    live = table_files(table)
-    props = table.properties
-    found: Units = {}
-    decided: dict[tuple[str, Node], Any] = {}
-    for part in {f.partition_key for f in live}:
-        mine = [f for f in live if f.partition_key == part]
-        level = unit_level(props.base_buckets, mine)
-        for f in mine:
-            found.setdefault((part, f.node.ancestor_at(level)), []).append(f)
-        for (p, node), files in found.items():
-            if p != part:
-                continue
-            changes = [f for f in files if f.store == "change" and f.seq > merged.get(part, 0)]
-            base_bytes = sum(f.size_bytes for f in files if f.store == "base")
-            unit = Unit(runs(changes), base_bytes, max(1, props.base_buckets // level))
-            decided[(p, node)] = plan_unit(unit, props) if changes else None
-    return found, decided
+def drafts(table: firn.Table) -> list[PlanDraft]:
+    """What the services would plan now: each due partition's tiered draft."""
+    due = {p["partition"]: p["due"] for p in table.status()["partitions"] if p["due"]}
+    found = [
+        draft_now(table.catalog.conn, table, part, kind, tiered=True) for part, kind in due.items()
+    ]
+    return [d for d in found if d is not None]
 
 
 @settings(
@@ -137,30 +120,36 @@ def test_tiered_compactions_keep_the_merged_view(
             summary = firn.compact(table, kind=arg, engine="local")
             assert all(p["outcome"] == "committed" for p in summary["plans"]), summary
         else:
-            before, decided = units_of(table)
+            before = {f.file_id for f in table_files(table)}
+            planned = drafts(table)
+            inputs = {
+                f.file_id
+                for d in planned
+                for t in d.tasks
+                for f in (*t.base_files, *t.change_files)
+            }
             summary = firn.compact(table, kind="auto", engine=arg)
             assert summary["failed_attempts"] == 0, summary["errors"]
             assert all(p["outcome"] == "committed" for p in summary["plans"]), summary
+            assert len(summary["plans"]) == len(planned)
             live = {f.file_id: f for f in table_files(table)}
+            assert not inputs & live.keys(), "an input is still live"
+            assert before - inputs <= live.keys(), "a file outside the plans was rewritten"
             trigger = table.properties.minor_file_count
-            for (part, node), files in before.items():
-                inside = [
-                    f
-                    for f in live.values()
-                    if f.partition_key == part
-                    and f.store == "change"
-                    and node.is_ancestor_or_self_of(f.node)
-                ]
-                decision = decided[(part, node)]
-                event("fold" if decision and decision.fold else "merge" if decision else "none")
-                if decision is None:
-                    assert {f.file_id for f in files} <= live.keys(), f"{node} was rewritten"
-                elif decision.fold:
-                    assert not inside, f"{node} folded but kept change files"
-                else:
+            for d in planned:
+                for t in d.tasks:
+                    event(f"{t.kind} task")
+                    if t.kind != "minor":
+                        continue
                     # Counted by what was written together, not by the policy's seqs.
-                    written = {f.added_snapshot for f in inside}
-                    assert len(written) <= trigger, f"{node} still has too many runs"
+                    written = {
+                        f.added_snapshot
+                        for f in live.values()
+                        if f.partition_key == d.partition_key
+                        and f.store == "change"
+                        and t.node.is_ancestor_or_self_of(f.node)
+                    }
+                    assert len(written) <= trigger, f"{t.node} still has too many runs"
             check_base_files(table)
         snapshots.append((table.current_snapshot(), model.view()))
         assert as_view(table.read()) == model.view(), f"after {action} {arg}"

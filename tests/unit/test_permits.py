@@ -3,7 +3,7 @@ count and the memory budget; a task over the budget runs alone."""
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firn.model.permits import Candidate, choose_batch, task_memory
@@ -50,6 +50,7 @@ candidates = st.lists(
 )
 
 
+@settings(deadline=None)  # pure and fast, but these machines are shared
 @given(candidates, st.integers(1, 16), st.integers(1, 8192 * MiB))
 def test_a_batch_is_a_prefix_choice_of_one_table_within_its_limits(
     queue: list[Candidate], most: int, budget: int

@@ -8,7 +8,7 @@ import itertools
 
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firn.engine.tiered import plan_tiered, runs
@@ -78,6 +78,7 @@ def test_a_unit_without_base_folds_instead_of_merging() -> None:
     assert with_base.merge == 2
 
 
+@settings(deadline=None)  # pure and fast, but these machines are shared
 @given(st.lists(st.integers(1, 10**6), max_size=30), st.integers(1, 8), st.floats(0, 3))
 def test_a_merge_leaves_at_most_the_trigger_count_of_runs(
     sizes: list[int], trigger: int, ratio: float
@@ -163,11 +164,24 @@ def test_units_follow_the_shallowest_file() -> None:
     assert {t.node for t in draft.tasks} == {Node(2, 0), Node(2, 1)}
 
 
-def test_full_and_unkeyed_plans_are_not_tiered() -> None:
-    files = [base(Node(1, 0)), change(Node(1, 0), 2, 10)]
-    draft = tiered(files, "full", base_buckets=1)
-    assert draft is not None
-    assert draft.kind == "full"
+def test_a_full_request_rebuckets_misplaced_base_a_bounded_step_at_a_time() -> None:
+    # base.buckets went from 2 to 4: two old base files of 300 bytes, one per unit.
+    old = [base(Node(2, 0), 300), base(Node(2, 1), 300)]
+    placed = base(Node(4, 0), 300)
+    step = tiered([*old, placed], "full", base_buckets=4, task_max_bytes=50)
+    assert step is not None
+    assert step.kind == "full"
+    # 4 x 50 bytes a step: the first unit (2,0) alone, rewritten whole (with the base
+    # file already at level 4 inside it) into its nodes at level 4.
+    assert {t.node for t in step.tasks} == {Node(4, 0), Node(4, 2)}
+    rewritten = {f.file_id for t in step.tasks for f in t.base_files}
+    assert rewritten == {old[0].file_id, placed.file_id}
+    assert all(t.kind == "full" for t in step.tasks)
+    whole = tiered([*old, placed], "full", base_buckets=4, task_max_bytes=10**6)
+    assert whole is not None
+    every = {f.file_id for f in (*old, placed)}
+    assert {f.file_id for t in whole.tasks for f in t.base_files} == every
+    assert tiered([placed], "full", base_buckets=4) is None, "nothing misplaced"
 
 
 def test_keys_in_order_fold_as_they_come_without_rewriting_older_base() -> None:

@@ -77,3 +77,9 @@ def test_score_grows_with_files_and_bytes_and_is_zero_when_merged() -> None:
     more_bytes = replace(QUIET, unmerged_insert_bytes=50 * MiB)
     assert score(more_files, PROPS) > score(QUIET, PROPS)
     assert score(more_bytes, PROPS) > score(QUIET, PROPS)
+
+
+def test_base_files_at_another_level_make_a_full_compaction_due() -> None:
+    decision = decide(replace(QUIET, misplaced_base_files=3), PROPS)
+    assert decision.kind == Kind.FULL
+    assert decision.reasons == (f"3 base files not at base.buckets {PROPS.base_buckets}",)

@@ -46,8 +46,10 @@ def compact(
     ``kind`` is ``major`` (fold the unmerged changes into the base), ``full`` (also
     rewrite every base file, e.g. after changing ``base.buckets``), ``minor``
     (merge each node's change files among themselves; the base is untouched) or
-    ``auto`` (what the services do: each unit folds, merges its newest sorted runs, or
-    is left alone, on its own numbers; nothing when nothing is due);
+    ``auto`` (what the services do: the kind the partition's triggers call for, if
+    any, planned unit by unit: each unit folds, merges its newest sorted runs, or is
+    left alone on its own numbers, and misplaced base files are re-bucketed a
+    bounded step at a time);
     tables without a primary key bin-pack small files whatever the kind. ``engine="local"`` runs
     the merge kernel in this process instead of as a Spark job.
 
@@ -69,9 +71,13 @@ def compact(
 
     plans: list[PlanRecord] = []
     skipped: list[PlanSkipped] = []
+    # "auto" asks what the metrics service would: the kind the partition's triggers
+    # call for (none: nothing to do), planned unit by unit as the planner service does.
+    due = {p["partition"]: p["due"] for p in table.status()["partitions"]} if kind == "auto" else {}
     for part in partitions:
-        # "auto" asks the tiered planner with a minor request: only what is due.
-        planned = cast(Kind, "minor" if kind == "auto" else kind)
+        planned = cast(Kind, due.get(part) if kind == "auto" else kind)
+        if planned is None:
+            continue
         record = plan_now(
             conn, table, part, planned, reason={"trigger": "manual"}, tiered=kind == "auto"
         )

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from firn.model.properties import TableProperties
 from firn.model.triggers import PartitionMetrics
 from firn.postgres.connection import Connection
 
@@ -37,6 +38,7 @@ SELECT p.partition_key,
        count(l.*) FILTER (WHERE l.unmerged OR (l.store = 'base' AND l.size_bytes < %(small)s)),
        coalesce(max(n.busiest), 0),
        extract(epoch FROM now() - p.last_major_at),
+       count(l.*) FILTER (WHERE l.store = 'base' AND l.node_m <> %(buckets)s),
        p.max_seq, p.max_merged_seq, extract(epoch FROM p.last_major_at),
        (SELECT coalesce(max(snapshot_id), 0) FROM snapshot WHERE table_id = %(table)s),
        (SELECT coalesce(max(plan_id), 0) FROM compaction_plan c WHERE c.table_id = %(table)s
@@ -68,33 +70,34 @@ class PartitionState:
 
 
 def partition_metrics(
-    conn: Connection, table_id: int, small_file_bytes: int
+    conn: Connection, table_id: int, properties: TableProperties
 ) -> dict[str, PartitionMetrics]:
     """Every partition's metrics as of now."""
-    states = partition_states(conn, table_id, small_file_bytes)
+    states = partition_states(conn, table_id, properties)
     return {part: state.metrics for part, state in states.items()}
 
 
 def partition_states(
-    conn: Connection, table_id: int, small_file_bytes: int
+    conn: Connection, table_id: int, properties: TableProperties
 ) -> dict[str, PartitionState]:
     """Every partition's metrics and read positions as of now."""
-    rows = conn.execute(_QUERY, {"table": table_id, "small": small_file_bytes}).fetchall()
+    small, buckets = properties.small_file_threshold, properties.base_buckets
+    rows = conn.execute(_QUERY, {"table": table_id, "small": small, "buckets": buckets}).fetchall()
     return {
         row[0]: PartitionState(
-            metrics=_metrics(row[1:9]),
-            max_seq=int(row[9]),
-            max_merged_seq=int(row[10]),
-            last_major_at=None if row[11] is None else float(row[11]),
-            snapshot_id=int(row[12]),
-            last_plan=int(row[13]),
+            metrics=_metrics(row[1:10]),
+            max_seq=int(row[10]),
+            max_merged_seq=int(row[11]),
+            last_major_at=None if row[12] is None else float(row[12]),
+            snapshot_id=int(row[13]),
+            last_plan=int(row[14]),
         )
         for row in rows
     }
 
 
 def _metrics(row: Any) -> PartitionMetrics:
-    ins, dels, files, base_bytes, base_files, small, busiest, age = row
+    ins, dels, files, base_bytes, base_files, small, busiest, age, misplaced = row
     return PartitionMetrics(
         unmerged_insert_bytes=int(ins),
         unmerged_delete_bytes=int(dels),
@@ -104,6 +107,7 @@ def _metrics(row: Any) -> PartitionMetrics:
         small_files=int(small),
         max_runs_per_node=int(busiest),
         seconds_since_major=None if age is None else float(age),
+        misplaced_base_files=int(misplaced),
     )
 
 

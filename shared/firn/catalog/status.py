@@ -32,7 +32,7 @@ def table_status(
             (table_id,),
         ).fetchall()
     }
-    metrics = partition_metrics(conn, table_id, properties.small_file_threshold)
+    metrics = partition_metrics(conn, table_id, properties)
     open_plans = _open_plans(conn, table_id)
     last = _last_compactions(conn, table_id)
     partitions = []

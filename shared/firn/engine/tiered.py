@@ -49,16 +49,19 @@ def plan_tiered(
     the table's ``compaction.major-window`` (at ``now``, default the current time) a
     unit folds only when its runs have reached ``write.stall-runs``; others merge
     runs if they are due to."""
-    if kind not in ("major", "minor") or not table.keyed:
+    if kind not in ("major", "minor", "full") or not table.keyed:
         return plan_partition(table, properties, partition_key, max_merged_seq, files, kind)
     mine = [f for f in files if f.partition_key == partition_key]
     changes = [f for f in mine if f.store == "change" and f.seq > max_merged_seq]
-    if not changes:
-        return None
     base = [f for f in mine if f.store == "base"]
     level = unit_level(properties.base_buckets, (*changes, *base))
     unit_changes = _by_unit(changes, level)
     unit_base = _by_unit(base, level)
+    rebucketed = _rebucket_step(unit_changes, unit_base, properties) if kind == "full" else []
+    for node in rebucketed:
+        unit_changes.setdefault(node, [])
+    if not unit_changes:
+        return None
     nodes = max(1, properties.base_buckets // level)
     # What folding each unit would do: the tasks, and the base files they leave
     # untouched (no change meets their key range). A fold costs the base it rewrites,
@@ -76,13 +79,21 @@ def plan_tiered(
             decided[node] = plan
     if kind == "major" and not any(p.fold for p in decided.values()):
         decided = {node: UnitPlan(True, 0, ("the partition is due",)) for node in unit_changes}
+    for node in rebucketed:
+        reason = f"re-bucketing to base.buckets {properties.base_buckets}"
+        decided[node] = UnitPlan(True, 0, (reason,))
     window = properties.window
     if window is not None and not window.contains(now or dt.datetime.now(dt.UTC)):
         decided = _off_peak(decided, unit_changes, properties)
     tasks: list[PlannedTask] = []
     untouched: list[FileEntry] = []
     for node, plan in sorted(decided.items()):
-        if plan.fold:
+        if node in rebucketed and plan.fold:
+            moved, _ = fold_tasks(
+                table, properties, unit_changes[node], unit_base.get(node, []), full=True
+            )
+            tasks += [replace(t, kind="full") for t in moved]
+        elif plan.fold:
             folded, kept = folds[node]
             tasks += [replace(t, kind="major") for t in folded]
             untouched += kept
@@ -92,11 +103,37 @@ def plan_tiered(
             tasks.append(PlannedTask(node, None, None, (), merged, kind="minor"))
     if not tasks:
         return None
-    plan_kind: Kind = "major" if any(p.fold for p in decided.values()) else "minor"
-    to_seq = max(f.seq for f in changes)
+    kinds = {t.kind for t in tasks}
+    plan_kind: Kind = "full" if "full" in kinds else "major" if "major" in kinds else "minor"
+    to_seq = max((f.seq for f in changes), default=max_merged_seq)
     return PlanDraft(
         partition_key, plan_kind, max_merged_seq, to_seq, tuple(tasks), tuple(untouched)
     )
+
+
+REBUCKET_STEP_TASKS = 4
+"""A re-bucketing plan rewrites units until about this many ``task.max-bytes`` worth."""
+
+
+def _rebucket_step(
+    unit_changes: dict[Node, list[FileEntry]],
+    unit_base: dict[Node, list[FileEntry]],
+    properties: TableProperties,
+) -> list[Node]:
+    """The units whose base files sit at another level than ``base.buckets`` that the
+    next re-bucketing step rewrites whole: in node order, about
+    ``REBUCKET_STEP_TASKS * task.max-bytes`` at a time (at least one unit)."""
+    step = REBUCKET_STEP_TASKS * properties.task_max_bytes
+    chosen: list[Node] = []
+    size = 0
+    for node, files in sorted(unit_base.items()):
+        if all(f.node.m == properties.base_buckets for f in files):
+            continue
+        if chosen and size >= step:
+            break
+        chosen.append(node)
+        size += sum(f.size_bytes for f in (*files, *unit_changes.get(node, [])))
+    return chosen
 
 
 def _off_peak(

@@ -134,6 +134,7 @@ class TrackedPartition:
             small_files=m.small_files + files,
             max_runs_per_node=m.max_runs_per_node + per_node,
             seconds_since_major=None if self.last_major_at is None else now - self.last_major_at,
+            misplaced_base_files=m.misplaced_base_files,
         )
 
     def decision(self, properties: TableProperties, now: float) -> Decision:

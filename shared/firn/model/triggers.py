@@ -35,6 +35,9 @@ class PartitionMetrics:
     """The most sorted runs (unmerged change seqs) any one change node has."""
     seconds_since_major: float | None
     """Since the last major compaction; None if there never was one."""
+    misplaced_base_files: int = 0
+    """Base files at another level than ``base.buckets`` (the bucket count changed):
+    a full compaction re-buckets them, a bounded step at a time."""
 
     @property
     def unmerged_bytes(self) -> int:
@@ -85,8 +88,11 @@ def minor_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
 
 
 def decide(m: PartitionMetrics, p: TableProperties) -> Decision:
-    """Major when any major rule fires, else minor when a node has too many change
-    files, else nothing."""
+    """Full while base files sit at another level than ``base.buckets``; else major
+    when any major rule fires; else minor when a node has too many sorted runs."""
+    if m.misplaced_base_files:
+        reason = f"{m.misplaced_base_files} base files not at base.buckets {p.base_buckets}"
+        return Decision(Kind.FULL, (reason,))
     if reasons := major_reasons(m, p):
         return Decision(Kind.MAJOR, tuple(reasons))
     if reasons := minor_reasons(m, p):
