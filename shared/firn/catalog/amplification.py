@@ -1,0 +1,194 @@
+"""What a compaction policy is judged by, read from the catalog: the shape of a
+table's live files now (``read_store_shape``: the bytes behind space amplification
+and the backlog, and the sorted runs a read of each node merges) and the work its
+compaction tasks did (``compaction_work``: bytes read and seconds spent executing).
+``firn up --demo`` shows both, and ``bench/policy.py`` builds its numbers from them.
+
+Sorted runs (read amplification): a read of one node at the base write level
+(``base.buckets``) merges one run for the node's base files, if it has any (the base
+files of a node are sorted and disjoint), plus one run per distinct unmerged change
+seq: a producer commit writes one run per node, and a minor compaction's insert and
+delete outputs carry the minor plan's seq, so they count as one run too. Files at
+another level are projected onto the write level as the planner does (a deeper file
+to its ancestor, a shallower one to each of its descendants). Nodes holding no live
+file are not counted: a read has nothing to merge there.
+
+Compaction work: a task's executing time runs from its move to Executing to its
+next move (Prepared, Failed, or back to Pending when its lease expired), from the
+catalog's transition history. The dispatcher runs a batch of tasks as one Spark job,
+so their intervals overlap; ``busy_seconds`` is the length of the union of all the
+intervals (the wall time the table had any task executing), ``task_seconds`` their
+sum. Bytes count only attempts that ended Prepared (``input_bytes`` of the task:
+every base and change file it reads); failed attempts cost time and give nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from firn.model.states import TaskState
+from firn.postgres.connection import Connection
+
+# The live files (current snapshot) a read takes: base files and unmerged change files.
+_LIVE = (
+    "SELECT f.partition_key, f.store, f.node_m, f.node_i, f.seq, f.size_bytes, "
+    "f.record_count, f.store = 'change' AND f.seq > p.max_merged_seq AS unmerged "
+    "FROM data_file f JOIN catalog_partition p USING (table_id, partition_key) "
+    "WHERE f.table_id = %(t)s AND f.removed_snapshot IS NULL"
+)
+
+
+@dataclass(frozen=True)
+class StoreShape:
+    """A table's live files at its current snapshot."""
+
+    live_bytes: int = 0
+    """Bytes of every live file, base and change."""
+    base_bytes: int = 0
+    base_rows: int = 0
+    """Bytes and rows of the live base files."""
+    unmerged_bytes: int = 0
+    """Bytes of the live change files above their partition's max_merged_seq."""
+    runs_per_node: dict[int, int] = field(default_factory=dict)
+    """Sorted runs a read of a node merges -> how many nodes (with any live file) need
+    that many, over every partition."""
+
+    @property
+    def nodes(self) -> int:
+        return sum(self.runs_per_node.values())
+
+    @property
+    def mean_runs(self) -> float | None:
+        """Sorted runs per node, averaged over the nodes; None when no node has files."""
+        if not self.nodes:
+            return None
+        return sum(runs * n for runs, n in self.runs_per_node.items()) / self.nodes
+
+    @property
+    def p95_runs(self) -> int | None:
+        """Nearest-rank 95th percentile of the sorted runs per node."""
+        return runs_quantile(self.runs_per_node, 0.95)
+
+
+def runs_quantile(histogram: dict[int, int], q: float) -> int | None:
+    """The nearest-rank ``q``-quantile (0 < q <= 1) of values given as value -> count;
+    None when the counts add up to nothing."""
+    total = sum(histogram.values())
+    if not total:
+        return None
+    rank = max(1, math.ceil(q * total))
+    seen = 0
+    for value in sorted(histogram):
+        seen += histogram[value]
+        if seen >= rank:
+            return value
+    raise AssertionError("unreachable: the ranks add up to the total")
+
+
+def read_store_shape(conn: Connection, table_id: int) -> StoreShape:
+    """The shape now: two queries over the live files (the partial index on live
+    files serves them), cheap enough for every progress tick."""
+    sums = conn.execute(
+        "SELECT coalesce(sum(size_bytes), 0), "
+        "coalesce(sum(size_bytes) FILTER (WHERE store = 'base'), 0), "
+        "coalesce(sum(record_count) FILTER (WHERE store = 'base'), 0), "
+        f"coalesce(sum(size_bytes) FILTER (WHERE unmerged), 0) FROM ({_LIVE}) live",
+        {"t": table_id},
+    ).fetchone()
+    live, base, base_rows, unmerged = sums if sums is not None else (0, 0, 0, 0)
+    # Every live file against every node of the write level it covers (m_b nodes per
+    # file at most, and a few hundred live files: small).
+    runs = conn.execute(
+        "WITH level AS (SELECT (properties->>'base.buckets')::int AS mb FROM catalog_table "
+        "WHERE table_id = %(t)s), "
+        f"live AS ({_LIVE}), "
+        "per_node AS (SELECT l.partition_key, n.i, "
+        "(bool_or(l.store = 'base'))::int "
+        "+ count(DISTINCT l.seq) FILTER (WHERE l.unmerged) AS runs "
+        "FROM live l CROSS JOIN level CROSS JOIN LATERAL generate_series(0, level.mb - 1) n(i) "
+        "WHERE (l.store = 'base' OR l.unmerged) AND CASE WHEN l.node_m <= level.mb "
+        "THEN n.i %% l.node_m = l.node_i ELSE l.node_i %% level.mb = n.i END "
+        "GROUP BY l.partition_key, n.i) "
+        "SELECT runs, count(*) FROM per_node GROUP BY runs",
+        {"t": table_id},
+    ).fetchall()
+    return StoreShape(
+        live_bytes=int(live),
+        base_bytes=int(base),
+        base_rows=int(base_rows),
+        unmerged_bytes=int(unmerged),
+        runs_per_node={int(r): int(n) for r, n in sorted(runs)},
+    )
+
+
+@dataclass(frozen=True)
+class CompactionWork:
+    """What the compaction tasks of a table did (of the plans counted)."""
+
+    tasks: int = 0
+    """Attempts that ended Prepared."""
+    input_bytes: int = 0
+    """Bytes those attempts read: every input file of the task, base and change."""
+    task_seconds: float = 0.0
+    """Sum of every attempt's executing time (overlapping attempts each count)."""
+    busy_seconds: float = 0.0
+    """Wall time during which any attempt was executing (the union)."""
+
+    @property
+    def throughput(self) -> float | None:
+        """Input bytes per busy second; None before any task ran."""
+        if not self.tasks or self.busy_seconds <= 0:
+            return None
+        return self.input_bytes / self.busy_seconds
+
+    @property
+    def mean_task_bytes(self) -> float | None:
+        return self.input_bytes / self.tasks if self.tasks else None
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        throughput, mean = self.throughput, self.mean_task_bytes
+        return {
+            "tasks": self.tasks,
+            "input_bytes": self.input_bytes,
+            "mean_task_input_bytes": None if mean is None else round(mean),
+            "task_seconds": round(self.task_seconds, 3),
+            "busy_seconds": round(self.busy_seconds, 3),
+            "bytes_per_busy_s": None if throughput is None else round(throughput),
+        }
+
+
+def union_seconds(intervals: Iterable[tuple[dt.datetime, dt.datetime]]) -> float:
+    """The length of the union of time intervals, in seconds."""
+    spans: list[list[dt.datetime]] = []
+    for lo, hi in sorted(intervals):
+        if spans and lo <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], hi)
+        else:
+            spans.append([lo, hi])
+    return sum((hi - lo).total_seconds() for lo, hi in spans)
+
+
+def compaction_work(conn: Connection, table_id: int, after_plan: int = 0) -> CompactionWork:
+    """The executing attempts of the table's tasks in plans above ``after_plan``
+    (``progress.last_plan_id``); attempts still executing are not counted."""
+    rows = conn.execute(
+        "SELECT at, next_at, next_state, input_bytes FROM (SELECT s.to_state, s.at, "
+        "lead(s.at) OVER w AS next_at, lead(s.to_state) OVER w AS next_state, t.input_bytes "
+        "FROM state_transition s JOIN compaction_task t ON t.task_id = s.entity_id "
+        "JOIN compaction_plan p ON p.plan_id = t.plan_id "
+        "WHERE s.machine = 'task' AND p.table_id = %s AND p.plan_id > %s "
+        "WINDOW w AS (PARTITION BY s.entity_id ORDER BY s.transition_id)) moves "
+        "WHERE to_state = %s AND next_at IS NOT NULL",
+        (table_id, after_plan, TaskState.EXECUTING.value),
+    ).fetchall()
+    intervals = [(at, next_at) for at, next_at, _, _ in rows]
+    done = [int(size) for _, _, state, size in rows if state == TaskState.PREPARED.value]
+    return CompactionWork(
+        tasks=len(done),
+        input_bytes=sum(done),
+        task_seconds=sum((hi - lo).total_seconds() for lo, hi in intervals),
+        busy_seconds=union_seconds(intervals),
+    )
