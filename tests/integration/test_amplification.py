@@ -15,6 +15,7 @@ import pytest
 import firn
 from firn.catalog.amplification import compaction_work, read_store_shape
 from firn.catalog.progress import last_plan_id, read_progress
+from firn.model.tasks import TaskSpec
 from firn.settings import FirnSettings
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("value", pa.string())])
@@ -85,15 +86,22 @@ def test_runs_per_node_and_bytes_follow_commits_and_compactions(catalog: firn.Ca
     assert shape.unmerged_bytes == _sizes(table, "change") > 0
     assert shape.live_bytes == shape.base_bytes + shape.unmerged_bytes
     assert (shape.mean_runs, shape.p95_runs) == (2.0, 2)
+    firn.compact(table, engine="local")  # this major reads the base too
+    assert read_store_shape(conn, table.table_id).runs_per_node == {1: 2}
 
     work = compaction_work(conn, table.table_id, start_plan)
-    tasks = conn.execute(
-        "SELECT count(*), sum(t.input_bytes) FROM compaction_task t JOIN compaction_plan p "
-        "USING (plan_id) WHERE p.table_id = %s AND t.state = 'Committed'",
-        (table.table_id,),
-    ).fetchone()
-    assert tasks is not None
-    assert (work.tasks, work.input_bytes) == (tasks[0], tasks[1])
-    assert work.tasks >= 4 + 2  # the minor's four change nodes, the major's two nodes
+    specs = [
+        TaskSpec.from_dict(row[0])
+        for row in conn.execute(
+            "SELECT t.spec FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+            "WHERE p.table_id = %s AND t.state = 'Committed'",
+            (table.table_id,),
+        ).fetchall()
+    ]
+    assert (work.tasks, work.input_bytes) == (len(specs), sum(s.input_bytes for s in specs))
+    assert work.base_bytes == sum(f.size_bytes for s in specs for f in s.base_files) > 0
+    assert work.base_files == sum(len(s.base_files) for s in specs)
+    assert work.change_files == sum(len(s.change_files) for s in specs) > work.tasks
+    assert work.tasks >= 4 + 2 + 2  # the minor's four change nodes, two per major
     assert 0 < work.busy_seconds <= work.task_seconds
     assert compaction_work(conn, table.table_id, last_plan_id(conn, table.table_id)).tasks == 0

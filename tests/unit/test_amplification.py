@@ -46,12 +46,23 @@ def test_busy_time_is_the_union_of_the_executing_intervals() -> None:
 
 
 def test_compaction_work_reports_bytes_per_busy_second() -> None:
-    work = CompactionWork(tasks=4, input_bytes=40 << 20, task_seconds=12.0, busy_seconds=5.0)
+    work = CompactionWork(
+        tasks=4,
+        input_bytes=40 << 20,
+        task_seconds=12.0,
+        busy_seconds=5.0,
+        base_bytes=30 << 20,
+        base_files=4,
+        change_files=50,
+    )
     assert work.throughput == 8 << 20
     assert work.as_dict() == {
         "tasks": 4,
         "input_bytes": 40 << 20,
         "mean_task_input_bytes": 10 << 20,
+        "base_share": 0.75,
+        "mean_task_base_files": 1.0,
+        "mean_task_change_files": 12.5,
         "task_seconds": 12.0,
         "busy_seconds": 5.0,
         "bytes_per_busy_s": 8 << 20,

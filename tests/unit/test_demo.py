@@ -181,7 +181,15 @@ def test_summary_data_and_text_agree() -> None:
             expected_rows=9012, actual_rows=9012, missing=0, unexpected=0, different=0
         ),
         written=WrittenBytes(committed=40 << 20, compacted=90 << 20),
-        work=CompactionWork(tasks=50, input_bytes=120 << 20, task_seconds=60.0, busy_seconds=24.0),
+        work=CompactionWork(
+            tasks=50,
+            input_bytes=120 << 20,
+            task_seconds=60.0,
+            busy_seconds=24.0,
+            base_bytes=60 << 20,
+            base_files=50,
+            change_files=400,
+        ),
     )
     idle = ResourceWindow(10.0, {"planner": _usage(1.0, 90, 95)}, {"planner": _usage(1.5, 91, 96)})
     load = ResourceWindow(
@@ -218,6 +226,9 @@ def test_summary_data_and_text_agree() -> None:
         "tasks": 50,
         "input_bytes": 120 << 20,
         "mean_task_input_bytes": round((120 << 20) / 50),
+        "base_share": 0.5,
+        "mean_task_base_files": 1.0,
+        "mean_task_change_files": 8.0,
         "task_seconds": 60.0,
         "busy_seconds": 24.0,
         "bytes_per_busy_s": 5 << 20,

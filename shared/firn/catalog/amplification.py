@@ -136,6 +136,11 @@ class CompactionWork:
     """Sum of every attempt's executing time (overlapping attempts each count)."""
     busy_seconds: float = 0.0
     """Wall time during which any attempt was executing (the union)."""
+    base_bytes: int = 0
+    """The share of ``input_bytes`` in base files."""
+    base_files: int = 0
+    change_files: int = 0
+    """Input files those attempts read, summed over the attempts."""
 
     @property
     def throughput(self) -> float | None:
@@ -149,11 +154,16 @@ class CompactionWork:
         return self.input_bytes / self.tasks if self.tasks else None
 
     def as_dict(self) -> dict[str, float | int | None]:
-        throughput, mean = self.throughput, self.mean_task_bytes
+        throughput, mean, n = self.throughput, self.mean_task_bytes, self.tasks
         return {
-            "tasks": self.tasks,
+            "tasks": n,
             "input_bytes": self.input_bytes,
             "mean_task_input_bytes": None if mean is None else round(mean),
+            "base_share": round(self.base_bytes / self.input_bytes, 3)
+            if self.input_bytes
+            else None,
+            "mean_task_base_files": round(self.base_files / n, 2) if n else None,
+            "mean_task_change_files": round(self.change_files / n, 2) if n else None,
             "task_seconds": round(self.task_seconds, 3),
             "busy_seconds": round(self.busy_seconds, 3),
             "bytes_per_busy_s": None if throughput is None else round(throughput),
@@ -175,8 +185,13 @@ def compaction_work(conn: Connection, table_id: int, after_plan: int = 0) -> Com
     """The executing attempts of the table's tasks in plans above ``after_plan``
     (``progress.last_plan_id``); attempts still executing are not counted."""
     rows = conn.execute(
-        "SELECT at, next_at, next_state, input_bytes FROM (SELECT s.to_state, s.at, "
-        "lead(s.at) OVER w AS next_at, lead(s.to_state) OVER w AS next_state, t.input_bytes "
+        "SELECT at, next_at, next_state, input_bytes, base_bytes, base_files, change_files "
+        "FROM (SELECT s.to_state, s.at, lead(s.at) OVER w AS next_at, "
+        "lead(s.to_state) OVER w AS next_state, t.input_bytes, "
+        "(SELECT coalesce(sum((f->>'size_bytes')::bigint), 0) "
+        "FROM jsonb_array_elements(t.spec->'base_files') f) AS base_bytes, "
+        "jsonb_array_length(t.spec->'base_files') AS base_files, "
+        "jsonb_array_length(t.spec->'change_files') AS change_files "
         "FROM state_transition s JOIN compaction_task t ON t.task_id = s.entity_id "
         "JOIN compaction_plan p ON p.plan_id = t.plan_id "
         "WHERE s.machine = 'task' AND p.table_id = %s AND p.plan_id > %s "
@@ -184,11 +199,14 @@ def compaction_work(conn: Connection, table_id: int, after_plan: int = 0) -> Com
         "WHERE to_state = %s AND next_at IS NOT NULL",
         (table_id, after_plan, TaskState.EXECUTING.value),
     ).fetchall()
-    intervals = [(at, next_at) for at, next_at, _, _ in rows]
-    done = [int(size) for _, _, state, size in rows if state == TaskState.PREPARED.value]
+    intervals = [(row[0], row[1]) for row in rows]
+    done = [row[3:] for row in rows if row[2] == TaskState.PREPARED.value]
     return CompactionWork(
         tasks=len(done),
-        input_bytes=sum(done),
+        input_bytes=sum(int(d[0]) for d in done),
         task_seconds=sum((hi - lo).total_seconds() for lo, hi in intervals),
         busy_seconds=union_seconds(intervals),
+        base_bytes=sum(int(d[1]) for d in done),
+        base_files=sum(int(d[2]) for d in done),
+        change_files=sum(int(d[3]) for d in done),
     )
