@@ -1,6 +1,6 @@
-"""The pure parts of ``firn.catalog.amplification``: sorted runs per node as a
-histogram, and the wall time of overlapping task executions. The SQL that reads them
-from the catalog is tested in tests/integration/test_demo.py."""
+"""The pure parts of ``firn.catalog.amplification``: sorted runs per node from the
+live files, as a histogram, and the wall time of overlapping task executions. The SQL
+that reads them from the catalog is tested in tests/integration/test_amplification.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ import datetime as dt
 
 import pytest
 
-from firn.catalog.amplification import CompactionWork, StoreShape, runs_quantile, union_seconds
+from firn.catalog.amplification import (
+    CompactionWork,
+    FileGroup,
+    StoreShape,
+    runs_quantile,
+    store_shape,
+    union_seconds,
+)
 from firn.catalog.progress import percentile
 
 T0 = dt.datetime(2024, 6, 1, 12, 0, tzinfo=dt.UTC)
@@ -35,6 +42,37 @@ def test_a_store_shape_without_files_has_no_run_statistics() -> None:
     assert runs_quantile({3: 0}, 0.95) is None
     shape = StoreShape(runs_per_node={1: 6, 4: 2})
     assert (shape.nodes, shape.mean_runs, shape.p95_runs) == (8, 1.75, 4)
+
+
+def _group(part: str, store: str, node: tuple[int, int], seq: int, size: int) -> FileGroup:
+    return FileGroup(part, store, node[0], node[1], seq, size, size // 10)
+
+
+def test_runs_per_node_count_the_base_once_and_each_unmerged_seq_once() -> None:
+    groups = [
+        # Partition a, base level 2. Node (2,0): a base run, and commits 5 and 6.
+        _group("a", "base", (2, 0), 4, 1000),
+        _group("a", "base", (2, 0), 4, 900),  # another base file of the node: same run
+        _group("a", "change", (4, 0), 5, 10),  # change files one level deeper:
+        _group("a", "change", (4, 2), 5, 10),  # both under (2,0), one commit, one run
+        _group("a", "change", (4, 2), 6, 10),
+        _group("a", "change", (4, 1), 3, 10),  # merged (seq <= 4): no run, still live
+        # Node (2,1): a minor's output (seq 7) at the root covers both nodes.
+        _group("a", "change", (1, 0), 7, 40),
+        # Partition b: nothing merged yet, no base; node (2,1) only.
+        _group("b", "change", (2, 1), 2, 20),
+        _group("b", "change", (2, 1), 8, 20),
+    ]
+    shape = store_shape(groups, {"a": 4, "b": 0}, base_buckets=2)
+    # a/(2,0): base + 5 + 6 + 7 = 4 runs; a/(2,1): 7 = 1; b/(2,1): 2 + 8 = 2.
+    assert shape.runs_per_node == {1: 1, 2: 1, 4: 1}
+    assert (shape.live_bytes, shape.base_bytes, shape.base_rows) == (2020, 1900, 190)
+    assert shape.unmerged_bytes == 10 + 10 + 10 + 40 + 20 + 20
+    # At a deeper base level the same files spread over more nodes.
+    deeper = store_shape(groups, {"a": 4, "b": 0}, base_buckets=4)
+    # a: (4,0) base+5+7, (4,2) base+5+6+7, (4,1) and (4,3) 7 (the base is at (2,0));
+    # b: (4,1) and (4,3) 2+8.
+    assert deeper.runs_per_node == {1: 2, 2: 2, 3: 1, 4: 1}
 
 
 def test_busy_time_is_the_union_of_the_executing_intervals() -> None:

@@ -26,19 +26,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from firn.model.states import TaskState
+from firn.model.tree import Node
 from firn.postgres.connection import Connection
-
-# The live files (current snapshot) a read takes: base files and unmerged change files.
-_LIVE = (
-    "SELECT f.partition_key, f.store, f.node_m, f.node_i, f.seq, f.size_bytes, "
-    "f.record_count, f.store = 'change' AND f.seq > p.max_merged_seq AS unmerged "
-    "FROM data_file f JOIN catalog_partition p USING (table_id, partition_key) "
-    "WHERE f.table_id = %(t)s AND f.removed_snapshot IS NULL"
-)
 
 
 @dataclass(frozen=True)
@@ -88,40 +82,88 @@ def runs_quantile(histogram: dict[int, int], q: float) -> int | None:
     raise AssertionError("unreachable: the ranks add up to the total")
 
 
-def read_store_shape(conn: Connection, table_id: int) -> StoreShape:
-    """The shape now: two queries over the live files (the partial index on live
-    files serves them), cheap enough for every progress tick."""
-    sums = conn.execute(
-        "SELECT coalesce(sum(size_bytes), 0), "
-        "coalesce(sum(size_bytes) FILTER (WHERE store = 'base'), 0), "
-        "coalesce(sum(record_count) FILTER (WHERE store = 'base'), 0), "
-        f"coalesce(sum(size_bytes) FILTER (WHERE unmerged), 0) FROM ({_LIVE}) live",
-        {"t": table_id},
-    ).fetchone()
-    live, base, base_rows, unmerged = sums if sums is not None else (0, 0, 0, 0)
-    # Every live file against every node of the write level it covers (m_b nodes per
-    # file at most, and a few hundred live files: small).
-    runs = conn.execute(
-        "WITH level AS (SELECT (properties->>'base.buckets')::int AS mb FROM catalog_table "
-        "WHERE table_id = %(t)s), "
-        f"live AS ({_LIVE}), "
-        "per_node AS (SELECT l.partition_key, n.i, "
-        "(bool_or(l.store = 'base'))::int "
-        "+ count(DISTINCT l.seq) FILTER (WHERE l.unmerged) AS runs "
-        "FROM live l CROSS JOIN level CROSS JOIN LATERAL generate_series(0, level.mb - 1) n(i) "
-        "WHERE (l.store = 'base' OR l.unmerged) AND CASE WHEN l.node_m <= level.mb "
-        "THEN n.i %% l.node_m = l.node_i ELSE l.node_i %% level.mb = n.i END "
-        "GROUP BY l.partition_key, n.i) "
-        "SELECT runs, count(*) FROM per_node GROUP BY runs",
-        {"t": table_id},
-    ).fetchall()
+@dataclass(frozen=True)
+class FileGroup:
+    """The live files of one partition, store, node and seq (a commit's insert and
+    delete files of a node, a minor's outputs, or base files of one seq)."""
+
+    partition_key: str
+    store: str
+    node_m: int
+    node_i: int
+    seq: int
+    size_bytes: int
+    record_count: int
+
+
+def store_shape(
+    groups: Iterable[FileGroup], merged: dict[str, int], base_buckets: int
+) -> StoreShape:
+    """The shape of the live files in ``groups``, given each partition's
+    max_merged_seq and the base write level; pure."""
+    live = base = base_rows = unmerged = 0
+    runs: dict[tuple[str, Node], set[int]] = {}
+    has_base: set[tuple[str, Node]] = set()
+    projected: dict[tuple[int, int], list[Node]] = {}
+    for g in groups:
+        live += g.size_bytes
+        is_base = g.store == "base"
+        fresh = not is_base and g.seq > merged.get(g.partition_key, 0)
+        if is_base:
+            base += g.size_bytes
+            base_rows += g.record_count
+        elif fresh:
+            unmerged += g.size_bytes
+        else:
+            continue  # merged change files a major has not removed yet: no run
+        at = (g.node_m, g.node_i)
+        if at not in projected:
+            projected[at] = Node(*at).project(base_buckets)
+        for node in projected[at]:
+            key = (g.partition_key, node)
+            if is_base:
+                has_base.add(key)
+                runs.setdefault(key, set())
+            else:
+                runs.setdefault(key, set()).add(g.seq)
+    histogram = Counter(len(seqs) + (key in has_base) for key, seqs in runs.items())
     return StoreShape(
-        live_bytes=int(live),
-        base_bytes=int(base),
-        base_rows=int(base_rows),
-        unmerged_bytes=int(unmerged),
-        runs_per_node={int(r): int(n) for r, n in sorted(runs)},
+        live_bytes=live,
+        base_bytes=base,
+        base_rows=base_rows,
+        unmerged_bytes=unmerged,
+        runs_per_node=dict(sorted(histogram.items())),
     )
+
+
+def read_store_shape(conn: Connection, table_id: int) -> StoreShape:
+    """The shape now: one scan of the live files (the partial index on live files
+    serves it) grouped by partition, store, node and seq, cheap enough for every
+    progress tick; the rest is ``store_shape``."""
+    level = conn.execute(
+        "SELECT (properties->>'base.buckets')::int FROM catalog_table WHERE table_id = %s",
+        (table_id,),
+    ).fetchone()
+    if level is None:
+        return StoreShape()
+    merged = {
+        str(part): int(seq)
+        for part, seq in conn.execute(
+            "SELECT partition_key, max_merged_seq FROM catalog_partition WHERE table_id = %s",
+            (table_id,),
+        ).fetchall()
+    }
+    rows = conn.execute(
+        "SELECT partition_key, store, node_m, node_i, seq, sum(size_bytes), sum(record_count) "
+        "FROM data_file WHERE table_id = %s AND removed_snapshot IS NULL "
+        "GROUP BY partition_key, store, node_m, node_i, seq",
+        (table_id,),
+    ).fetchall()
+    groups = (
+        FileGroup(part, store, int(m), int(i), int(seq), int(size), int(count))
+        for part, store, m, i, seq, size, count in rows
+    )
+    return store_shape(groups, merged, int(level[0]))
 
 
 @dataclass(frozen=True)
