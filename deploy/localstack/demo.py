@@ -27,11 +27,12 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from firn.api.catalog import Catalog
 from firn.api.table import Table
+from firn.catalog.amplification import CompactionWork, compaction_work
 from firn.catalog.progress import (
     LatencySummary,
     ProgressReading,
@@ -49,6 +50,7 @@ from .workload import (
     PARTITION_BY,
     PRIMARY_KEY,
     SCHEMA,
+    Distribution,
     ModelCheck,
     ReferenceModel,
     Workload,
@@ -67,6 +69,7 @@ DEMO_PROPERTIES: dict[str, Any] = {
     "major.interval-max": "30s",
     "target-file-size": "8MiB",
 }
+MiB = 1 << 20
 PROGRESS_SECONDS = 1.0
 """At most one progress line per this many seconds."""
 
@@ -83,7 +86,9 @@ class DemoOptions:
     batch: int = 100
     """Rows (operations) per commit."""
     delete_ratio: float = 0.1
-    """Share of operations that delete a live order; the rest upsert a random one."""
+    """Share of operations that delete a live order; the rest upsert one."""
+    distribution: Distribution = "uniform"
+    """How upserts pick their order ids (``workload.py``): uniform, ordered, skewed."""
     duration: float | None = None
     """Seconds of producing before the demo stops by itself; None: until stopped."""
     idle_seconds: float = 10.0
@@ -98,7 +103,10 @@ class DemoOptions:
             raise ConfigError(f"the duration must be positive, got {self.duration}")
         if self.idle_seconds < 0:
             raise ConfigError(f"idle seconds must not be negative, got {self.idle_seconds}")
-        Workload(self.keys, self.batch, self.delete_ratio)  # validates the rest
+        self.workload()  # validates the rest
+
+    def workload(self) -> Workload:
+        return Workload(self.keys, self.batch, self.delete_ratio, self.distribution)
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,7 @@ class Progress:
 
     def as_dict(self) -> dict[str, Any]:
         r = self.reading
+        shape = r.shape
         return {
             "event": "progress",
             "elapsed_s": round(self.elapsed, 1),
@@ -127,6 +136,15 @@ class Progress:
             "compactions": r.compacted,
             "compactions_by_kind": r.compactions,
             "last_compaction_wait_s": _round(r.last_compaction_wait),
+            "unmerged_bytes": shape.unmerged_bytes,
+            "live_bytes": shape.live_bytes,
+            "base_bytes": shape.base_bytes,
+            "base_rows": shape.base_rows,
+            "runs_per_node": {
+                "mean": _round(shape.mean_runs, 2),
+                "p95": shape.p95_runs,
+                "nodes": {str(runs): n for runs, n in shape.runs_per_node.items()},
+            },
         }
 
 
@@ -146,10 +164,12 @@ def format_progress(p: Progress) -> str:
     r = p.reading
     tasks = " ".join(f"{_TASK_LABELS.get(s, s)} {n}" for s, n in r.tasks.items()) or "none"
     wait = "" if r.last_compaction_wait is None else f", last waited {r.last_compaction_wait:.1f}s"
+    mean = r.shape.mean_runs
+    runs = "" if mean is None else f" | runs/node {mean:.1f} (p95 {r.shape.p95_runs})"
     return (
         f"{p.elapsed:4.0f}s commits {p.commits} rows {p.rows:,} ({p.live_rows:,} live) | "
-        f"unmerged files {r.unmerged_files} | plans {r.open_plans} | tasks {tasks} | "
-        f"compactions {r.compacted}{wait}"
+        f"unmerged files {r.unmerged_files} ({r.shape.unmerged_bytes / MiB:.1f} MiB){runs} | "
+        f"plans {r.open_plans} | tasks {tasks} | compactions {r.compacted}{wait}"
     )
 
 
@@ -166,6 +186,8 @@ class DemoResult:
     latency: LatencySummary
     check: ModelCheck
     written: WrittenBytes
+    work: CompactionWork = field(default_factory=CompactionWork)
+    """What this run's compaction tasks read and how long they executed."""
     error: str | None = None
     """Why producing stopped early, if it did."""
 
@@ -205,7 +227,7 @@ class DemoProducer:
         self.start_seq = read_progress(catalog.conn, self.table.table_id).seq
         self.start_plan = last_plan_id(catalog.conn, self.table.table_id)
         self.start_snapshot = self.table.current_snapshot()
-        self.workload = Workload(options.keys, options.batch, options.delete_ratio)
+        self.workload = options.workload()
         self.rng = random.Random(options.seed)
         self.commits = 0
         self.rows = 0
@@ -286,6 +308,7 @@ class DemoProducer:
             latency=latency,
             check=check,
             written=written_bytes(conn, table_id, self.start_snapshot),
+            work=compaction_work(conn, table_id, self.start_plan),
             error=self.error,
         )
 

@@ -48,7 +48,7 @@ def run_demo(
         producer = DemoProducer(catalog, options)
         _say(
             f"producing into {options.table}: {options.rate:g} commits/s of "
-            f"{options.batch} rows over {options.keys:,} keys, "
+            f"{options.batch} rows over {options.keys:,} keys ({options.distribution}), "
             f"{options.delete_ratio:.0%} deletes"
             + (f", for {options.duration:g}s" if options.duration else "; Ctrl-C stops"),
             as_json,
@@ -128,6 +128,7 @@ def summary_data(
         "compactions": result.reading.compactions,
         "latency": result.latency.as_dict(),
         "written": result.written.as_dict(),
+        "compaction_work": result.work.as_dict(),
         "unmerged_files": result.reading.unmerged_files,
         "model_check": {
             "matches": check.matches,
@@ -164,6 +165,7 @@ def summary_text(data: dict[str, Any]) -> str:
         f"{f' ({kinds})' if kinds else ''}",
         f"  latency      {_latency_text(data['latency'])}",
         f"  written      {_written_text(data['written'])}",
+        f"  compaction   {_work_text(data['compaction_work'])}",
         f"  model check  {_check_text(data['model_check'])}",
     ]
     if data["error"]:
@@ -189,6 +191,16 @@ def _written_text(written: dict[str, Any]) -> str:
     return (
         f"{written['committed_bytes'] / MiB:.1f} MiB committed, "
         f"{written['compacted_bytes'] / MiB:.1f} MiB rewritten by compactions{ratio}"
+    )
+
+
+def _work_text(work: dict[str, Any]) -> str:
+    if not work["tasks"]:
+        return "no task finished yet"
+    return (
+        f"{work['tasks']} tasks read {work['input_bytes'] / MiB:.1f} MiB in "
+        f"{work['busy_seconds']:.1f}s of executing (wall time, batches overlap): "
+        f"{work['bytes_per_busy_s'] / MiB:.1f} MiB/s"
     )
 
 

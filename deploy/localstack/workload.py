@@ -1,13 +1,24 @@
 """The demo's synthetic CDC workload and the reference model it is checked against.
 
-The demo table holds orders: ``order_id`` (the key, ``0 <= order_id < keys``) and
-``day``, one of four values fixed by the order id (a partition column must be part
-of the key, so a key never moves between partitions), plus a customer, an amount
-and a status. A batch is an ordered list of operations: with probability
-``delete_ratio`` an operation deletes a live order, otherwise it upserts an order
-drawn uniformly from the key space (an insert when the order is absent, an update
-when present). One key may appear several times in a batch; the table applies the
-batch in row order, and so does the model, so they must agree (SPEC 2).
+The demo table holds orders: ``order_id`` (the key) and ``day``, one of four values
+fixed by the order id (a partition column must be part of the key, so a key never
+moves between partitions), plus a customer, an amount and a status. A batch is an
+ordered list of operations: with probability ``delete_ratio`` an operation deletes a
+live order, otherwise it upserts an order (an insert when the order is absent, an
+update when present) drawn by the workload's distribution:
+
+- ``uniform``: any order id in ``0 .. keys - 1``, all alike;
+- ``ordered``: an event log. Upserts insert new order ids in increasing order,
+  counting up from the greatest order id the model ever held (``keys`` does not
+  bound them), except ``LATE_UPDATE_SHARE`` of them, which update an older live order
+  (any one, uniformly);
+- ``skewed``: ``HOT_UPDATE_SHARE`` of the upserts go to a hot set of
+  ``HOT_KEY_SHARE`` of the key space, the rest to any order id. The hot order ids are
+  spread over the key space (``j * HOT_STRIDE mod keys``), so every partition, node
+  and key range holds some: hot customers, not a hot key range.
+
+One key may appear several times in a batch; the table applies the batch in row
+order, and so does the model, so they must agree (SPEC 2).
 
 Pure: no I/O, randomness from the caller's ``random.Random``.
 """
@@ -18,7 +29,7 @@ import random
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import pyarrow as pa
 
@@ -37,6 +48,18 @@ SCHEMA = pa.schema(
 )
 PRIMARY_KEY = ("day", "order_id")
 PARTITION_BY = ("day",)
+
+Distribution = Literal["uniform", "ordered", "skewed"]
+DISTRIBUTIONS: tuple[str, ...] = get_args(Distribution)
+LATE_UPDATE_SHARE = 0.03
+"""ordered: the share of upserts that update an older order instead of inserting."""
+HOT_KEY_SHARE = 0.01
+"""skewed: the share of the key space that is hot."""
+HOT_UPDATE_SHARE = 0.9
+"""skewed: the share of upserts that go to a hot order."""
+HOT_STRIDE = 2_147_483_647
+"""A prime above any key space the CLI allows, so ``j -> j * HOT_STRIDE mod keys`` is
+one-to-one and the hot orders are spread over the whole key space."""
 
 Row = tuple[str, str | None, float | None, str | None]
 """(day, customer, amount, status) of one order."""
@@ -57,28 +80,52 @@ def day_of(order_id: int) -> str:
 
 @dataclass(frozen=True)
 class Workload:
-    """How batches are drawn: their size, the key space and the share of deletes."""
+    """How batches are drawn: their size, the key space, the share of deletes and
+    how upserts pick their order ids."""
 
     keys: int
     batch: int
     delete_ratio: float
+    distribution: Distribution = "uniform"
 
     def __post_init__(self) -> None:
         if self.keys < 1 or self.batch < 1:
             raise ConfigError("the demo needs at least one key and one row per batch")
         if not 0 <= self.delete_ratio < 1:
             raise ConfigError(f"delete ratio must be in [0, 1), got {self.delete_ratio}")
+        if self.distribution not in DISTRIBUTIONS:
+            raise ConfigError(
+                f"unknown key distribution {self.distribution!r} (use {', '.join(DISTRIBUTIONS)})"
+            )
+
+    @property
+    def hot_keys(self) -> int:
+        """skewed: how many order ids are hot."""
+        return max(1, int(self.keys * HOT_KEY_SHARE))
+
+    def hot_key(self, j: int) -> int:
+        """skewed: the ``j``-th hot order id (``0 <= j < hot_keys``)."""
+        return j * HOT_STRIDE % self.keys
 
     def next_batch(self, model: ReferenceModel, rng: random.Random) -> list[Op]:
         """One batch against the model as it is now (the caller applies it after the
         commit lands). A delete when nothing is live becomes an upsert."""
         ops = []
+        next_new = model.high_key + 1  # ordered: the next order id never used
         for _ in range(self.batch):
             victim = model.random_key(rng) if rng.random() < self.delete_ratio else None
             if victim is not None:
                 ops.append(Op("D", victim, (day_of(victim), None, None, None)))
                 continue
-            order_id = rng.randrange(self.keys)
+            if self.distribution == "ordered":
+                late = model.random_key(rng) if rng.random() < LATE_UPDATE_SHARE else None
+                if late is None:
+                    late, next_new = next_new, next_new + 1
+                order_id = late
+            elif self.distribution == "skewed" and rng.random() < HOT_UPDATE_SHARE:
+                order_id = self.hot_key(rng.randrange(self.hot_keys))
+            else:
+                order_id = rng.randrange(self.keys)
             row = (
                 day_of(order_id),
                 f"c{rng.randrange(1000):03d}",
@@ -133,6 +180,8 @@ class ReferenceModel:
         self._slot: dict[int, int] = {}
         self.applied: Counter[str] = Counter()
         """Operations applied so far: insert, update, delete, delete-absent."""
+        self.high_key = -1
+        """The greatest order id ever held (deleted or not); -1 before the first."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -164,6 +213,7 @@ class ReferenceModel:
             self._slot[key] = len(self._keys)
             self._keys.append(key)
         self.rows[key] = row
+        self.high_key = max(self.high_key, key)
 
     def _drop(self, key: int) -> None:
         del self.rows[key]

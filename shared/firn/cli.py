@@ -76,6 +76,7 @@ _DEMO_OPTIONS = (
     "keys",
     "batch",
     "delete_ratio",
+    "distribution",
     "duration",
     "idle_seconds",
     "seed",
@@ -92,7 +93,9 @@ def _add_demo_options(up: argparse.ArgumentParser) -> None:
     demo.add_argument("--table", help="demo table (default demo.orders; created when missing)")
     demo.add_argument("--rate", type=positive_up_to(1000), help="commits per second (default 2)")
     demo.add_argument(
-        "--keys", type=int_between(1, 10**9), help="order ids 0..KEYS-1 (default 10000)"
+        "--keys",
+        type=int_between(1, 10**9),
+        help="order ids 0..KEYS-1 (default 10000; ordered counts up past it)",
     )
     demo.add_argument("--batch", type=int_between(1, 100_000), help="rows per commit (default 100)")
     demo.add_argument(
@@ -100,7 +103,14 @@ def _add_demo_options(up: argparse.ArgumentParser) -> None:
         type=ratio,
         metavar="D",
         help="share of rows that delete a live order, in [0, 1) (default 0.1); "
-        "the rest insert or update a random order",
+        "the rest insert or update an order picked by --distribution",
+    )
+    demo.add_argument(
+        "--distribution",
+        choices=("uniform", "ordered", "skewed"),
+        help="how upserts pick order ids: uniform over the key space (default); ordered, "
+        "new ids in increasing order with 3%% late updates of older ones (an event log); "
+        "skewed, 90%% of upserts to 1%% of the keys",
     )
     demo.add_argument(
         "--duration",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -74,12 +75,37 @@ def test_the_table_equals_the_model_and_latency_is_measured(catalog: firn.Catalo
     assert result.written.amplification is not None
     assert result.written.amplification > 1
 
+    # The compaction's tasks, from their transition history.
+    assert result.work.tasks == sum(p["tasks"] for p in committed)
+    assert result.work.input_bytes > 0
+    assert 0 < result.work.busy_seconds <= result.work.task_seconds
+
     assert shown
     assert shown[-1].reading.seq >= shown[0].reading.seq > 0
+    assert shown[0].reading.shape.base_bytes == 0 < shown[-1].reading.shape.base_bytes
+    assert shown[-1].reading.shape.unmerged_bytes > 0
     data = summary_data(result, OPTIONS.table, None, None)
     assert data["ok"] is True
     assert data["latency"]["compacted"] == latency.compacted
     assert "read() equals the reference model" in summary_text(data)
+
+
+@pytest.mark.parametrize("distribution", ["ordered", "skewed"])
+def test_every_key_distribution_keeps_the_table_equal_to_the_model(
+    catalog: firn.Catalog, distribution: str
+) -> None:
+    producer = DemoProducer(catalog, replace(OPTIONS, distribution=distribution))  # type: ignore[arg-type]
+    shown: list[Progress] = []
+    producer.run(threading.Event(), duration=1.5, show=shown.append)
+    firn.compact(producer.table, engine="local")
+    producer.run(threading.Event(), duration=0.5, show=shown.append)
+    result = producer.finish()
+    assert result.ok, result
+    assert result.applied["update"] > 0
+    assert result.work.tasks > 0
+    progress = shown[-1].as_dict()
+    assert progress["base_rows"] > 0
+    assert progress["runs_per_node"]["mean"] >= 1
 
 
 def test_a_kept_demo_table_is_checked_from_its_current_contents(catalog: firn.Catalog) -> None:

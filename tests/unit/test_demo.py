@@ -1,5 +1,6 @@
-"""The pure parts of ``firn up --demo``: the workload and its reference model, the
-commit-to-compacted latency rule, the progress line, the summary and the CLI options."""
+"""The pure parts of ``firn up --demo``: the commit-to-compacted latency rule, the
+progress line, the summary and the CLI options (the workload and its reference model
+are in ``test_demo_workload.py``)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,12 @@ import datetime as dt
 import io
 import json
 import os
-import random
 import shutil
-from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
+from firn.catalog.amplification import CompactionWork, StoreShape
 from firn.catalog.progress import (
     CommitPoint,
     LatencySummary,
@@ -29,130 +28,13 @@ from firn.errors import ConfigError
 from firn_localstack import usage
 from firn_localstack.demo import DemoOptions, DemoResult, Progress, format_progress
 from firn_localstack.demo_run import ProgressPrinter, ResourceWindow, summary_data, summary_text
-from firn_localstack.workload import (
-    DAYS,
-    SCHEMA,
-    ModelCheck,
-    Op,
-    ReferenceModel,
-    Workload,
-    day_of,
-    to_changes,
-)
+from firn_localstack.workload import DISTRIBUTIONS, ModelCheck
 
 T0 = dt.datetime(2024, 6, 1, 12, 0, tzinfo=dt.UTC)
 
 
 def _at(seconds: float) -> dt.datetime:
     return T0 + dt.timedelta(seconds=seconds)
-
-
-def _filled(keys: range) -> ReferenceModel:
-    model = ReferenceModel()
-    model.apply(Op("U", k, (day_of(k), "c", 1.0, "new")) for k in keys)
-    return model
-
-
-# -- workload ---------------------------------------------------------------------
-
-
-def test_batches_respect_the_delete_ratio_and_the_key_space() -> None:
-    workload = Workload(keys=500, batch=1000, delete_ratio=0.3)
-    model = _filled(range(0, 500, 2))
-    rng = random.Random(7)
-    ops = [op for _ in range(20) for op in workload.next_batch(model, rng)]
-    kinds = Counter(op.kind for op in ops)
-    assert kinds["D"] / len(ops) == pytest.approx(0.3, abs=0.02)
-    assert all(0 <= op.order_id < 500 for op in ops)
-    assert all(op.row[0] == day_of(op.order_id) for op in ops)
-    # Deletes hit live orders (the model was not advanced, so the even ones).
-    assert all(op.order_id % 2 == 0 for op in ops if op.kind == "D")
-    assert all(op.row[1:] == (None, None, None) for op in ops if op.kind == "D")
-    # Upserts are spread over the whole key space, present and absent alike.
-    upserted = {op.order_id for op in ops if op.kind == "U"}
-    assert len(upserted) > 450
-
-
-def test_a_delete_with_nothing_live_becomes_an_upsert() -> None:
-    ops = Workload(keys=10, batch=50, delete_ratio=0.9).next_batch(
-        ReferenceModel(), random.Random(1)
-    )
-    assert {op.kind for op in ops} == {"U"}
-
-
-@pytest.mark.parametrize(
-    ("keys", "batch", "ratio"), [(0, 10, 0.1), (10, 0, 0.1), (10, 10, 1.0), (10, 10, -0.1)]
-)
-def test_bad_workloads_are_config_errors(keys: int, batch: int, ratio: float) -> None:
-    with pytest.raises(ConfigError):
-        Workload(keys, batch, ratio)
-
-
-def test_the_model_applies_a_batch_in_order() -> None:
-    model = _filled(range(3))
-    model.apply(
-        [
-            Op("U", 5, (day_of(5), "a", 2.0, "new")),  # insert
-            Op("D", 5, (day_of(5), None, None, None)),  # insert-then-delete: gone
-            Op("D", 1, (day_of(1), None, None, None)),
-            Op("U", 1, (day_of(1), "b", 3.0, "paid")),  # delete-then-insert: kept
-            Op("U", 2, (day_of(2), "c", 4.0, "shipped")),  # update
-            Op("D", 9, (day_of(9), None, None, None)),  # absent: harmless
-        ]
-    )
-    assert model.rows == {
-        0: (day_of(0), "c", 1.0, "new"),
-        1: (day_of(1), "b", 3.0, "paid"),
-        2: (day_of(2), "c", 4.0, "shipped"),
-    }
-    assert model.applied == Counter({"insert": 5, "update": 1, "delete": 2, "delete-absent": 1})
-    assert {model.random_key(random.Random(s)) for s in range(50)} == {0, 1, 2}
-
-
-def test_change_sets_carry_every_column_and_the_operations_in_order() -> None:
-    ops = [Op("U", 4, (DAYS[0], "c1", 9.5, "new")), Op("D", 4, (DAYS[0], None, None, None))]
-    changes = to_changes(ops)
-    assert changes.schema == SCHEMA.append(pa.field("_op", pa.string()))
-    assert changes.to_pylist() == [
-        {
-            "order_id": 4,
-            "day": DAYS[0],
-            "customer": "c1",
-            "amount": 9.5,
-            "status": "new",
-            "_op": "U",
-        },
-        {
-            "order_id": 4,
-            "day": DAYS[0],
-            "customer": None,
-            "amount": None,
-            "status": None,
-            "_op": "D",
-        },
-    ]
-
-
-def test_the_model_check_names_what_differs() -> None:
-    model = _filled(range(4))
-    rows = [
-        {"order_id": k, "day": day_of(k), "customer": "c", "amount": 1.0, "status": "new"}
-        for k in range(4)
-    ]
-    assert model.compare(pa.Table.from_pylist(rows, SCHEMA)).matches
-    rows[1]["amount"] = 2.0  # different
-    del rows[2]  # missing
-    rows.append({**rows[0]})  # duplicated
-    rows.append({"order_id": 7, "day": day_of(7), "customer": "c", "amount": 1.0, "status": "x"})
-    check = model.compare(pa.Table.from_pylist(rows, SCHEMA))
-    assert check == ModelCheck(
-        expected_rows=4, actual_rows=5, missing=1, unexpected=2, different=1, examples=(0, 1, 2, 7)
-    )
-    assert not check.matches
-    assert ReferenceModel.from_table(pa.Table.from_pylist(rows[:2], SCHEMA)).rows == {
-        0: (day_of(0), "c", 1.0, "new"),
-        1: (day_of(1), "c", 2.0, "new"),
-    }
 
 
 # -- latency ----------------------------------------------------------------------
@@ -207,14 +89,22 @@ READING = ProgressReading(
     tasks={"Pending": 1, "Executing": 2, "Committed": 40},
     compactions={"major": 15, "minor": 2},
     last_compaction_wait=6.24,
+    shape=StoreShape(
+        live_bytes=9 << 20,
+        base_bytes=6 << 20,
+        base_rows=90_000,
+        unmerged_bytes=3 << 19,
+        runs_per_node={1: 2, 3: 5, 7: 1},
+    ),
 )
 
 
 def test_progress_line() -> None:
     progress = Progress(elapsed=42.3, commits=84, rows=16800, live_rows=9321, reading=READING)
     assert format_progress(progress) == (
-        "  42s commits 84 rows 16,800 (9,321 live) | unmerged files 23 | plans 2 | "
-        "tasks pending 1 running 2 done 40 | compactions 17, last waited 6.2s"
+        "  42s commits 84 rows 16,800 (9,321 live) | unmerged files 23 (1.5 MiB) | "
+        "runs/node 3.0 (p95 7) | plans 2 | tasks pending 1 running 2 done 40 | "
+        "compactions 17, last waited 6.2s"
     )
     assert progress.as_dict() == {
         "event": "progress",
@@ -228,10 +118,17 @@ def test_progress_line() -> None:
         "compactions": 17,
         "compactions_by_kind": {"major": 15, "minor": 2},
         "last_compaction_wait_s": 6.2,
+        "unmerged_bytes": 3 << 19,
+        "live_bytes": 9 << 20,
+        "base_bytes": 6 << 20,
+        "base_rows": 90_000,
+        "runs_per_node": {"mean": 3.0, "p95": 7, "nodes": {"1": 2, "3": 5, "7": 1}},
     }
     assert json.loads(json.dumps(progress.as_dict())) == progress.as_dict()
     quiet = Progress(0.0, 0, 0, 0, ProgressReading(seq=0, unmerged_files=0, open_plans=0))
-    assert format_progress(quiet).endswith("tasks none | compactions 0")
+    assert format_progress(quiet).endswith(
+        "unmerged files 0 (0.0 MiB) | plans 0 | tasks none | compactions 0"
+    )
 
 
 class _Terminal(io.StringIO):
@@ -284,6 +181,15 @@ def test_summary_data_and_text_agree() -> None:
             expected_rows=9012, actual_rows=9012, missing=0, unexpected=0, different=0
         ),
         written=WrittenBytes(committed=40 << 20, compacted=90 << 20),
+        work=CompactionWork(
+            tasks=50,
+            input_bytes=120 << 20,
+            task_seconds=60.0,
+            busy_seconds=24.0,
+            base_bytes=60 << 20,
+            base_files=50,
+            change_files=400,
+        ),
     )
     idle = ResourceWindow(10.0, {"planner": _usage(1.0, 90, 95)}, {"planner": _usage(1.5, 91, 96)})
     load = ResourceWindow(
@@ -316,6 +222,19 @@ def test_summary_data_and_text_agree() -> None:
         "40.0 MiB committed, 90.0 MiB rewritten by compactions: write amplification 3.25x" in text
     )
     assert data["written"]["amplification"] == 3.25
+    assert data["compaction_work"] == {
+        "tasks": 50,
+        "input_bytes": 120 << 20,
+        "mean_task_input_bytes": round((120 << 20) / 50),
+        "base_share": 0.5,
+        "mean_task_base_files": 1.0,
+        "mean_task_change_files": 8.0,
+        "task_seconds": 60.0,
+        "busy_seconds": 24.0,
+        "bytes_per_busy_s": 5 << 20,
+    }
+    assert "50 tasks read 120.0 MiB in 24.0s of executing" in text
+    assert "5.0 MiB/s" in text
     assert any(line.split()[:3] == ["planner", "0.5", "0.05"] for line in text.splitlines())
 
     bad = DemoResult(
@@ -334,6 +253,7 @@ def test_summary_data_and_text_agree() -> None:
     assert "read() DIFFERS from the reference model" in text
     assert "nothing compacted yet; 1 still waiting" in text
     assert "not measured" in text
+    assert "compaction   no task finished yet" in text
 
 
 # -- process usage from /proc -----------------------------------------------------
@@ -380,6 +300,14 @@ def test_demo_options_are_parsed() -> None:
     args = build_parser().parse_args([*argv.split(), "--idle-seconds", "0", "--seed", "3"])
     assert (args.demo, args.rate, args.keys, args.batch) == (True, 5.0, 100, 10)
     assert (args.delete_ratio, args.duration, args.idle_seconds, args.seed) == (0.0, 30.0, 0.0, 3)
+    assert args.distribution is None  # DemoOptions' default: uniform
+    for name in DISTRIBUTIONS:
+        args = build_parser().parse_args(["up", "--demo", "--distribution", name])
+        assert args.distribution == name
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["up", "--demo", "--distribution", "zipf"])
+    with pytest.raises(ConfigError, match="unknown key distribution"):
+        DemoOptions(distribution="zipf")  # type: ignore[arg-type]
     assert DemoOptions().rate == 2.0
     with pytest.raises(ConfigError, match="rate"):
         DemoOptions(rate=0)

@@ -1,5 +1,6 @@
 """How far compaction of one table has come: a cheap reading of its counters
-(``read_progress``, for a live display such as ``firn up --demo``) and the
+(``read_progress``, for a live display such as ``firn up --demo``, with the shape of
+its live files from ``amplification.py``) and the
 commit-to-compacted latency of its commits (``commit_points``, ``merge_points`` and
 the pure ``latency_summary``).
 
@@ -23,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from firn.catalog.amplification import StoreShape, read_store_shape
 from firn.model.states import PlanState, TaskState
 from firn.postgres.connection import Connection
 
@@ -45,6 +47,8 @@ class ProgressReading:
     last_compaction_wait: float | None = None
     """Seconds the oldest change folded in by the newest major/full compaction waited
     for it (commit to compaction snapshot); None before the first one."""
+    shape: StoreShape = field(default_factory=StoreShape)
+    """Bytes of the live files and sorted runs per node (``amplification.py``)."""
 
     @property
     def compacted(self) -> int:
@@ -86,6 +90,7 @@ def read_progress(conn: Connection, table_id: int, after_plan: int = 0) -> Progr
         tasks=_in_state_order(dict(tasks)),
         compactions={kind: int(n) for kind, n in sorted(kinds)},
         last_compaction_wait=_last_compaction_wait(conn, table_id),
+        shape=read_store_shape(conn, table_id),
     )
 
 
