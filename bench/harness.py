@@ -1,12 +1,13 @@
-"""What the benchmarks share: best-of-N timing, and a catalog (``FIRN_DATABASE_URL``
+"""What the benchmarks share: best-of-N timing, a catalog (``FIRN_DATABASE_URL``
 when set, else a throwaway local Postgres under ``.firn/bench-*``, started and
-removed by the benchmark)."""
+removed by the benchmark), and a throwaway home for a whole `firn up` stack."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -53,3 +54,19 @@ def bench_catalog() -> Iterator[firn.Catalog]:
         if server is not None:
             server.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+def stack_home(prefix: str) -> tuple[Path, dict[str, str]]:
+    """A fresh home under ``.firn/`` for `firn up`, and the environment that points the
+    stack at it (its own warehouse, free ports); the caller removes the home."""
+    (REPO / ".firn").mkdir(exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix=prefix, dir=REPO / ".firn"))
+    home.chmod(0o755)  # the local Postgres runs as the `postgres` user
+    env = {
+        **os.environ,
+        "FIRN_HOME": str(home),
+        "FIRN_WAREHOUSE": str(home / "warehouse"),
+        "FIRN_POSTGRES_PORT": "0",
+        "FIRN_KAFKA_PORT": "0",
+    }
+    return home, env

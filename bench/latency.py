@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from harness import stack_home  # bench/ is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,15 +33,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=100, help="rows per commit")
     args = parser.parse_args()
 
-    home = Path(tempfile.mkdtemp(prefix="bench-latency-", dir=REPO / ".firn"))
-    home.chmod(0o755)  # the local Postgres runs as the `postgres` user
-    env = {
-        **os.environ,
-        "FIRN_HOME": str(home),
-        "FIRN_WAREHOUSE": str(home / "warehouse"),
-        "FIRN_POSTGRES_PORT": "0",
-        "FIRN_KAFKA_PORT": "0",
-    }
+    home, env = stack_home("bench-latency-")
     command = [
         str(REPO / ".venv" / "bin" / "firn"),
         "up",

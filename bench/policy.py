@@ -31,10 +31,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness import stack_home
 from policy_floor import measure_floor
 from policy_report import (
     SERIES_COLUMNS,
@@ -110,16 +110,7 @@ def main() -> int:
 
 def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
     spec = WORKLOADS[name]
-    (REPO / ".firn").mkdir(exist_ok=True)
-    home = Path(tempfile.mkdtemp(prefix=f"bench-policy-{name}-", dir=REPO / ".firn"))
-    home.chmod(0o755)  # the local Postgres runs as the `postgres` user
-    env = {
-        **os.environ,
-        "FIRN_HOME": str(home),
-        "FIRN_WAREHOUSE": str(home / "warehouse"),
-        "FIRN_POSTGRES_PORT": "0",
-        "FIRN_KAFKA_PORT": "0",
-    }
+    home, env = stack_home(f"bench-policy-{name}-")
     command = [
         str(REPO / ".venv" / "bin" / "firn"),
         "up",

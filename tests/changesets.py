@@ -113,3 +113,31 @@ def as_view(table: pa.Table) -> dict[tuple[Any, ...], Row]:
     view = {key_of(r): r for r in rows}
     assert len(view) == len(rows), "the merged view has duplicate keys"
     return view
+
+
+LEVELS = [1, 2, 4, 8]
+Step = tuple[str, Any]
+"""("commit", operations), ("compact", kind) or ("buckets", (change, base))."""
+
+
+@st.composite
+def evolving_table(draw: st.DrawFn, kind: KeyKind) -> tuple[dict[str, Any], list[Step]]:
+    """Properties and the steps of a table's life: commits, compactions of every kind
+    and bucket changes in any order, a commit first."""
+    properties = {
+        "change.buckets": draw(st.sampled_from(LEVELS)),
+        "base.buckets": draw(st.sampled_from(LEVELS)),
+        "target-file-size": draw(st.sampled_from(["2KiB", "64MiB"])),
+    }
+    steps: list[Step] = [("commit", draw(operations(kind)))]
+    for _ in range(draw(st.integers(1, 7))):
+        action = draw(st.sampled_from(["commit", "commit", "compact", "buckets"]))
+        if action == "commit":
+            steps.append(("commit", draw(operations(kind))))
+        elif action == "compact":
+            steps.append(("compact", draw(st.sampled_from(["major", "major", "full", "minor"]))))
+        else:
+            steps.append(
+                ("buckets", (draw(st.sampled_from(LEVELS)), draw(st.sampled_from(LEVELS))))
+            )
+    return properties, steps

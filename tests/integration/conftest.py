@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from pydantic import SecretStr
 
+import firn
 from firn.postgres import connect
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
@@ -124,6 +125,14 @@ def stack_settings(settings: FirnSettings, tmp_path: Path) -> FirnSettings:
     return settings.model_copy(
         update={"warehouse": str(tmp_path / "warehouse"), "home": tmp_path / "home"}
     )
+
+
+@pytest.fixture
+def shared_catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
+    """One catalog for every hypothesis example of a test (hence the suppressed
+    function-scoped-fixture health check); each example makes its own table."""
+    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
+        yield catalog
 
 
 @pytest.fixture

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import firn
-from firn.settings import FirnSettings
 from tests.changesets import (
     KEY_KINDS,
     KeyKind,
@@ -29,13 +25,6 @@ from tests.integration.table_checks import check_base_files
 
 _names = itertools.count()
 LEVELS = [1, 2, 4, 8]
-
-
-@pytest.fixture
-def shared_catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
-    """One catalog for all examples of a test; each example makes its own table."""
-    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
-        yield catalog
 
 
 Step = tuple[str, Any]

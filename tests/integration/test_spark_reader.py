@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -39,14 +38,15 @@ from tests.changesets import (
     KeyKind,
     ReferenceModel,
     Row,
+    Step,
     as_change_set,
     as_view,
+    evolving_table,
     operations,
     table_schema,
 )
 
 _names = itertools.count()
-LEVELS = [1, 2, 4, 8]
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +60,6 @@ def spark() -> Iterator[SparkSession]:
     firn.spark.register(session)
     yield session
     session.stop()
-
-
-@pytest.fixture
-def shared_catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
-    """One catalog for every hypothesis example of a test; each makes its own table."""
-    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
-        yield catalog
 
 
 def connection(settings: FirnSettings) -> dict[str, str]:
@@ -171,28 +164,11 @@ def truth(e: Expr, row: Row) -> bool | None:
 
 # -- the model test ---------------------------------------------------------------
 
-Step = tuple[str, Any]
-
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> tuple[KeyKind, dict[str, Any], bool, list[Step], list[Expr]]:
     kind = draw(st.sampled_from(KEY_KINDS))
-    properties = {
-        "change.buckets": draw(st.sampled_from(LEVELS)),
-        "base.buckets": draw(st.sampled_from(LEVELS)),
-        "target-file-size": draw(st.sampled_from(["2KiB", "64MiB"])),
-    }
-    steps: list[Step] = [("commit", draw(operations(kind)))]
-    for _ in range(draw(st.integers(1, 7))):
-        action = draw(st.sampled_from(["commit", "commit", "compact", "buckets"]))
-        if action == "commit":
-            steps.append(("commit", draw(operations(kind))))
-        elif action == "compact":
-            steps.append(("compact", draw(st.sampled_from(["major", "major", "full", "minor"]))))
-        else:
-            steps.append(
-                ("buckets", (draw(st.sampled_from(LEVELS)), draw(st.sampled_from(LEVELS))))
-            )
+    properties, steps = draw(evolving_table(kind))
     steps.append(("commit", draw(operations(kind))))
     chosen = draw(st.lists(exprs(kind), min_size=1, max_size=2))
     return kind, properties, draw(st.booleans()), steps, chosen

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import firn
-from firn.settings import FirnSettings
 from tests.changesets import (
     KEY_KINDS,
     KeyKind,
@@ -23,14 +19,6 @@ from tests.changesets import (
 )
 
 _names = itertools.count()
-
-
-@pytest.fixture
-def shared_catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
-    """One catalog for every hypothesis example of a test (hence the suppressed
-    function-scoped-fixture health check); each example makes its own table."""
-    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
-        yield catalog
 
 
 @st.composite

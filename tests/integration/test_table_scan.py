@@ -9,8 +9,6 @@ import itertools
 import pickle
 import re
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -23,29 +21,23 @@ import firn
 from firn.engine.pruning import KEY_NODE, KEY_RANGE, PARTITION
 from firn.model.filters import And, Compare, Filter, In, IsNull, Not, Or, bind, to_expression
 from firn.model.keyhash import hash_keys
-from firn.settings import FirnSettings
 from tests.changesets import (
     KEY_KINDS,
+    LEVELS,
     PARTS,
     KeyKind,
     ReferenceModel,
     Row,
+    Step,
     as_change_set,
     as_view,
+    evolving_table,
     operations,
     table_schema,
 )
 
 _names = itertools.count()
-LEVELS = [1, 2, 4, 8]
 OPS = ["=", "!=", "<", "<=", ">", ">="]
-
-
-@pytest.fixture
-def shared_catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
-    """One catalog for every hypothesis example of a test; each makes its own table."""
-    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
-        yield catalog
 
 
 def filters(kind: KeyKind) -> st.SearchStrategy[Filter]:
@@ -79,28 +71,10 @@ def filters(kind: KeyKind) -> st.SearchStrategy[Filter]:
     )
 
 
-Step = tuple[str, Any]
-
-
 @st.composite
 def scenarios(draw: st.DrawFn) -> tuple[KeyKind, dict[str, Any], bool, list[Step], list[Filter]]:
     kind = draw(st.sampled_from(KEY_KINDS))
-    properties = {
-        "change.buckets": draw(st.sampled_from(LEVELS)),
-        "base.buckets": draw(st.sampled_from(LEVELS)),
-        "target-file-size": draw(st.sampled_from(["2KiB", "64MiB"])),
-    }
-    steps: list[Step] = [("commit", draw(operations(kind)))]
-    for _ in range(draw(st.integers(1, 7))):
-        action = draw(st.sampled_from(["commit", "commit", "compact", "buckets"]))
-        if action == "commit":
-            steps.append(("commit", draw(operations(kind))))
-        elif action == "compact":
-            steps.append(("compact", draw(st.sampled_from(["major", "major", "full", "minor"]))))
-        else:
-            steps.append(
-                ("buckets", (draw(st.sampled_from(LEVELS)), draw(st.sampled_from(LEVELS))))
-            )
+    properties, steps = draw(evolving_table(kind))
     chosen = draw(st.lists(filters(kind), min_size=1, max_size=3))
     return kind, properties, draw(st.booleans()), steps, chosen
 

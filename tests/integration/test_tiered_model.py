@@ -9,11 +9,8 @@ never overlap. Bucket changes make partitions due for re-bucketing in steps."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +19,6 @@ from firn.catalog.files import files_at
 from firn.engine.planning import draft_now
 from firn.model.files import FileEntry
 from firn.model.plans import PlanDraft
-from firn.settings import FirnSettings
 from tests.changesets import (
     KEY_KINDS,
     KeyKind,
@@ -37,12 +33,6 @@ from tests.integration.table_checks import check_base_files
 _names = itertools.count()
 LEVELS = [1, 2, 4]
 Step = tuple[str, Any]
-
-
-@pytest.fixture
-def shared_catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
-    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
-        yield catalog
 
 
 @st.composite
