@@ -69,6 +69,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=15, help="seed of the demo's workload")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a demo table property over the demo's own (firn up --demo --property); repeatable",
+    )
+    parser.add_argument(
         "--keep-home",
         action="store_true",
         help="keep each run's stack home under .firn/ (services' logs, catalog) to look into",
@@ -98,6 +105,7 @@ def main() -> int:
             "batch": args.batch,
             "keys": args.keys,
             "seed": args.seed,
+            "properties": args.property,
         },
         "workloads": results,
     }
@@ -124,6 +132,7 @@ def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
         f"--delete-ratio={spec['delete_ratio']:g}",
         "--idle-seconds=0",
         f"--seed={args.seed}",
+        *(f"--property={pair}" for pair in args.property),
     ]
     load_before = os.getloadavg()
     try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Producer
@@ -30,7 +30,7 @@ from firn.catalog.event_rows import task_named
 from firn.catalog.leasing import expire_leases, extend_lease
 from firn.catalog.results import record_result
 from firn.catalog.transitions import move_task
-from firn.engine.execution import Claim
+from firn.engine.execution import Claim, Runner
 from firn.engine.kernel import KernelLimits
 from firn.errors import FirnError
 from firn.events.dead_letters import bounded
@@ -39,9 +39,7 @@ from firn.events.schemas import validate
 from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics
 from firn.model.permits import choose_batch
-from firn.model.schema import TableSchema
 from firn.model.states import Actor, TaskState
-from firn.model.tasks import TaskResult
 from firn.postgres.connection import ReconnectingConnection
 from firn.postgres.retry import is_transient, retrying_transient
 
@@ -50,7 +48,6 @@ log = logging.getLogger(__name__)
 CANDIDATES_PER_TASK = 4
 """Claimable tasks read per batch slot: enough to fill a batch from one table when
 the top of the queue mixes tables."""
-Runner = Callable[[TableSchema, Sequence[Claim], KernelLimits], list[TaskResult]]
 
 
 class Dispatcher:

@@ -10,7 +10,7 @@ import functools
 import logging
 
 import firn
-from firn.engine.execution import run_spark
+from firn.engine.execution import run_small_here, run_spark
 from firn.engine.spark_session import spark_session
 from firn.kafka import producer
 from firn.settings import FirnSettings
@@ -34,7 +34,9 @@ def main(settings: FirnSettings) -> None:
                 catalog,
                 producer(settings),
                 context.topics,
-                functools.partial(run_spark, spark),
+                run_small_here(
+                    functools.partial(run_spark, spark), settings.dispatcher_local_bytes
+                ),
                 owner=context.instance_id,
             )
             run_consumer_service(

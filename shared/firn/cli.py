@@ -80,6 +80,7 @@ _DEMO_OPTIONS = (
     "duration",
     "idle_seconds",
     "seed",
+    "properties",
 )
 
 
@@ -125,6 +126,14 @@ def _add_demo_options(up: argparse.ArgumentParser) -> None:
         help="measure the idle stack this long before producing (default 10; 0: skip)",
     )
     demo.add_argument("--seed", type=int_between(0, 2**63 - 1), help="random seed of the workload")
+    demo.add_argument(
+        "--property",
+        dest="properties",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a property of the demo table over the demo's own (e.g. minor.file-count=8); "
+        "repeatable; set on a kept table too",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -158,11 +167,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _flag(option: str) -> str:
+    return "--property" if option == "properties" else "--" + option.replace("_", "-")
+
+
 def _up(args: argparse.Namespace, settings: FirnSettings) -> int:
     given = {name: getattr(args, name) for name in _DEMO_OPTIONS}
     demo = {name: value for name, value in given.items() if value is not None}
+    if "properties" in demo:
+        demo["properties"] = tables.parse_properties(demo["properties"])
     if demo and not args.demo:
-        flags = ", ".join("--" + name.replace("_", "-") for name in demo)
+        flags = ", ".join(_flag(name) for name in demo)
         raise ConfigError(f"{flags} only apply with --demo")
     logs.configure(settings.log_level)
     code: int = _localstack().up(

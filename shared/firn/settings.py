@@ -150,6 +150,12 @@ class FirnSettings(BaseSettings):
         description="Memory the tasks one dispatcher runs at once may need together, by "
         "their estimates; a task larger than this runs alone. Bytes or e.g. '8GiB'.",
     )
+    dispatcher_local_bytes: Bytes = Field(
+        default=8 << 20,
+        description="A batch of tasks reading at most this much in all runs in the "
+        "dispatcher's own process instead of as a Spark job (a job's fixed cost exceeds "
+        "such a merge); 0: always Spark. Bytes or e.g. '16MiB'.",
+    )
     executor_spill_dir: Path | None = Field(
         default=None,
         description="Local directory for spilled runs; unset means the system temp dir.",

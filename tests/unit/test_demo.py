@@ -315,11 +315,32 @@ def test_demo_options_are_parsed() -> None:
         DemoOptions(delete_ratio=1.5)
 
 
+def test_demo_table_properties_are_parsed_and_checked_before_starting() -> None:
+    argv = [
+        "up",
+        "--demo",
+        "--property",
+        "minor.file-count=8",
+        "--property",
+        "major.change-ratio=2",
+    ]
+    args = build_parser().parse_args(argv)
+    assert args.properties == ["minor.file-count=8", "major.change-ratio=2"]
+    assert DemoOptions(properties={"minor.file-count": "8"}).properties == {"minor.file-count": "8"}
+    with pytest.raises(ConfigError, match=r"minor\.file-count"):
+        DemoOptions(properties={"minor.file-count": "0"})
+    with pytest.raises(ConfigError, match="no.such"):
+        DemoOptions(properties={"no.such": "1"})
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["up", "--rate", "3", "--keys", "9"], "--rate, --keys only apply with --demo"),
         (["up", "--demo", "--no-services"], "--demo needs the services"),
+        (["up", "--property", "minor.file-count=8"], "--property only apply with --demo"),
+        (["up", "--demo", "--property", "minor.file-count"], "--property takes KEY=VALUE"),
+        (["up", "--demo", "--property", "minor.file-count=0"], "minor.file-count"),
     ],
 )
 def test_demo_option_conflicts_fail_before_starting_anything(

@@ -51,11 +51,19 @@ def test_change_ratio() -> None:
     assert decide(replace(QUIET, unmerged_insert_bytes=29 * MiB), PROPS).kind is None
 
 
-def test_small_file_count_scaled_by_nodes() -> None:
-    assert decide(replace(QUIET, small_files=12 * 4 - 1), PROPS).kind is None
-    decision = decide(replace(QUIET, small_files=12 * 4), PROPS)
+def test_small_base_file_count_scaled_by_nodes() -> None:
+    # QUIET's two unmerged change files are among its small files.
+    assert decide(replace(QUIET, small_files=2 + 12 * 4 - 1), PROPS).kind is None
+    decision = decide(replace(QUIET, small_files=2 + 12 * 4), PROPS)
     assert decision.kind is Kind.MAJOR
-    assert decision.reasons == ("small files 48 >= 48",)
+    assert decision.reasons == ("small base files 48 >= 48",)
+
+
+def test_small_change_files_are_runs_not_a_reason_to_fold() -> None:
+    # 60 small files of which 20 are unmerged change files: 40 small base files.
+    many = replace(QUIET, small_files=60, unmerged_files=20, unmerged_insert_bytes=1024)
+    assert decide(many, PROPS).kind is None
+    assert decide(replace(many, small_files=68), PROPS).kind is Kind.MAJOR
 
 
 def test_interval_only_with_unmerged_changes() -> None:

@@ -1,5 +1,6 @@
 """Running claimed tasks: a batch of tasks is one Spark job, one Spark task per plan
-task (SPEC 6), or, for tests and tools, the same kernel in this process.
+task (SPEC 6), or, for tests, tools and batches too small to be worth a Spark job
+(``run_small_here``), the same kernel in this process.
 
 Spark ships each task's spec (JSON) and the table definition to a Python worker,
 which runs the merge kernel and sends back a ``TaskResult`` as JSON: the output
@@ -15,7 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from firn.engine.kernel import KernelLimits, run_task
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 Claim = tuple[TaskSpec, int]
 """A task spec and the attempt this executor owns."""
+Runner = Callable[[TableSchema, Sequence[Claim], KernelLimits], list[TaskResult]]
 
 
 def run_reporting(
@@ -81,3 +83,23 @@ def run_spark(
         functools.partial(_run_serialized, table, limits)
     )
     return [TaskResult.from_json(r) for r in job.collect()]
+
+
+def batch_input_bytes(claims: Sequence[Claim]) -> int:
+    return sum(f.size_bytes for spec, _ in claims for f in (*spec.base_files, *spec.change_files))
+
+
+def run_small_here(runner: Runner, local_bytes: int) -> Runner:
+    """``runner`` for batches reading more than ``local_bytes`` in all, ``run_local``
+    for the others. A Spark job costs a fixed few hundred milliseconds (scheduling,
+    shipping the spec to a Python worker and the result back) that a merge of a few
+    MiB does not: at ten commits a second the tiered policy's many small run merges
+    would spend more time there than merging, and reads wait for them. 0: always
+    ``runner``."""
+
+    def run(table: TableSchema, claims: Sequence[Claim], limits: KernelLimits) -> list[TaskResult]:
+        if batch_input_bytes(claims) <= local_bytes:
+            return run_local(table, claims, limits)
+        return runner(table, claims, limits)
+
+    return run

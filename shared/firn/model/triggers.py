@@ -71,8 +71,12 @@ def major_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
         reasons.append(
             f"change ratio {m.unmerged_bytes / m.base_bytes:.3f} >= {p.major_change_ratio}"
         )
-    if m.small_files >= p.major_file_count * n:
-        reasons.append(f"small files {m.small_files} >= {p.major_file_count * n}")
+    # Small *base* files only: unmerged change files stand for read cost as sorted
+    # runs, which the minor trigger and each unit's merges answer (issue 15). Counting
+    # them here made every few commits a major that folded every unit.
+    small_base = m.small_files - m.unmerged_files
+    if small_base >= p.major_file_count * n:
+        reasons.append(f"small base files {small_base} >= {p.major_file_count * n}")
     if m.unmerged_files > 0 and (
         m.seconds_since_major is None or m.seconds_since_major >= p.major_interval_max
     ):
