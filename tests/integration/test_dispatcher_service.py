@@ -201,3 +201,64 @@ def test_a_wake_up_runs_the_highest_score_first_within_the_permits(
         assert sorted(ran) == sorted(t.task_id for t in (*low.tasks, *high.tasks))
         assert states(catalog, high) == [("Prepared", 1)] * len(high.tasks)
         assert states(catalog, low) == [("Prepared", 1)] * len(low.tasks)
+
+
+def test_a_table_over_its_quota_yields_to_others_but_keeps_free_executors(
+    settings: FirnSettings, tmp_path: Path
+) -> None:
+    one_at_a_time = settings.model_copy(update={"dispatcher_max_concurrent_tasks": 1})
+    topics = Topics.from_settings(one_at_a_time)
+    ensure_topics(one_at_a_time, topics.all(), partitions=1)
+    with firn.connect(warehouse=str(tmp_path), settings=one_at_a_time) as catalog:
+        hot_table, hot = planned(catalog, "hot")
+        cold_table, cold = planned(catalog, "cold")
+        for record, score in ((cold, 1.0), (hot, 9.0)):
+            catalog.conn.execute(
+                "UPDATE compaction_plan SET score = %s WHERE plan_id = %s", (score, record.plan_id)
+            )
+        jobs: list[str] = []
+
+        def runner(
+            t: TableSchema, claims: Sequence[Claim], limits: KernelLimits
+        ) -> list[TaskResult]:
+            jobs.append(t.name)
+            return run_local(t, claims, limits)
+
+        dispatcher = Dispatcher(catalog, producer(one_at_a_time), topics, runner, owner="test")
+        dispatcher.plan_task(task_event(cold_table, cold, 0))
+        assert jobs == ["hot"]  # within its quota, the higher score goes first
+        started, finished = catalog.conn.execute(
+            "SELECT started_at, finished_at FROM compaction_task WHERE task_id = %s",
+            (hot.tasks[0].task_id,),
+        ).fetchone()
+        assert started is not None
+        assert finished >= started
+
+        # As if that task had kept an executor busy for 200 s of the last 5 min: over
+        # hot's quota (0.5 slots x 300 s = 150 s), so cold's tasks now go first.
+        catalog.conn.execute(
+            "UPDATE compaction_task SET started_at = finished_at - interval '200 seconds' "
+            "WHERE task_id = %s",
+            (hot.tasks[0].task_id,),
+        )
+
+        def queue() -> dict[str, int]:
+            return {
+                t.name: p["open_plan"]["queue"]
+                for t in (hot_table, cold_table)
+                for p in t.status()["partitions"]
+            }
+
+        assert queue() == {"cold": 1, "hot": 2}
+        hot_table.set_properties({"compaction.quota": 1.0})  # 300 s: within it again
+        assert queue() == {"hot": 1, "cold": 2}
+        hot_table.set_properties({"compaction.quota": 0.5})
+        assert queue() == {"cold": 1, "hot": 2}
+
+        for n in range(len(hot.tasks) + len(cold.tasks) - 1):
+            dispatcher.plan_task(task_event(hot_table, hot, n % len(hot.tasks)))
+        # Every wake-up named a hot task; cold's all ran first, then hot used the
+        # executor nobody else was waiting for.
+        assert jobs == ["hot"] + ["cold"] * len(cold.tasks) + ["hot"] * (len(hot.tasks) - 1)
+        assert states(catalog, hot) == [("Prepared", 1)] * len(hot.tasks)
+        assert states(catalog, cold) == [("Prepared", 1)] * len(cold.tasks)

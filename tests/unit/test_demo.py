@@ -329,7 +329,7 @@ def test_demo_table_properties_are_parsed_and_checked_before_starting() -> None:
     assert DemoOptions(properties={"minor.file-count": "8"}).properties == {"minor.file-count": "8"}
     with pytest.raises(ConfigError, match=r"minor\.file-count"):
         DemoOptions(properties={"minor.file-count": "0"})
-    with pytest.raises(ConfigError, match="no.such"):
+    with pytest.raises(ConfigError, match=r"no\.such"):
         DemoOptions(properties={"no.such": "1"})
 
 

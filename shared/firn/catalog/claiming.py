@@ -19,6 +19,7 @@ from firn.catalog.transitions import lock_plan_of, move_plan, move_task
 from firn.events.plans import PlanTaskEvent
 from firn.model.permits import Candidate
 from firn.model.plans import PlanRecord
+from firn.model.properties import TableProperties
 from firn.model.states import Actor, PlanState, TaskState
 from firn.model.tasks import TaskSpec
 from firn.postgres.connection import Connection
@@ -98,17 +99,66 @@ def stale_waiting_tasks(conn: Connection, min_age_seconds: float) -> list[Waitin
     return [WaitingTask(int(p), int(t), TaskState(s), int(a), int(b)) for p, t, s, a, b in rows]
 
 
+QUOTA_WINDOW_SECONDS = 300.0
+"""The window a table's executor seconds are summed over for its ``compaction.quota``."""
+
+TABLE_STANDING = """
+WITH used AS (
+    SELECT table_id, sum(seconds) AS seconds FROM (
+        SELECT p.table_id, extract(epoch FROM now() - greatest(t.started_at, now() - w.span))
+            AS seconds
+        FROM compaction_task t JOIN compaction_plan p USING (plan_id),
+            (SELECT make_interval(secs => %(window)s) AS span) w
+        WHERE t.state = 'Executing' AND t.started_at IS NOT NULL
+        UNION ALL
+        SELECT p.table_id,
+            extract(epoch FROM t.finished_at - greatest(t.started_at, now() - w.span))
+        FROM compaction_task t JOIN compaction_plan p USING (plan_id),
+            (SELECT make_interval(secs => %(window)s) AS span) w
+        WHERE t.finished_at > now() - w.span AND t.started_at IS NOT NULL
+            AND t.state <> 'Executing'
+    ) spent GROUP BY table_id
+),
+standing AS (
+    SELECT c.table_id, coalesce(u.seconds, 0)
+        >= coalesce((c.properties->>'compaction.quota')::float8, %(quota)s) * %(window)s
+        AS over_quota
+    FROM catalog_table c LEFT JOIN used u USING (table_id)
+)
+"""
+"""Per table, whether its tasks' executor seconds over the last ``QUOTA_WINDOW_SECONDS``
+(the running attempts, and the latest attempt of tasks that ended in the window)
+reached ``compaction.quota`` x the window: what the claim order puts last."""
+
+
+DEFAULT_QUOTA = TableProperties.parse({}).compaction_quota
+"""For tables stored before ``compaction.quota`` existed."""
+
+
+def queue_parameters() -> dict[str, float]:
+    return {"window": QUOTA_WINDOW_SECONDS, "quota": DEFAULT_QUOTA}
+
+
 def claimable_tasks(conn: Connection, limit: int) -> list[Candidate]:
-    """Up to ``limit`` Pending tasks of open plans whose backoff has passed, the
-    highest plan score first (then the oldest plan, in plan order): what a
-    dispatcher's wake-up chooses its batch from."""
+    """Up to ``limit`` Pending tasks of open plans whose backoff has passed, in the
+    order dispatchers claim them: tables within their ``compaction.quota`` first, then
+    the highest plan score, then the oldest plan, in plan order. Over its quota a
+    table still gets the executors no other table's work is waiting for (after
+    Amoro's quota per table): a hot table cannot starve the others, and an idle
+    executor is not held back for nothing."""
     rows = conn.execute(
-        "SELECT t.task_id, p.table_id, t.input_bytes, p.score "
+        TABLE_STANDING + "SELECT t.task_id, p.table_id, t.input_bytes, p.score "
         "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
-        "WHERE p.state = ANY(%s) AND t.state = %s "
+        "JOIN standing s USING (table_id) "
+        "WHERE p.state = ANY(%(open)s) AND t.state = %(pending)s "
         "AND (t.not_before IS NULL OR t.not_before <= now()) "
-        "ORDER BY p.score DESC, p.plan_id, t.ordinal LIMIT %s",
-        ([s.value for s in OPEN_PLAN_STATES], TaskState.PENDING.value, limit),
+        "ORDER BY s.over_quota, p.score DESC, p.plan_id, t.ordinal LIMIT %(limit)s",
+        {
+            **queue_parameters(),
+            "open": [s.value for s in OPEN_PLAN_STATES],
+            "pending": TaskState.PENDING.value,
+            "limit": limit,
+        },
     ).fetchall()
     return [Candidate(int(t), int(tb), int(b), float(sc)) for t, tb, b, sc in rows]
 

@@ -51,6 +51,11 @@ def move_task(
     params: list[Any] = [new.value]
     if new_attempt:
         sets.append("attempt = attempt + 1")
+    # Executor time per table, for the dispatchers' quotas (firn.catalog.claiming).
+    if new is TaskState.EXECUTING:
+        sets += ["started_at = now()", "finished_at = NULL"]
+    elif old is TaskState.EXECUTING:
+        sets.append("finished_at = now()")
     for column, value in updates.items():
         sets.append(f"{column} = %s")
         params.append(value)

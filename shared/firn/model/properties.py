@@ -96,6 +96,7 @@ RANGES: dict[str, Range] = {
     "minor.file-count": Range(1, 10_000, "count"),
     "minor.size-ratio": Range(0, 100, "ratio"),
     "write.stall-runs": Range(0, 10_000, "count"),
+    "compaction.quota": Range(0, 10_000, "ratio", above=True),
     "task.max-bytes": Range(KiB, TiB, "bytes"),
     "task.max-attempts": Range(1, 100, "count"),
     "task.lease": Range(3, DAY, "seconds"),
@@ -151,6 +152,12 @@ class TableProperties(BaseModel):
     )
     write_stall_runs: _Count = Field(
         20, alias="write.stall-runs", description="sorted runs of a node that stall writers"
+    )
+    compaction_quota: _Ratio = Field(
+        0.5,
+        alias="compaction.quota",
+        description="executor slots the table may keep busy on average (over 5 min) "
+        "before other tables' work goes first",
     )
     task_max_bytes: _Size = Field(512 * MiB, alias="task.max-bytes")
     task_max_attempts: _Count = Field(5, alias="task.max-attempts")
