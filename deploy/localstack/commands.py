@@ -221,10 +221,9 @@ def _describe_up(report: dict[str, Any]) -> str:
         f"  kafka      {report['kafka_bootstrap']} (Apache Kafka {report['kafka_version']})",
     ]
     metrics = report.get("metrics", {})
-    lines += [
-        f"  {name:<10} pid {pid}, connected" + (f", metrics {metrics[name]}" if name in metrics else "")
-        for name, pid in report["services"].items()
-    ]
+    for name, pid in report["services"].items():
+        where = f", metrics {metrics[name]}" if name in metrics else ""
+        lines.append(f"  {name:<10} pid {pid}, connected{where}")
     lines.append("Press Ctrl-C (or run `firn down`) to stop everything.")
     return "\n".join(lines)
 
