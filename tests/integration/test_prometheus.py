@@ -26,7 +26,7 @@ from firn.catalog.progress import commit_points, latency_summary, merge_points
 from firn.kafka import Topics, ensure_topics
 from firn.observability.catalog_collector import catalog_collector
 from firn.observability.endpoint import Endpoint
-from firn.postgres.connection import ReconnectingConnection
+from firn.postgres.connection import ReconnectingConnection, connect
 from firn.settings import FirnSettings
 from firn_services.committer.handlers import Committer
 from firn_services.runtime import serve_metrics
@@ -275,3 +275,50 @@ def test_running_services_serve_their_metrics(stack_settings: FirnSettings, tmp_
             shown = scrape("metrics")[("firn_partition_unmerged_files", part)]
         assert shown == truth.unmerged_files
         assert ("firn_partition_unmerged_files", part) not in planner  # the metrics service's only
+
+
+def test_a_catalog_slower_than_the_timeout_is_an_error_metric_until_it_answers(
+    catalog: firn.Catalog, settings: FirnSettings
+) -> None:
+    """A reading stuck behind a lock is cut off by the statement timeout: the scrape
+    answers with the error, and the next one after the lock is gone has the figures."""
+    catalog.create_table("prom.locked", SCHEMA, ["id"])
+    settings = settings.model_copy(
+        update={
+            "metrics_prometheus_port": _free_port(),
+            "prometheus_host": "127.0.0.1",
+            "prometheus_catalog_refresh": 0.001,
+            "prometheus_catalog_timeout": 1.0,
+        }
+    )
+    collector, db = catalog_collector(settings)
+    endpoint = serve_metrics(
+        "metrics", settings, registry=CollectorRegistry(), collectors=[collector]
+    )
+    assert endpoint is not None
+    locker = connect(settings)
+    try:
+        with locker.transaction():
+            locker.execute("LOCK TABLE catalog_table IN ACCESS EXCLUSIVE MODE")
+            samples = _scrape(endpoint)
+            assert samples[("firn_catalog_up", ())] == 0
+            assert samples[("firn_catalog_reading_errors_total", ())] == 1
+        samples = _scrape(endpoint)
+        assert samples[("firn_catalog_up", ())] == 1
+        assert samples[("firn_catalog_reading_errors_total", ())] == 1
+        assert samples[("firn_table_stalled_nodes", (("table", "prom.locked"),))] == 0
+    finally:
+        locker.close()
+        endpoint.close()
+        db.close()
+
+
+def test_a_broken_catalog_connection_counts_a_reconnect(settings: FirnSettings) -> None:
+    db = ReconnectingConnection(settings)
+    try:
+        db.conn.close()
+        before = REGISTRY.get_sample_value("firn_postgres_reconnects_total") or 0.0
+        assert db.conn.execute("SELECT 1").fetchone() == (1,)
+        assert REGISTRY.get_sample_value("firn_postgres_reconnects_total") == before + 1
+    finally:
+        db.close()

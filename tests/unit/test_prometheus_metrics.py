@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import pytest
 from confluent_kafka import TopicPartition
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 
 from firn.catalog.observed import CatalogReading, PartitionFigures
 from firn.errors import ConfigError, ServiceError
@@ -15,6 +16,7 @@ from firn.kafka.lag import consumer_lag, lag_of, report_lag
 from firn.kafka.loop import UnhandledEventError
 from firn.observability.catalog_collector import CatalogCollector
 from firn.observability.instruments import reason_kind
+from firn.postgres.retry import is_transient
 from firn.settings import FirnSettings
 from firn_localstack.commands import _describe_up, metrics_urls
 
@@ -193,3 +195,14 @@ def test_firn_up_prints_each_metrics_url() -> None:
     )
     assert "planner    pid 11, connected, metrics http://127.0.0.1:9462/metrics" in text
     assert "committer  pid 12, connected\n" in text
+
+
+def test_a_postgres_error_is_counted_where_it_is_judged() -> None:
+    def count(error: str) -> float:
+        return REGISTRY.get_sample_value("firn_postgres_errors_total", {"error": error}) or 0.0
+
+    before = count("OperationalError"), count("UniqueViolation")
+    assert is_transient(psycopg.OperationalError("server closed the connection"))
+    assert not is_transient(psycopg.errors.UniqueViolation("duplicate key"))
+    assert not is_transient(ConfigError("not a database error"))
+    assert (count("OperationalError"), count("UniqueViolation")) == (before[0] + 1, before[1] + 1)
