@@ -65,8 +65,8 @@ def main(settings: FirnSettings) -> None:
             log.warning("heartbeat failed, retried at the next one: %r", exc)
         try:
             await asyncio.to_thread(measure_lag)
-        except KafkaException as exc:  # the broker is away; the figures wait for it
-            log.debug("consumer lag not measured: %s", exc)
+        except Exception as exc:  # the broker is away or slow: the figures wait for it
+            log.debug("consumer lag not measured: %r", exc)
 
     failures: list[float] = []
     try:

@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 from firn.catalog.observed import CatalogReading, PartitionFigures
 from firn.errors import ConfigError, ServiceError
 from firn.kafka.lag import consumer_lag, lag_of, report_lag
-from firn.kafka.loop import UnhandledEventError
+from firn.kafka.loop import ConsumeLoop, UnhandledEventError
 from firn.observability.catalog_collector import CatalogCollector
 from firn.observability.instruments import reason_kind
 from firn.postgres.retry import is_transient
@@ -206,3 +206,63 @@ def test_a_postgres_error_is_counted_where_it_is_judged() -> None:
     assert not is_transient(psycopg.errors.UniqueViolation("duplicate key"))
     assert not is_transient(ConfigError("not a database error"))
     assert (count("OperationalError"), count("UniqueViolation")) == (before[0] + 1, before[1] + 1)
+
+
+class _Message:
+    def __init__(self, value: bytes) -> None:
+        self._value = value
+
+    def topic(self) -> str:
+        return "firn.plan-tasks"
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return 7
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return self._value
+
+
+class _AckingProducer:
+    def produce(self, *_: object, **__: object) -> None:
+        pass
+
+    def flush(self, _timeout: float) -> int:
+        return 0
+
+
+class _Committing:
+    def commit(self, **_: object) -> None:
+        pass
+
+
+def test_each_dead_letter_is_counted_by_service_and_reason_kind() -> None:
+    def boom(_event: Any) -> None:
+        raise KeyError("a bug")
+
+    loop = ConsumeLoop(
+        _Committing(),  # type: ignore[arg-type]
+        _AckingProducer(),  # type: ignore[arg-type]
+        topics=["firn.plan-tasks"],
+        handlers={"plan-task": boom},
+        dlq_topic="firn.dlq",
+        service="deadletter-test",
+    )
+
+    def count(reason: str) -> float:
+        labels = {"service": "deadletter-test", "reason": reason}
+        return REGISTRY.get_sample_value("firn_dead_letters_total", labels) or 0.0
+
+    try:
+        loop._handle(_Message(b"not json"))  # type: ignore[arg-type]
+        loop._handle(_Message(b'{"event_type": "nobody-handles-this"}'))  # type: ignore[arg-type]
+        loop._handle(_Message(b'{"event_type": "plan-task"}'))  # type: ignore[arg-type]
+    finally:
+        loop._worker.shutdown()
+    assert count("UnhandledEventError") == 2
+    assert count("unexpected") == 1

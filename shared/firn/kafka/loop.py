@@ -167,8 +167,8 @@ class ConsumeLoop:
         self._lag_at = now
         try:
             lag = consumer_lag(self._consumer)
-        except KafkaException as exc:
-            log.debug("consumer lag not measured: %s", exc)
+        except Exception as exc:  # a measurement must never stop the loop
+            log.debug("consumer lag not measured: %r", exc)
             return
         report_lag(CONSUMER_LAG, self._service, lag, self._lag_reported)
         self._lag_reported = set(lag)
