@@ -1,7 +1,8 @@
 """What every confluent-kafka service does around its handlers.
 
-Start-up: connect to the catalog and migrate it, make sure the topics exist, register
-in the service registry. Then run the consume loop, refreshing the heartbeat while
+Start-up: serve Prometheus metrics on the service's port (README "Metrics"), connect
+to the catalog and migrate it, make sure the topics exist, register in the service
+registry. Then run the consume loop, refreshing the heartbeat while
 idle, until SIGTERM or SIGINT. Shutdown: finish the message in hand, commit, mark the
 instance stopped.
 
@@ -15,12 +16,16 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 
+from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.registry import Collector
+
 from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.kafka.loop import ConsumeLoop, EventHandler
+from firn.observability.endpoint import Endpoint, serve
 from firn.postgres import apply_migrations, connect, registry
 from firn.postgres.connection import Connection, ReconnectingConnection
 from firn.postgres.retry import is_transient, retrying_transient
@@ -39,6 +44,8 @@ class ServiceContext:
     db: ReconnectingConnection
     instance_id: str = ""
     extras: dict[str, object] = field(default_factory=dict)
+    metrics: Endpoint | None = None
+    """The service's /metrics server; None when its port is 0 or was taken."""
 
     @property
     def conn(self) -> Connection:
@@ -46,15 +53,39 @@ class ServiceContext:
         return self.db.conn
 
 
-def prepare(name: str, settings: FirnSettings) -> ServiceContext:
-    """Connect, migrate, create topics, register: the common start-up of every
-    service. A database or broker that is not there yet (or restarting) is waited
-    for, with backoff, for up to ``STARTUP_PATIENCE`` seconds."""
-    return retrying_transient(
+def prepare(
+    name: str, settings: FirnSettings, *, collectors: Iterable[Collector] = ()
+) -> ServiceContext:
+    """Serve metrics, connect, migrate, create topics, register: the common start-up
+    of every service. The metrics come first, so a service waiting for its database
+    already answers a scrape (with its Postgres errors). A database or broker that is
+    not there yet (or restarting) is waited for, with backoff, for up to
+    ``STARTUP_PATIENCE`` seconds."""
+    endpoint = serve_metrics(name, settings, collectors=collectors)
+    context = retrying_transient(
         lambda: _prepare(name, settings),
         what=f"{name} start-up",
         deadline_seconds=STARTUP_PATIENCE,
     )
+    context.metrics = endpoint
+    return context
+
+
+def serve_metrics(
+    name: str,
+    settings: FirnSettings,
+    *,
+    registry: CollectorRegistry = REGISTRY,
+    collectors: Iterable[Collector] = (),
+) -> Endpoint | None:
+    """Register ``collectors`` and serve ``registry`` on the service's
+    ``FIRN_<NAME>_PROMETHEUS_PORT``; None when that is 0 (or the port is taken)."""
+    for collector in collectors:
+        registry.register(collector)
+    port = settings.prometheus_port(name)
+    if port == 0:
+        return None
+    return serve(settings.prometheus_host, port, registry, what=name)
 
 
 STARTUP_PATIENCE = 300.0
@@ -96,6 +127,7 @@ def run_consumer_service(
         dlq_topic=context.topics.dlq,
         service=context.name,
         transient=is_transient,
+        lag_every=settings.service_heartbeat_seconds,
         on_idle=_every(
             settings.service_heartbeat_seconds,
             lambda: (registry.heartbeat(context.conn, context.instance_id), on_idle()),
@@ -123,6 +155,8 @@ def stopped(context: ServiceContext) -> None:
             raise
         log.warning("%s could not record that it stopped: %r", context.name, exc)
     context.db.close()
+    if context.metrics is not None:
+        context.metrics.close()
     log.info("%s stopped", context.name)
 
 

@@ -93,6 +93,7 @@ def up(
             "kafka_bootstrap": stack.kafka_bootstrap,
             "kafka_version": KAFKA_VERSION,
             "services": procs.pids if procs else {},
+            "metrics": metrics_urls(settings) if procs else {},
             "seconds": {
                 **{k: round(v, 2) for k, v in stack.timings.items()},
                 "services_connected": round(connected_after, 2),
@@ -200,13 +201,29 @@ def _alive(pid: Any) -> TypeGuard[int]:
     return status != "Z"
 
 
+def metrics_urls(settings: FirnSettings) -> dict[str, str]:
+    """Each service's Prometheus endpoint as a URL to open on this host; services
+    whose port is 0 serve none and are left out."""
+    host = settings.prometheus_host
+    if host in ("0.0.0.0", "::", ""):  # every interface: this host answers too
+        host = "127.0.0.1"
+    return {
+        name: f"http://{host}:{port}/metrics"
+        for name in SERVICES
+        if (port := settings.prometheus_port(name))
+    }
+
+
 def _describe_up(report: dict[str, Any]) -> str:
     lines = [
         f"firn: stack is up (home {report['home']}, {report['seconds']['total']}s)",
         f"  postgres   {report['database_url']}",
         f"  kafka      {report['kafka_bootstrap']} (Apache Kafka {report['kafka_version']})",
     ]
-    lines += [f"  {name:<10} pid {pid}, connected" for name, pid in report["services"].items()]
+    metrics = report.get("metrics", {})
+    for name, pid in report["services"].items():
+        where = f", metrics {metrics[name]}" if name in metrics else ""
+        lines.append(f"  {name:<10} pid {pid}, connected{where}")
     lines.append("Press Ctrl-C (or run `firn down`) to stop everything.")
     return "\n".join(lines)
 

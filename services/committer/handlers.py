@@ -20,14 +20,27 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from firn.catalog.compactions import commit_plan, committable_plans, compaction_event
+from firn.catalog.compactions import (
+    PlanCommit,
+    commit_plan,
+    committable_plans,
+    compaction_event,
+)
 from firn.catalog.event_rows import task_named
 from firn.catalog.expiry import expire
+from firn.catalog.observed import compaction_latencies
 from firn.errors import FirnError
 from firn.events.schemas import validate
 from firn.events.tasks import TaskResultEvent
 from firn.model.states import TaskState
+from firn.observability.instruments import (
+    COMPACTION_LATENCY,
+    PLANS_COMMITTED,
+    PLANS_FAILED,
+    REWRITTEN_BYTES,
+)
 from firn.postgres.connection import Connection, ReconnectingConnection
+from firn.postgres.retry import is_transient
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +88,8 @@ class Committer:
     def commit(self, plan_id: int) -> str:
         """Commit ``plan_id`` if complete and announce it; returns the outcome."""
         outcome = commit_plan(self.conn, plan_id)
+        if outcome.outcome in ("committed", "failed"):
+            self._observe(outcome)
         if outcome.outcome in ("committed", "already"):
             self._announce(plan_id)
         if outcome.outcome == "failed":
@@ -88,6 +103,31 @@ class Committer:
                 outcome.added_files,
             )
         return outcome.outcome
+
+    def _observe(self, outcome: PlanCommit) -> None:
+        """Count a plan that just committed or failed (once: a repeat finds it
+        ``already`` committed or ``stale``). The plan's fate is durable whatever
+        happens here, so a failure to read its figures only loses them."""
+        try:
+            row = self.conn.execute(
+                "SELECT t.name, p.kind FROM compaction_plan p JOIN catalog_table t "
+                "USING (table_id) WHERE p.plan_id = %s",
+                (outcome.plan_id,),
+            ).fetchone()
+            if row is None:
+                return
+            table, kind = row
+            if outcome.outcome == "failed":
+                PLANS_FAILED.labels(table, "commit").inc()
+                return
+            PLANS_COMMITTED.labels(table, kind).inc()
+            REWRITTEN_BYTES.labels(table).inc(outcome.added_bytes)
+            latency = COMPACTION_LATENCY.labels(table)
+            for seconds in compaction_latencies(self.conn, outcome.plan_id):
+                latency.observe(seconds)
+        except Exception as exc:  # a metric must never undo the handling of a commit
+            kind = "transient" if is_transient(exc) else "unexpected"
+            log.warning("plan %d: metrics not recorded (%s): %r", outcome.plan_id, kind, exc)
 
     def sweep(self) -> list[int]:
         """Commit every complete plan (their task-result events may have been lost),

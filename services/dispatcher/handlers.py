@@ -40,6 +40,7 @@ from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics
 from firn.model.permits import choose_batch
 from firn.model.states import Actor, TaskState
+from firn.observability.instruments import PLANS_FAILED, TASK_DURATION
 from firn.postgres.connection import ReconnectingConnection
 from firn.postgres.retry import is_transient, retrying_transient
 
@@ -104,6 +105,9 @@ class Dispatcher:
                 what=f"recording the result of task {result.task_id}",
             )
             plan_id, partition = partitions[result.task_id]
+            TASK_DURATION.labels(table.name, outcome).observe(result.seconds)
+            if outcome == "failed":
+                PLANS_FAILED.labels(table.name, "task").inc()
             self._publish(
                 TaskResultEvent(
                     table=table.name,

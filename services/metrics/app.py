@@ -35,6 +35,7 @@ from firn.errors import FirnError
 from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
 from firn.kafka import Topics
 from firn.kafka.loop import UnhandledEventError, decode
+from firn.observability.instruments import DEAD_LETTERS, LOST_DEAD_LETTERS, reason_kind
 from firn.postgres.retry import backoff, is_transient
 from firn.settings import FirnSettings
 from firn_services.metrics.handlers import (
@@ -104,7 +105,7 @@ def create_app(
 
     lost_dead_letters = 0
 
-    async def park(event: Any, reason: str) -> None:
+    async def park(event: Any, exc: BaseException) -> None:
         """A bounded dead letter for the event; if even that is refused, the event is
         skipped, logged and counted: no message may stop the agent."""
         nonlocal lost_dead_letters
@@ -114,7 +115,7 @@ def create_app(
             source=(message.topic, message.partition, message.offset),
             key=event.key,
             value=event.value if isinstance(event.value, bytes) else None,
-            reason=reason,
+            reason=_reason(exc),
         )
         where = f"{message.topic}[{message.partition}]@{message.offset}"
         log.warning("parking %s in %s: %s", where, topics.dlq, letter.reason)
@@ -126,12 +127,14 @@ def create_app(
                 value=letter.to_json(),
                 headers=dict(letter.headers()),
             )
-        except Exception as exc:
+            DEAD_LETTERS.labels("metrics", reason_kind(exc)).inc()
+        except Exception as refused:
             lost_dead_letters += 1
+            LOST_DEAD_LETTERS.labels("metrics").inc()
             log.error(
                 "the dead letter for %s was refused (%r): event skipped; %d skipped so far",
                 where,
-                exc,
+                refused,
                 lost_dead_letters,
             )
 
@@ -147,7 +150,7 @@ def create_app(
                 else:
                     raise UnhandledEventError(f"no handler for event type {kind!r}")
             except Exception as exc:  # a Faust agent that raises stops the worker
-                await park(event, _reason(exc))
+                await park(event, exc)
                 continue
             await send_updates(found)
 
@@ -156,7 +159,7 @@ def create_app(
             try:
                 await track_one(event.key.decode(), parse_update(event.value))
             except Exception as exc:  # a Faust agent that raises stops the worker
-                await park(event, _reason(exc))
+                await park(event, exc)
 
     async def track_one(key: str, update: Update) -> None:
         properties = await _retrying(reader.properties, update["table"], update["table_id"])

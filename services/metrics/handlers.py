@@ -33,6 +33,7 @@ from firn.events.schemas import validate
 from firn.kafka.loop import UnhandledEventError
 from firn.model.properties import TableProperties
 from firn.model.triggers import PartitionMetrics
+from firn.observability.instruments import COMMITTED_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +211,9 @@ class CatalogReader:
             update = _update("commit", commit.table, commit.table_id, files.partition_key)
             update["increment"] = dataclasses.asdict(increment)
             updates.append((update_key(commit.table_id, files.partition_key), update))
+        COMMITTED_BYTES.labels(commit.table).inc(
+            sum(f.insert_bytes + f.delete_bytes for f in added)
+        )
         return updates
 
     def compaction_readings(self, event: Mapping[str, Any]) -> list[tuple[str, Update]]:

@@ -20,6 +20,9 @@ from confluent_kafka import KafkaException
 
 import firn
 from firn.kafka import admin_client
+from firn.kafka.lag import group_lag, report_lag
+from firn.observability.catalog_collector import catalog_collector
+from firn.observability.instruments import CONSUMER_LAG
 from firn.postgres import registry
 from firn.postgres.retry import backoff, is_transient
 from firn.settings import FirnSettings
@@ -33,8 +36,20 @@ log = logging.getLogger(__name__)
 
 def main(settings: FirnSettings) -> None:
     # Faust subscribes by name and ignores topics that do not exist yet, so the
-    # topics are created (in prepare) before the worker starts.
-    context = prepare(NAME, settings)
+    # topics are created (in prepare) before the worker starts. The catalog's figures
+    # are served from here only: one reading per scrape is enough for the stack.
+    collector, collector_db = catalog_collector(settings)
+    context = prepare(NAME, settings, collectors=[collector])
+    admin = admin_client(settings)
+    lag_reported: set[tuple[str, int]] = set()
+
+    def measure_lag() -> None:
+        nonlocal lag_reported
+        # Faust's group is named after the app (create_app).
+        lag = group_lag(admin, f"{settings.topic_prefix}metrics")
+        report_lag(CONSUMER_LAG, NAME, lag, lag_reported)
+        lag_reported = set(lag)
+
     # The service reads the catalog; it never commits, so it needs no Kafka publisher.
     reader = CatalogReader(
         lambda: firn.connect(settings=settings.model_copy(update={"kafka_bootstrap": None})),
@@ -48,6 +63,10 @@ def main(settings: FirnSettings) -> None:
             if not is_transient(exc):
                 raise
             log.warning("heartbeat failed, retried at the next one: %r", exc)
+        try:
+            await asyncio.to_thread(measure_lag)
+        except Exception as exc:  # the broker is away or slow: the figures wait for it
+            log.debug("consumer lag not measured: %r", exc)
 
     failures: list[float] = []
     try:
@@ -73,6 +92,7 @@ def main(settings: FirnSettings) -> None:
                 log.warning("the Faust worker ended (exit %s); starting it again", exc.code)
     finally:
         reader.close()
+        collector_db.close()
         stopped(context)
 
 

@@ -165,6 +165,45 @@ class FirnSettings(BaseSettings):
         description="How often the metrics service re-reads every partition from the "
         "catalog (lost commit events, restarts, time-based triggers); seconds or e.g. '10min'.",
     )
+    prometheus_host: str = Field(
+        default="0.0.0.0",
+        description="Address the services' Prometheus endpoints listen on; 0.0.0.0 is "
+        "every interface (what a scraper in another container needs), 127.0.0.1 this host only.",
+    )
+    metrics_prometheus_port: int = Field(
+        default=9461,
+        ge=0,
+        le=65535,
+        description="Port of the metrics service's /metrics endpoint (0: none).",
+    )
+    planner_prometheus_port: int = Field(
+        default=9462,
+        ge=0,
+        le=65535,
+        description="Port of the planner's /metrics endpoint (0: none).",
+    )
+    dispatcher_prometheus_port: int = Field(
+        default=9463,
+        ge=0,
+        le=65535,
+        description="Port of the dispatcher's /metrics endpoint (0: none).",
+    )
+    committer_prometheus_port: int = Field(
+        default=9464,
+        ge=0,
+        le=65535,
+        description="Port of the committer's /metrics endpoint (0: none).",
+    )
+    prometheus_catalog_timeout: Seconds = Field(
+        default=5.0,
+        description="Longest the metrics service's catalog reading may take (connecting "
+        "and each query) when Prometheus scrapes it; past it the scrape reports an error.",
+    )
+    prometheus_catalog_refresh: Seconds = Field(
+        default=10.0,
+        description="How long one catalog reading serves scrapes before the next scrape "
+        "reads the catalog again, so many scrapers cost one reading.",
+    )
     application_name: str = Field(
         default="firn",
         description="Postgres application_name of Firn's connections; each service sets "
@@ -274,6 +313,14 @@ class FirnSettings(BaseSettings):
         if self.kafka_ssl_key_password is not None:
             config["ssl.key.password"] = self.kafka_ssl_key_password.get_secret_value()
         return config
+
+    def prometheus_port(self, service: str) -> int:
+        """The /metrics port of ``service`` (metrics, planner, dispatcher, committer);
+        0 when it serves none."""
+        port = getattr(self, f"{service}_prometheus_port", None)
+        if not isinstance(port, int):
+            raise ConfigError(f"no Prometheus port setting for service {service!r}")
+        return port
 
     def min_insync_replicas(self) -> int:
         """min.insync.replicas of Firn's topics: the setting, else one fewer than the

@@ -15,6 +15,7 @@ from pathlib import Path
 from firn.settings import FirnSettings
 
 REPO = Path(__file__).resolve().parents[2]
+SERVICE_NAMES = ("metrics", "planner", "dispatcher", "committer")
 
 
 def service_env(settings: FirnSettings, **extra: str) -> dict[str, str]:
@@ -36,6 +37,9 @@ def service_env(settings: FirnSettings, **extra: str) -> dict[str, str]:
         "FIRN_LOG_LEVEL": "INFO",
         # One Spark core per dispatcher: the machines that run these tests have two.
         "FIRN_SPARK_MASTER": "local[1]",
+        # No /metrics servers: tests run several services (and stacks) side by side,
+        # and the fixed default ports would be taken. test_prometheus.py serves them.
+        **{f"FIRN_{name.upper()}_PROMETHEUS_PORT": "0" for name in SERVICE_NAMES},
     }
     if settings.topic_min_insync_replicas is not None:
         env["FIRN_TOPIC_MIN_INSYNC_REPLICAS"] = str(settings.topic_min_insync_replicas)

@@ -34,7 +34,15 @@ def _env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FIRN_")}
     # Free ports, a private home, the shared jar cache through a symlink.
     (home / "cache").symlink_to(REPO / ".firn" / "cache")
-    return {**env, "FIRN_HOME": str(home), "FIRN_KAFKA_PORT": "0", "FIRN_POSTGRES_PORT": "0"}
+    # No /metrics servers: the default ports may be taken by a stack running beside.
+    quiet = {f"FIRN_{name.upper()}_PROMETHEUS_PORT": "0" for name in SERVICES}
+    return {
+        **env,
+        **quiet,
+        "FIRN_HOME": str(home),
+        "FIRN_KAFKA_PORT": "0",
+        "FIRN_POSTGRES_PORT": "0",
+    }
 
 
 def _firn(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

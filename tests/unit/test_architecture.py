@@ -17,7 +17,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("firn.model",)),
     (
         "storage and catalog",
-        ("firn.io", "firn.postgres", "firn.catalog", "firn.events", "firn.kafka"),
+        (
+            "firn.io",
+            "firn.postgres",
+            "firn.catalog",
+            "firn.events",
+            "firn.kafka",
+            "firn.observability",
+        ),
     ),
     ("engine", ("firn.engine",)),
     ("api", ("firn.api", "firn.spark", "firn")),

@@ -24,6 +24,7 @@ import concurrent.futures
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,6 +40,13 @@ from confluent_kafka import (
 from firn.errors import FirnError
 from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
 from firn.kafka.delivery import DeliveryError, deliver
+from firn.kafka.lag import consumer_lag, report_lag
+from firn.observability.instruments import (
+    CONSUMER_LAG,
+    DEAD_LETTERS,
+    LOST_DEAD_LETTERS,
+    reason_kind,
+)
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +102,7 @@ class ConsumeLoop:
         transient: Callable[[BaseException], bool] = lambda exc: False,
         retry_backoff: float = 1.0,
         max_retry_backoff: float = 30.0,
+        lag_every: float = 10.0,
     ) -> None:
         self._consumer = consumer
         self._producer = producer
@@ -106,6 +115,9 @@ class ConsumeLoop:
         self._retry_backoff = retry_backoff
         self._max_retry_backoff = max_retry_backoff
         self._failures_in_a_row = 0
+        self._lag_every = lag_every
+        self._lag_at: float | None = None
+        self._lag_reported: set[tuple[str, int]] = set()
         self._worker = concurrent.futures.ThreadPoolExecutor(1, f"{service}-handler")
         self.stopping = threading.Event()
         self.lost_dead_letters = 0
@@ -137,6 +149,7 @@ class ConsumeLoop:
     def _idle(self) -> None:
         """Periodic work (heartbeats, sweeps) must not end the service when the
         database or broker is away: it runs again at its next turn."""
+        self._measure_lag()
         try:
             self._on_idle()
         except Exception as exc:
@@ -144,6 +157,21 @@ class ConsumeLoop:
                 raise
             self.transient_failures += 1
             log.warning("periodic work failed, retried at its next turn: %r", exc)
+
+    def _measure_lag(self) -> None:
+        """Report the consumer lag (``firn_kafka_consumer_lag``) every ``lag_every``
+        seconds; a broker that does not answer leaves the last figures in place."""
+        now = time.monotonic()
+        if self._lag_at is not None and now - self._lag_at < self._lag_every:
+            return
+        self._lag_at = now
+        try:
+            lag = consumer_lag(self._consumer)
+        except Exception as exc:  # a measurement must never stop the loop
+            log.debug("consumer lag not measured: %r", exc)
+            return
+        report_lag(CONSUMER_LAG, self._service, lag, self._lag_reported)
+        self._lag_reported = set(lag)
 
     def _is_transient(self, exc: BaseException) -> bool:
         if isinstance(exc, FirnError):
@@ -160,7 +188,7 @@ class ConsumeLoop:
             if not isinstance(exc, FirnError):
                 log.exception("handler failed unexpectedly on %s", _where(message))
             try:
-                self._park(message, _reason(exc))
+                self._park(message, _reason(exc), reason_kind(exc))
             except DeliveryError as park_failed:  # the broker is away: retry it all
                 self._retry_later(message, park_failed)
                 return
@@ -262,7 +290,7 @@ class ConsumeLoop:
                 self.transient_failures += 1
                 self.stopping.wait(min(self._retry_backoff * 2.0 ** (attempt - 1), 8.0))
 
-    def _park(self, message: Message, reason: str) -> None:
+    def _park(self, message: Message, reason: str, kind: str) -> None:
         """Send a bounded dead letter for the message and wait until the broker has
         it; if the broker refuses even that, skip the message (logged and counted)."""
         letter = DeadLetterEvent.of(
@@ -282,10 +310,12 @@ class ConsumeLoop:
                 value=letter.to_json(),
                 headers=letter.headers(),
             )
+            DEAD_LETTERS.labels(self._service, kind).inc()
         except DeliveryError as exc:
             if exc.retryable:
                 raise
             self.lost_dead_letters += 1
+            LOST_DEAD_LETTERS.labels(self._service).inc()
             log.error(
                 "the dead letter for %s was refused (%s): message skipped; "
                 "%d skipped so far by this process",

@@ -3,31 +3,40 @@
 from __future__ import annotations
 
 import contextlib
+import math
 
 import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
 
 from firn.errors import ServiceError
+from firn.observability.instruments import POSTGRES_ERRORS, POSTGRES_RECONNECTS
 from firn.settings import FirnSettings
 
 Connection = psycopg.Connection[TupleRow]
 """A catalog connection with tuple rows."""
 
 
-def connect(settings: FirnSettings, *, autocommit: bool = False) -> Connection:
+def connect(
+    settings: FirnSettings, *, autocommit: bool = False, connect_timeout: float = 10.0
+) -> Connection:
     """Open a connection whose unqualified names resolve in ``settings.database_schema``.
 
     The schema is created when missing, so a fresh database (or a fresh per-test schema)
-    needs nothing done by hand.
+    needs nothing done by hand. ``connect_timeout`` is in whole seconds, at least 2
+    (libpq's floor).
     """
     dsn = settings.database_dsn()
     schema = settings.database_schema
     try:
         conn = psycopg.connect(
-            dsn, autocommit=True, connect_timeout=10, application_name=settings.application_name
+            dsn,
+            autocommit=True,
+            connect_timeout=max(2, math.ceil(connect_timeout)),
+            application_name=settings.application_name,
         )
     except psycopg.OperationalError as exc:
+        POSTGRES_ERRORS.labels(type(exc).__name__).inc()
         raise ServiceError(f"cannot connect to Postgres: {exc}") from exc
     try:
         _create_schema(conn, schema)
@@ -63,9 +72,15 @@ class ReconnectingConnection:
     that was cut off fails with a transient error and is retried by its caller."""
 
     def __init__(
-        self, settings: FirnSettings, *, autocommit: bool = True, conn: Connection | None = None
+        self,
+        settings: FirnSettings,
+        *,
+        autocommit: bool = True,
+        conn: Connection | None = None,
+        connect_timeout: float = 10.0,
     ) -> None:
         self._settings = settings
+        self._connect_timeout = connect_timeout
         self._autocommit = autocommit
         self._conn = conn
         self._closed = False
@@ -80,8 +95,11 @@ class ReconnectingConnection:
             self._conn.close()
             self._conn = None
             self.reconnects += 1
+            POSTGRES_RECONNECTS.inc()
         if self._conn is None:
-            self._conn = connect(self._settings, autocommit=self._autocommit)
+            self._conn = connect(
+                self._settings, autocommit=self._autocommit, connect_timeout=self._connect_timeout
+            )
         return self._conn
 
     def close(self) -> None:

@@ -12,7 +12,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import psycopg
+
 from firn.errors import FirnError
+from firn.observability.instruments import POSTGRES_ERRORS
 from firn.postgres.connection import TRANSIENT_ERRORS
 
 log = logging.getLogger(__name__)
@@ -24,9 +27,14 @@ MAX_BACKOFF_SECONDS = 10.0
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether trying the same work again, later, may succeed."""
+    """Whether trying the same work again, later, may succeed.
+
+    Every place that catches a failure of catalog work asks this once, so this is
+    also where a Postgres error is counted (``firn_postgres_errors_total``)."""
     if isinstance(exc, FirnError):
         return exc.retryable
+    if isinstance(exc, psycopg.Error):
+        POSTGRES_ERRORS.labels(type(exc).__name__).inc()
     return isinstance(exc, TRANSIENT_ERRORS)
 
 

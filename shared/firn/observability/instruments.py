@@ -1,0 +1,86 @@
+"""Every metric a Firn service updates as it works, defined once.
+
+The figures read from the catalog on a scrape (backlog, score, read amplification,
+tasks by state, stalls) are not here: ``catalog_collector`` yields them. What is
+here counts events as they happen in a process; Prometheus tells the processes
+apart by their scrape target, so only a ``service`` label is added where one
+process may run the code of several services (the consume loop, dead letters).
+
+Label values stay few: tables, partitions, states, services, topics and error
+*kinds* (an exception's class name), never free text such as a dead letter's reason.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from firn.errors import FirnError
+
+LATENCY_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+"""Seconds from a commit to its compaction: seconds in a demo, hours for a table
+compacted on a schedule."""
+
+TASK_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+"""Seconds one compaction task runs: from a small Spark job to a large rewrite."""
+
+PLANS_COMMITTED = Counter(
+    "firn_plans_committed", "Compaction plans committed, by table and kind.", ["table", "kind"]
+)
+PLANS_FAILED = Counter(
+    "firn_plans_failed",
+    "Compaction plans that failed: a commit check (committer) or a task out of attempts "
+    "(dispatcher).",
+    ["table", "stage"],
+)
+COMPACTION_LATENCY = Histogram(
+    "firn_commit_to_compacted_seconds",
+    "Per producer commit and partition: seconds from the commit's snapshot to the "
+    "compaction snapshot that merged it into the base store.",
+    ["table"],
+    buckets=LATENCY_BUCKETS,
+)
+COMMITTED_BYTES = Counter(
+    "firn_committed_bytes",
+    "Bytes of change files producers committed (seen in commit events).",
+    ["table"],
+)
+REWRITTEN_BYTES = Counter(
+    "firn_rewritten_bytes",
+    "Bytes of files compactions wrote; write amplification is (committed + rewritten) / committed.",
+    ["table"],
+)
+TASK_DURATION = Histogram(
+    "firn_task_duration_seconds",
+    "Seconds a compaction task attempt ran, by table and outcome.",
+    ["table", "outcome"],
+    buckets=TASK_BUCKETS,
+)
+DEAD_LETTERS = Counter(
+    "firn_dead_letters",
+    "Messages parked in the dead-letter topic, by service and reason kind.",
+    ["service", "reason"],
+)
+LOST_DEAD_LETTERS = Counter(
+    "firn_lost_dead_letters",
+    "Messages skipped because the broker refused even their dead letter.",
+    ["service"],
+)
+CONSUMER_LAG = Gauge(
+    "firn_kafka_consumer_lag",
+    "Messages of an assigned topic partition the service's consumer has not read yet.",
+    ["service", "topic", "partition"],
+)
+POSTGRES_ERRORS = Counter(
+    "firn_postgres_errors",
+    "Postgres errors a service caught (and retried, when transient), by error class.",
+    ["error"],
+)
+POSTGRES_RECONNECTS = Counter(
+    "firn_postgres_reconnects", "Catalog connections opened again after they broke."
+)
+
+
+def reason_kind(exc: BaseException) -> str:
+    """A dead letter's reason as a label: the error's class for Firn's own errors
+    (``UnhandledEventError``, ``ConfigError``, ...), ``unexpected`` for anything else."""
+    return type(exc).__name__ if isinstance(exc, FirnError) else "unexpected"
