@@ -212,8 +212,10 @@ def _history(plan: PlanHistory) -> str:
 def _moves(moves: Sequence[Transition]) -> str:
     if not moves:
         return '<span class="muted">no transitions</span>'
+    # A creation is recorded from the empty state: it has no name to show.
+    start = [escape(moves[0].from_state)] if moves[0].from_state else []
     steps = " → ".join(
-        [escape(moves[0].from_state)]
+        start
         + [
             f'<span title="{_clock(m.at)} {escape(m.reason)}">{escape(m.to_state)}</span>'
             for m in moves
