@@ -132,17 +132,21 @@ def up(
 
 
 def _start_dashboard(settings: FirnSettings) -> DashboardServer | None:
-    """The web dashboard in a thread of ``firn up``; none when its port is 0."""
+    """The web dashboard in a thread of ``firn up``; none when its port is 0 or taken."""
     if not settings.dashboard_port:
         return None
     try:
         return serve(settings)
     except OSError as exc:
-        raise StackError(
-            f"cannot serve the dashboard on {settings.dashboard_host}:"
-            f"{settings.dashboard_port} ({exc}); set FIRN_DASHBOARD_PORT to a free port, "
-            "or 0 for no dashboard"
-        ) from exc
+        # As with a service's /metrics port: the stack is worth more than its dashboard.
+        log.error(
+            "no dashboard: cannot listen on %s:%s (%s); set FIRN_DASHBOARD_PORT to a free "
+            "port, or 0 for none",
+            settings.dashboard_host,
+            settings.dashboard_port,
+            exc,
+        )
+        return None
 
 
 def _start_demo(
