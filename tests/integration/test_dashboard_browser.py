@@ -22,6 +22,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.select import Select
+from selenium.webdriver.support.wait import WebDriverWait
 
 import firn
 from firn.dashboard import DashboardServer, serve
@@ -43,7 +44,7 @@ FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--window-size=1280,900",
+    "--window-size=1280,1000",
 )
 SCHEMA = pa.schema(
     [
@@ -70,6 +71,8 @@ def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WebDriv
     for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    # A lookup right after a click waits for the next page (up to this long).
+    driver.implicitly_wait(15)
     try:
         yield driver
     finally:
@@ -89,7 +92,7 @@ def dashboard_settings(settings: FirnSettings, tmp_path: Path) -> FirnSettings:
 
 @pytest.fixture
 def orders(dashboard_settings: FirnSettings) -> Iterator[firn.Table]:
-    """Commits to two partitions, a major compaction of one, and commits after it."""
+    """Commits to two partitions, two major compactions of one, and commits after them."""
     with firn.connect(settings=dashboard_settings) as catalog:
         table = catalog.create_table(
             "shop.orders", SCHEMA, ["region", "id"], ["region"], {"base.buckets": 2}
@@ -97,6 +100,8 @@ def orders(dashboard_settings: FirnSettings) -> Iterator[firn.Table]:
         for tag in range(3):
             table.commit(_rows("eu", range(40), tag))
             table.commit(_rows("us", range(25), tag))
+        firn.compact(table, "region=eu", engine="local")
+        table.commit(_rows("eu", range(20), 7))
         firn.compact(table, "region=eu", engine="local")
         table.commit(_rows("eu", range(10), 9))
         for tag in range(4):
@@ -171,11 +176,12 @@ def test_the_page_shows_the_catalogs_numbers_and_guards_the_action(
     assert _cell(browser, "shop.orders", "region=us", "last-compaction") == "never"
 
     browser.find_element(By.LINK_TEXT, "shop.orders").click()
-    assert browser.find_element(By.TAG_NAME, "h1").text == "Table shop.orders"
+    WebDriverWait(browser, 15).until(lambda d: d.title.startswith("Table shop.orders"))
     plan = browser.find_element(By.CSS_SELECTOR, "#plans tr[data-plan]")
     assert plan.find_element(By.CSS_SELECTOR, "td.plan-state").text == "Committed"
     assert "Committed" in plan.find_element(By.CSS_SELECTOR, ".history").text
-    assert len(browser.find_elements(By.CSS_SELECTOR, "svg polyline")) == 2
+    # Backlog, latency and write amplification, each with enough history to draw.
+    assert len(browser.find_elements(By.CSS_SELECTOR, "svg polyline")) == 3
     SCREENSHOT.parent.mkdir(exist_ok=True)
     assert browser.save_screenshot(str(SCREENSHOT))
 

@@ -12,7 +12,7 @@ from firn.catalog.history import PlanHistory, Transition
 from firn.catalog.progress import CommitPoint, MergePoint
 from firn.commands.output import Output
 from firn.dashboard import Dashboard, pages
-from firn.dashboard.charts import backlog_series, line_chart
+from firn.dashboard.charts import backlog_series, latency_series, line_chart
 from firn.errors import ConfigError, ServiceError
 from firn.settings import FirnSettings
 
@@ -59,6 +59,19 @@ def test_backlog_counts_commits_until_a_merge_covers_them() -> None:
 def test_a_merge_at_the_same_instant_counts_after_the_commit() -> None:
     series = backlog_series([CommitPoint("a", 1, at(1))], [MergePoint("a", 2, 1, at(1))])
     assert [v for _, v in series] == [1, 0]
+
+
+def test_latency_is_the_longest_wait_of_the_commits_each_merge_folds_in() -> None:
+    commits = [
+        CommitPoint("a", 1, at(0)),
+        CommitPoint("a", 2, at(5)),
+        CommitPoint("b", 1, at(2)),
+        CommitPoint("a", 3, at(20)),  # never merged: left out
+    ]
+    merges = [MergePoint("a", 7, 2, at(10)), MergePoint("b", 8, 1, at(12))]
+    assert latency_series(commits, merges) == [(at(10), 10.0), (at(12), 10.0)]
+    later = [*merges, MergePoint("a", 9, 3, at(50))]
+    assert latency_series(commits, later)[-1] == (at(50), 30.0)
 
 
 def test_a_chart_needs_two_points_and_escapes_its_title() -> None:

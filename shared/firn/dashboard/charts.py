@@ -3,6 +3,9 @@
 ``backlog_series`` replays a table's producer commits and merge points (the
 catalog's ``partition_merge_history``) in time order: at each moment the backlog is
 the number of (partition, commit) pairs not yet merged into the base store.
+``latency_series`` gives, at each merge, the longest commit-to-compacted latency of
+the commits it merged (the rule of ``firn.catalog.progress.latency_summary``: a
+commit is compacted by the first merge of its partition that reached its seq).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from firn.catalog.progress import CommitPoint, MergePoint
 
 Point = tuple[dt.datetime, float]
 
-WIDTH, HEIGHT, PAD = 520, 140, 28
+WIDTH, HEIGHT, PAD = 380, 140, 28
 
 
 def backlog_series(commits: Iterable[CommitPoint], merges: Iterable[MergePoint]) -> list[Point]:
@@ -43,6 +46,33 @@ def backlog_series(commits: Iterable[CommitPoint], merges: Iterable[MergePoint])
             total += 1
         series.append((at, float(total)))
     return series
+
+
+def latency_series(commits: Iterable[CommitPoint], merges: Iterable[MergePoint]) -> list[Point]:
+    """(merge time, seconds the oldest commit it merged had waited), oldest first."""
+    by_partition: dict[str, list[MergePoint]] = defaultdict(list)
+    for merge in merges:
+        by_partition[merge.partition].append(merge)
+    reached: dict[str, tuple[list[int], list[MergePoint]]] = {}
+    for part, points in by_partition.items():
+        points.sort(key=lambda m: m.snapshot_id)
+        highest, running = [], 0
+        for point in points:
+            running = max(running, point.max_merged_seq)
+            highest.append(running)
+        reached[part] = (highest, points)
+    longest: dict[tuple[str, int], tuple[dt.datetime, float]] = {}
+    for commit in commits:
+        highest, points = reached.get(commit.partition, ([], []))
+        index = bisect.bisect_left(highest, commit.seq)
+        if index == len(highest):
+            continue  # still waiting
+        merge = points[index]
+        waited = (merge.at - commit.at).total_seconds()
+        key = (merge.partition, merge.snapshot_id)
+        if key not in longest or waited > longest[key][1]:
+            longest[key] = (merge.at, waited)
+    return sorted(longest.values())
 
 
 def line_chart(title: str, points: Sequence[Point], unit: str = "") -> str:

@@ -27,7 +27,8 @@ th,td{border-bottom:1px solid #ddd;padding:.25em .6em;text-align:left;font-size:
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .muted{color:#777}.error{color:#a00}.ok{color:#070}
 svg .axis{stroke:#999}svg .line{fill:none;stroke:#1f6fb2;stroke-width:2}
-svg text{font-size:10px;fill:#555}figure{display:inline-block;margin:0 1em 1em 0}
+svg text{font-size:10px;fill:#555}
+figure{display:inline-block;width:380px;vertical-align:top;margin:0 .8em 1em 0}
 details{margin:.2em 0}form{margin:1em 0}
 """
 

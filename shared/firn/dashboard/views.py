@@ -7,7 +7,7 @@ from firn.catalog.history import recent_plans, snapshot_bytes
 from firn.catalog.listing import list_tasks
 from firn.catalog.progress import commit_points, merge_points
 from firn.dashboard import pages
-from firn.dashboard.charts import backlog_series, line_chart
+from firn.dashboard.charts import backlog_series, latency_series, line_chart
 from firn.errors import ConfigError
 
 RECENT_TASKS = 30
@@ -34,11 +34,14 @@ def table_view(catalog: Catalog, name: str, *, action_enabled: bool) -> str:
     conn, table_id = catalog.conn, table.table_id
     status = table.status()
     plans = recent_plans(conn, table_id, RECENT_PLANS)
-    backlog = backlog_series(commit_points(conn, table_id), merge_points(conn, table_id))
+    commits, merges = commit_points(conn, table_id), merge_points(conn, table_id)
+    backlog = backlog_series(commits, merges)
+    latency = latency_series(commits, merges)
     written = snapshot_bytes(conn, table_id, CHART_POINTS)
     amplification = [(s.at, a) for s in written if (a := s.amplification) is not None]
     charts = [
-        line_chart("Backlog: commits waiting to be merged", backlog[-CHART_POINTS:]),
-        line_chart("Write amplification: bytes written per byte committed", amplification, "x"),
+        line_chart("Backlog: commits not yet merged", backlog[-CHART_POINTS:]),
+        line_chart("Latency: longest wait until compacted", latency[-CHART_POINTS:], " s"),
+        line_chart("Write amplification (written / committed)", amplification, "x"),
     ]
     return pages.table_page(status, plans, charts, action_enabled=action_enabled)
