@@ -232,6 +232,18 @@ def test_postgres_down_is_a_503_and_the_next_request_recovers() -> None:
     assert opener.opened == 3
 
 
+def test_a_bug_in_a_page_is_a_500_and_the_server_serves_on() -> None:
+    class Buggy(FakeCatalog):
+        def tables(self) -> list[str]:
+            raise ValueError("a bug")
+
+    board = dashboard(Opener(Buggy(FakeConn()), FakeCatalog(FakeConn())))
+    failed = board.get("/")
+    assert failed.status == 500
+    assert "ValueError: a bug" in failed.html
+    assert board.get("/").status == 200
+
+
 def test_unknown_pages_and_tables_are_404() -> None:
     board = dashboard(Opener(FakeCatalog(FakeConn())))
     assert board.get("/nothing").status == 404

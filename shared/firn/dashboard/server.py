@@ -7,7 +7,8 @@ token: 403.
 A page never takes the server down. The catalog is opened on the first request and
 every reading runs under ``statement_timeout`` (``FIRN_DASHBOARD_TIMEOUT``); when a
 reading fails (Postgres down, restarting, or too slow) the page answers 503 with the
-error, the catalog is closed, and the next request opens it again. Requests are
+error, the catalog is closed, and the next request opens it again (any other
+failure is a bug: that page answers 500, and the server serves on). Requests are
 served one at a time against the one catalog (a Catalog is not thread-safe); the
 timeout bounds how long one can hold the others up.
 """
@@ -23,6 +24,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import psycopg
 
 from firn.api.catalog import Catalog, connect
 from firn.api.table import Table
@@ -117,11 +120,18 @@ class Dashboard:
                 return Response(HTTPStatus.OK, render(catalog))
             except views.PageNotFound as exc:
                 return _error(HTTPStatus.NOT_FOUND, str(exc))
-            except Exception as exc:  # a page must never take the server down
+            except (FirnError, psycopg.Error) as exc:
                 log.warning("dashboard page failed; reopening the catalog next time: %r", exc)
                 self._drop_catalog()
                 what = str(exc) if isinstance(exc, FirnError) else f"{type(exc).__name__}: {exc}"
                 return _error(HTTPStatus.SERVICE_UNAVAILABLE, f"the catalog is unavailable: {what}")
+            except Exception as exc:  # a bug: this page fails, the server serves on
+                log.exception("dashboard page failed")
+                self._drop_catalog()
+                return _error(
+                    HTTPStatus.INTERNAL_SERVER_ERROR,
+                    f"the page failed: {type(exc).__name__}: {exc}",
+                )
 
     def _catalog_with_timeout(self) -> Catalog:
         if self._catalog is None:
