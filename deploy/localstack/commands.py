@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeGuard
 
+from firn.dashboard import DashboardServer, serve
 from firn.errors import ConfigError, StackError
 from firn.settings import FirnSettings
 
@@ -72,10 +73,12 @@ def up(
         kafka_bootstrap=settings.kafka_bootstrap,
     )
     procs: ServiceProcesses | None = None
+    dashboard: DashboardServer | None = None
     demo_thread: threading.Thread | None = None
     outcome: dict[str, Any] = {"code": 0}
     try:
         stack.start()
+        dashboard = _start_dashboard(stack.apply_to(settings))
         env = {**os.environ, **stack.environment()}
         if options is not None and "metrics_check_interval" not in settings.model_fields_set:
             env["FIRN_METRICS_CHECK_INTERVAL"] = f"{DEMO_CHECK_INTERVAL:g}"
@@ -94,6 +97,7 @@ def up(
             "kafka_version": KAFKA_VERSION,
             "services": procs.pids if procs else {},
             "metrics": metrics_urls(settings) if procs else {},
+            "dashboard": None if dashboard is None else dashboard.url,
             "seconds": {
                 **{k: round(v, 2) for k, v in stack.timings.items()},
                 "services_connected": round(connected_after, 2),
@@ -117,12 +121,32 @@ def up(
             demo_thread.join()
         if procs is not None:
             procs.stop()
+        if dashboard is not None:
+            dashboard.stop()
         stack.stop()
     _print({"status": "down"}, as_json, lambda _: "firn: stack stopped")
     if "error" in outcome:
         raise outcome["error"]
     code: int = outcome["code"]
     return code
+
+
+def _start_dashboard(settings: FirnSettings) -> DashboardServer | None:
+    """The web dashboard in a thread of ``firn up``; none when its port is 0 or taken."""
+    if not settings.dashboard_port:
+        return None
+    try:
+        return serve(settings)
+    except OSError as exc:
+        # As with a service's /metrics port: the stack is worth more than its dashboard.
+        log.error(
+            "no dashboard: cannot listen on %s:%s (%s); set FIRN_DASHBOARD_PORT to a free "
+            "port, or 0 for none",
+            settings.dashboard_host,
+            settings.dashboard_port,
+            exc,
+        )
+        return None
 
 
 def _start_demo(
@@ -224,6 +248,8 @@ def _describe_up(report: dict[str, Any]) -> str:
     for name, pid in report["services"].items():
         where = f", metrics {metrics[name]}" if name in metrics else ""
         lines.append(f"  {name:<10} pid {pid}, connected{where}")
+    if report.get("dashboard"):
+        lines.append(f"  dashboard  {report['dashboard']}")
     lines.append("Press Ctrl-C (or run `firn down`) to stop everything.")
     return "\n".join(lines)
 

@@ -204,6 +204,28 @@ class FirnSettings(BaseSettings):
         description="How long one catalog reading serves scrapes before the next scrape "
         "reads the catalog again, so many scrapers cost one reading.",
     )
+    dashboard_host: str = Field(
+        default="127.0.0.1",
+        description="Address the web dashboard listens on; 127.0.0.1 is this host only, "
+        "0.0.0.0 every interface.",
+    )
+    dashboard_port: int = Field(
+        default=9470,
+        ge=0,
+        le=65535,
+        description="Port of the web dashboard (`firn dashboard`, started by `firn up`); "
+        "0: `firn up` starts none and `firn dashboard` picks a free port.",
+    )
+    dashboard_token: SecretStr | None = Field(
+        default=None,
+        description="The token the dashboard's one action (request a compaction) needs; "
+        "unset: the action is disabled and the dashboard is read-only.",
+    )
+    dashboard_timeout: Seconds = Field(
+        default=5.0,
+        description="Longest a dashboard page may spend on the catalog (connecting and "
+        "each query); past it the page reports the error (HTTP 503).",
+    )
     application_name: str = Field(
         default="firn",
         description="Postgres application_name of Firn's connections; each service sets "

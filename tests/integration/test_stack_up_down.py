@@ -7,9 +7,11 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,10 +41,17 @@ def _env(home: Path) -> dict[str, str]:
     return {
         **env,
         **quiet,
+        "FIRN_DASHBOARD_PORT": str(_free_port()),
         "FIRN_HOME": str(home),
         "FIRN_KAFKA_PORT": "0",
         "FIRN_POSTGRES_PORT": "0",
     }
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _firn(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -126,6 +135,10 @@ def test_up_connects_all_four_services_and_down_leaves_no_orphans(home: Path) ->
                 ).fetchall()
             )
         assert live == dict.fromkeys(SERVICES, 1)
+        # The dashboard runs in firn up itself, on the catalog of the stack.
+        with urllib.request.urlopen(report["dashboard"], timeout=30) as page:
+            assert page.status == 200
+            assert "<h1>Tables</h1>" in page.read().decode()
 
         down = _firn("down", "--json", env=env)
         assert down.returncode == 0, down.stderr

@@ -28,7 +28,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("engine", ("firn.engine",)),
     ("api", ("firn.api", "firn.spark", "firn")),
-    ("services and cli", ("firn.cli", "firn.commands", "firn.__main__", "firn_services")),
+    (
+        "services and cli",
+        ("firn.cli", "firn.commands", "firn.dashboard", "firn.__main__", "firn_services"),
+    ),
 ]
 """Lowest first; a module belongs to the layer of its longest matching prefix."""
 

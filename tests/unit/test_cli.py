@@ -17,6 +17,15 @@ def test_every_command_accepts_json() -> None:
     parser = build_parser()
     for argv in (["up", "--json"], ["down", "--json"], ["service", "planner", "--json"]):
         assert parser.parse_args(argv).json is True
+    assert parser.parse_args(["dashboard", "--json"]).json is True
+
+
+def test_the_dashboard_port_is_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    assert build_parser().parse_args(["dashboard", "--port", "0"]).port == 0
+    with pytest.raises(SystemExit) as exited:
+        main(["dashboard", "--port", "65536"])
+    assert exited.value.code == 2
+    assert "--port" in capsys.readouterr().err
 
 
 def test_service_names_include_the_executor_dispatcher_alias() -> None:

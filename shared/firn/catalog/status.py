@@ -52,6 +52,7 @@ def table_status(
                 "base_files": m.base_files,
                 "base_bytes": m.base_bytes,
                 "small_files": m.small_files,
+                "max_runs_per_node": m.max_runs_per_node,
                 "score": score(m, properties),
                 "due": None if decision.kind is None else decision.kind.value,
                 "reasons": list(decision.reasons),

@@ -126,6 +126,14 @@ def _here(table: Table, partition: str | None, kind: str, engine: str) -> Output
     return Output({"mode": "here", **summary}, "\n".join(lines), error)
 
 
+def request_compaction(
+    settings: FirnSettings, table: Table, partition: str | None, kind: str
+) -> Output:
+    """What ``firn compact TABLE`` without ``--wait`` does: one plan-request event per
+    partition with something to compact (the web dashboard's action calls this)."""
+    return _request(settings, table, partition, kind, False, None)
+
+
 def _request(
     settings: FirnSettings,
     table: Table,

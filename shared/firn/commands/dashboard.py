@@ -1,0 +1,47 @@
+"""``firn dashboard``: serve the web dashboard until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from typing import Any
+
+from firn.commands.output import int_between
+from firn.dashboard import serve
+from firn.settings import FirnSettings
+
+
+def add_commands(
+    commands: argparse._SubParsersAction[Any], common: argparse.ArgumentParser
+) -> None:
+    command = commands.add_parser(
+        "dashboard",
+        parents=[common],
+        help="serve the web dashboard (tables, partitions, tasks, charts) until Ctrl-C",
+    )
+    command.add_argument(
+        "--port",
+        type=int_between(0, 65535),
+        help="port (default FIRN_DASHBOARD_PORT, 9470; 0: a free one)",
+    )
+    command.set_defaults(run=run_dashboard)
+
+
+def run_dashboard(args: argparse.Namespace, settings: FirnSettings) -> int:
+    server = serve(settings.with_local_stack(), args.port)
+    enabled = server.dashboard.action_enabled
+    if args.json:
+        print(json.dumps({"url": server.url, "action_enabled": enabled}), flush=True)
+    else:
+        token = "enabled" if enabled else "disabled (no FIRN_DASHBOARD_TOKEN)"
+        print(f"firn: dashboard at {server.url} (compaction requests {token}); Ctrl-C stops it")
+        sys.stdout.flush()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0

@@ -1,0 +1,237 @@
+"""The dashboard's pages as HTML, from plain data; pure (no I/O), so tests render
+them from fakes. Every value from the catalog is escaped: table names, partition
+keys and error messages are user data.
+
+Cells that tests and scripts read carry a class (``score``, ``unmerged-files``, ...)
+and rows a ``data-table`` / ``data-partition``, so a reader need not parse text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+from urllib.parse import quote
+
+from firn.catalog.history import PlanHistory, Transition
+from firn.catalog.listing import TaskRow
+from firn.commands.output import partition_name, size
+
+KINDS = ("major", "full", "minor", "auto")
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}
+th,td{border-bottom:1px solid #ddd;padding:.25em .6em;text-align:left;font-size:.9em}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.muted{color:#777}.error{color:#a00}.ok{color:#070}
+svg .axis{stroke:#999}svg .line{fill:none;stroke:#1f6fb2;stroke-width:2}
+svg text{font-size:10px;fill:#555}
+figure{display:inline-block;width:380px;vertical-align:top;margin:0 .8em 1em 0}
+details{margin:.2em 0}form{margin:1em 0}
+"""
+
+
+def layout(title: str, body: str) -> str:
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)} · Firn</title><style>{_STYLE}</style></head><body>"
+        f'<p><a href="/">Firn dashboard</a></p><h1>{escape(title)}</h1>{body}</body></html>'
+    )
+
+
+def error_page(status: int, message: str) -> str:
+    """What a page shows when it cannot be made (the catalog down or slow, ...)."""
+    return layout(
+        f"Error {status}",
+        f'<p class="error" id="error">{escape(message)}</p>'
+        '<p class="muted">Reload the page to try again.</p>',
+    )
+
+
+def overview_page(statuses: Sequence[dict[str, Any]], tasks: Sequence[TaskRow]) -> str:
+    """Every table and its partitions, highest score first, and the latest tasks."""
+    if not statuses:
+        body = '<p class="muted">No tables yet.</p>'
+    else:
+        body = "<h2>Partitions</h2>" + partitions_table(statuses)
+    body += "<h2>Recent tasks</h2>" + tasks_table(tasks) + dead_letters_note()
+    return layout("Tables", body)
+
+
+def partitions_table(statuses: Sequence[dict[str, Any]]) -> str:
+    """One row per partition of ``statuses`` (``Table.status()`` results), highest
+    score first across tables."""
+    rows = sorted(
+        ((s["table"], p) for s in statuses for p in s["partitions"]),
+        key=lambda tp: (-tp[1]["score"], tp[0], tp[1]["partition"]),
+    )
+    empty = [s["table"] for s in statuses if not s["partitions"]]
+    head = (
+        "<tr><th>Table</th><th>Partition</th><th>Score</th><th>Unmerged files</th>"
+        "<th>Unmerged bytes</th><th>Read amplification (runs)</th><th>Due</th>"
+        "<th>Open plan</th><th>Last compaction</th></tr>"
+    )
+    lines = [
+        f'<tr data-table="{escape(name)}" data-partition="{escape(p["partition"])}">'
+        f'<td><a href="{table_href(name)}">{escape(name)}</a></td>'
+        f"<td>{escape(partition_name(p['partition']))}</td>"
+        f'<td class="num score">{p["score"]:g}</td>'
+        f'<td class="num unmerged-files">{p["unmerged_files"]}</td>'
+        f'<td class="num unmerged-bytes" title="{p["unmerged_bytes"]} bytes">'
+        f"{size(p['unmerged_bytes'])}</td>"
+        f'<td class="num read-amplification">{p.get("max_runs_per_node", "")}</td>'
+        f"<td>{escape(p['due'] or '-')}</td>"
+        f"<td>{_open_plan(p['open_plan'])}</td>"
+        f'<td class="last-compaction">{_last(p["last_compaction"])}</td></tr>'
+        for name, p in rows
+    ]
+    note = f'<p class="muted">No data yet: {escape(", ".join(empty))}</p>' if empty else ""
+    return f'<table id="partitions">{head}{"".join(lines)}</table>{note}'
+
+
+def table_href(name: str) -> str:
+    return "/table?name=" + quote(name, safe="")
+
+
+def _open_plan(plan: dict[str, Any] | None) -> str:
+    if plan is None:
+        return "-"
+    tasks = ", ".join(f"{state} {n}" for state, n in sorted(plan["tasks"].items()))
+    return escape(f"{plan['plan_id']} {plan['kind']} {plan['state']} ({tasks or 'no tasks'})")
+
+
+def _last(last: dict[str, Any] | None) -> str:
+    if last is None:
+        return "never"
+    at = dt.datetime.fromisoformat(last["at"]).isoformat(sep=" ", timespec="seconds")
+    return escape(f"plan {last['plan_id']} {last['kind']}, {at}")
+
+
+def tasks_table(tasks: Sequence[TaskRow]) -> str:
+    if not tasks:
+        return '<p class="muted">No tasks yet.</p>'
+    head = (
+        "<tr><th>Table</th><th>Partition</th><th>Plan</th><th>Task</th><th>State</th>"
+        "<th>Attempt</th><th>Input</th><th>Updated</th><th>Error</th></tr>"
+    )
+    lines = [
+        f"<tr><td>{escape(t.table)}</td><td>{escape(partition_name(t.partition))}</td>"
+        f"<td>{t.plan_id} {escape(t.plan_kind)} ({escape(t.plan_state)})</td>"
+        f'<td class="num">{t.task_id}</td><td>{escape(t.state)}</td>'
+        f'<td class="num">{t.attempt}</td><td class="num">{size(t.input_bytes)}</td>'
+        f"<td>{_clock(t.updated_at)}</td><td>{escape(t.error or '')}</td></tr>"
+        for t in tasks
+    ]
+    return f'<table id="tasks">{head}{"".join(lines)}</table>'
+
+
+def dead_letters_note() -> str:
+    # The catalog records no dead letters: they live on the Kafka topic alone.
+    return (
+        "<h2>Dead letters</h2><p>The catalog does not record dead letters: they are "
+        "events on the <code>firn.dlq</code> topic (with its prefix), counted by the "
+        "services' <code>firn_dead_letters_total</code> metric, by reason.</p>"
+    )
+
+
+def table_page(
+    status: dict[str, Any],
+    plans: Sequence[PlanHistory],
+    charts: Sequence[str],
+    *,
+    action_enabled: bool,
+) -> str:
+    """One table: its partitions, charts over time, the request-a-compaction form
+    and its recent plans with their tasks and state history."""
+    name = status["table"]
+    body = (
+        f"<p>Seq {status['seq']}, snapshot {status['snapshot']}.</p>"
+        + partitions_table([status])
+        + "<h2>Over time</h2>"
+        + "".join(charts)
+        + compact_form(name, [p["partition"] for p in status["partitions"]], action_enabled)
+        + "<h2>Recent plans</h2>"
+        + plans_table(plans)
+    )
+    return layout(f"Table {name}", body)
+
+
+def compact_form(table: str, partitions: Sequence[str], enabled: bool) -> str:
+    """The one action: a POST that needs the token."""
+    if not enabled:
+        return (
+            '<h2>Request a compaction</h2><p class="muted" id="action-disabled">Read-only: '
+            "set FIRN_DASHBOARD_TOKEN to enable requesting a compaction here.</p>"
+        )
+    options = '<option value="">all partitions</option>' + "".join(
+        f'<option value="{escape(p)}">{escape(partition_name(p))}</option>' for p in partitions
+    )
+    kinds = "".join(f'<option value="{k}">{k}</option>' for k in KINDS)
+    return (
+        '<h2>Request a compaction</h2><form method="post" action="/compact" id="compact">'
+        f'<input type="hidden" name="table" value="{escape(table)}">'
+        f'<label>Partition <select name="partition">{options}</select></label> '
+        f'<label>Kind <select name="kind">{kinds}</select></label> '
+        '<label>Token <input type="password" name="token" autocomplete="off"></label> '
+        '<button type="submit">Request</button></form>'
+    )
+
+
+def plans_table(plans: Sequence[PlanHistory]) -> str:
+    if not plans:
+        return '<p class="muted">No plans yet.</p>'
+    head = (
+        "<tr><th>Plan</th><th>Partition</th><th>Kind</th><th>State</th><th>Score</th>"
+        "<th>Up to seq</th><th>Created</th><th>History</th></tr>"
+    )
+    lines = [
+        f'<tr data-plan="{p.plan_id}"><td class="num">{p.plan_id}</td>'
+        f"<td>{escape(partition_name(p.partition))}</td><td>{escape(p.kind)}</td>"
+        f'<td class="plan-state">{escape(p.state)}</td><td class="num">{p.score:g}</td>'
+        f'<td class="num">{p.to_seq}</td><td>{_clock(p.created_at)}</td>'
+        f"<td>{_history(p)}</td></tr>"
+        for p in plans
+    ]
+    return f'<table id="plans">{head}{"".join(lines)}</table>'
+
+
+def _history(plan: PlanHistory) -> str:
+    parts = [_moves(plan.transitions)]
+    if plan.error:
+        parts.append(f'<div class="error">{escape(plan.error)}</div>')
+    for task in plan.tasks:
+        parts.append(
+            f"<details><summary>task {task.task_id} {escape(task.state)} "
+            f"(attempt {task.attempt}, {size(task.input_bytes)})</summary>"
+            f"{_moves(task.transitions)}</details>"
+        )
+    return "".join(parts)
+
+
+def _moves(moves: Sequence[Transition]) -> str:
+    if not moves:
+        return '<span class="muted">no transitions</span>'
+    # A creation is recorded from the empty state: it has no name to show.
+    start = [escape(moves[0].from_state)] if moves[0].from_state else []
+    steps = " → ".join(
+        start
+        + [
+            f'<span title="{_clock(m.at)} {escape(m.reason)}">{escape(m.to_state)}</span>'
+            for m in moves
+        ]
+    )
+    return f'<span class="history">{steps}</span>'
+
+
+def _clock(at: dt.datetime) -> str:
+    return at.isoformat(sep=" ", timespec="seconds")
+
+
+def action_page(ok: bool, message: str) -> str:
+    css = "ok" if ok else "error"
+    return layout(
+        "Request a compaction",
+        f'<pre class="{css}" id="action-result">{escape(message)}</pre>',
+    )

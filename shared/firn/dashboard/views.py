@@ -1,0 +1,47 @@
+"""Each dashboard page read from the catalog and rendered: what a GET shows."""
+
+from __future__ import annotations
+
+from firn.api.catalog import Catalog
+from firn.catalog.history import recent_plans, snapshot_bytes
+from firn.catalog.listing import list_tasks
+from firn.catalog.progress import commit_points, merge_points
+from firn.dashboard import pages
+from firn.dashboard.charts import backlog_series, latency_series, line_chart
+from firn.errors import ConfigError
+
+RECENT_TASKS = 30
+RECENT_PLANS = 20
+CHART_POINTS = 500
+"""At most this many of the newest points per chart."""
+
+
+class PageNotFound(Exception):
+    """The page names something the catalog does not have (HTTP 404)."""
+
+
+def overview(catalog: Catalog) -> str:
+    statuses = [catalog.table(name).status() for name in catalog.tables()]
+    tasks = list_tasks(catalog.conn, limit=RECENT_TASKS)
+    return pages.overview_page(statuses, tasks)
+
+
+def table_view(catalog: Catalog, name: str, *, action_enabled: bool) -> str:
+    try:
+        table = catalog.table(name)
+    except ConfigError as exc:
+        raise PageNotFound(str(exc)) from exc
+    conn, table_id = catalog.conn, table.table_id
+    status = table.status()
+    plans = recent_plans(conn, table_id, RECENT_PLANS)
+    commits, merges = commit_points(conn, table_id), merge_points(conn, table_id)
+    backlog = backlog_series(commits, merges)
+    latency = latency_series(commits, merges)
+    written = snapshot_bytes(conn, table_id, CHART_POINTS)
+    amplification = [(s.at, a) for s in written if (a := s.amplification) is not None]
+    charts = [
+        line_chart("Backlog: commits not yet merged", backlog[-CHART_POINTS:]),
+        line_chart("Latency: longest wait until compacted", latency[-CHART_POINTS:], " s"),
+        line_chart("Write amplification (written / committed)", amplification, "x"),
+    ]
+    return pages.table_page(status, plans, charts, action_enabled=action_enabled)

@@ -1,0 +1,210 @@
+"""The web dashboard in a real browser: Debian's headless Chromium, driven by
+Selenium through Debian's chromedriver (nothing downloads a browser or a driver),
+against the real catalog and Kafka. The numbers on the page are the catalog's
+(``Table.status()``), the compaction request is refused without the token and
+published with it, and the table page is saved as docs/dashboard.png for the README.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pydantic import SecretStr
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.select import Select
+from selenium.webdriver.support.wait import WebDriverWait
+
+import firn
+from firn.dashboard import DashboardServer, serve
+from firn.events.plans import PlanRequestEvent
+from firn.settings import FirnSettings
+from tests.integration.test_cli_commands import read_requests
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SCREENSHOT = REPO / "docs" / "dashboard.png"
+TOKEN = "s3cret-for-the-browser-test"
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,1000",
+)
+SCHEMA = pa.schema(
+    [
+        pa.field("region", pa.string(), nullable=False),
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("amount", pa.float64()),
+    ]
+)
+
+
+@pytest.fixture
+def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WebDriver]:
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(
+            f"the dashboard's browser test needs {' and '.join(missing)}: "
+            "apt-get install chromium chromium-driver (.ci/run installs them)"
+        )
+    # Both paths are given, so Selenium Manager has nothing to find; offline, it
+    # could not download anything even if it ran.
+    monkeypatch.setenv("SE_OFFLINE", "true")
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    # A lookup right after a click waits for the next page (up to this long).
+    driver.implicitly_wait(15)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def dashboard_settings(settings: FirnSettings, tmp_path: Path) -> FirnSettings:
+    return settings.model_copy(
+        update={
+            "warehouse": str(tmp_path / "warehouse"),
+            "dashboard_host": "127.0.0.1",
+            "dashboard_token": SecretStr(TOKEN),
+        }
+    )
+
+
+@pytest.fixture
+def orders(dashboard_settings: FirnSettings) -> Iterator[firn.Table]:
+    """Commits to two partitions, two major compactions of one, and commits after them."""
+    with firn.connect(settings=dashboard_settings) as catalog:
+        table = catalog.create_table(
+            "shop.orders", SCHEMA, ["region", "id"], ["region"], {"base.buckets": 2}
+        )
+        for tag in range(3):
+            table.commit(_rows("eu", range(40), tag))
+            table.commit(_rows("us", range(25), tag))
+        firn.compact(table, "region=eu", engine="local")
+        table.commit(_rows("eu", range(20), 7))
+        firn.compact(table, "region=eu", engine="local")
+        table.commit(_rows("eu", range(10), 9))
+        for tag in range(4):
+            table.commit(_rows("us", range(30), 10 + tag))
+        yield table
+
+
+@pytest.fixture
+def server(dashboard_settings: FirnSettings) -> Iterator[DashboardServer]:
+    running = serve(dashboard_settings, port=0)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _rows(region: str, ids: range, tag: int) -> pa.Table:
+    return pa.table(
+        {
+            "region": [region] * len(ids),
+            "id": list(ids),
+            "amount": [float(tag * 1000 + i) for i in ids],
+            "_op": ["U"] * len(ids),
+        }
+    )
+
+
+def _cell(driver: WebDriver, table: str, partition: str, column: str) -> str:
+    row = driver.find_element(
+        By.CSS_SELECTOR, f'#partitions tr[data-table="{table}"][data-partition="{partition}"]'
+    )
+    return str(row.find_element(By.CSS_SELECTOR, f"td.{column}").text)
+
+
+def _post(url: str, form: dict[str, str]) -> int:
+    data = urllib.parse.urlencode(form).encode()
+    try:
+        with urllib.request.urlopen(url, data=data, timeout=60) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return int(exc.code)
+
+
+def test_the_page_shows_the_catalogs_numbers_and_guards_the_action(
+    browser: WebDriver,
+    orders: firn.Table,
+    server: DashboardServer,
+    dashboard_settings: FirnSettings,
+    unique: str,
+) -> None:
+    status = {p["partition"]: p for p in orders.status()["partitions"]}
+    assert status["region=us"]["unmerged_files"] > status["region=eu"]["unmerged_files"] > 0
+
+    browser.get(server.url)
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Tables"
+    for key, partition in status.items():
+        assert _cell(browser, "shop.orders", key, "score") == f"{partition['score']:g}"
+        assert _cell(browser, "shop.orders", key, "unmerged-files") == str(
+            partition["unmerged_files"]
+        )
+        assert _cell(browser, "shop.orders", key, "read-amplification") == str(
+            partition["max_runs_per_node"]
+        )
+    shown = [
+        row.get_attribute("data-partition")
+        for row in browser.find_elements(By.CSS_SELECTOR, "#partitions tr[data-partition]")
+    ]
+    assert shown == sorted(status, key=lambda k: -status[k]["score"])
+    eu_last = _cell(browser, "shop.orders", "region=eu", "last-compaction")
+    assert eu_last.startswith(f"plan {status['region=eu']['last_compaction']['plan_id']} major")
+    assert _cell(browser, "shop.orders", "region=us", "last-compaction") == "never"
+
+    browser.find_element(By.LINK_TEXT, "shop.orders").click()
+    WebDriverWait(browser, 15).until(lambda d: d.title.startswith("Table shop.orders"))
+    plan = browser.find_element(By.CSS_SELECTOR, "#plans tr[data-plan]")
+    assert plan.find_element(By.CSS_SELECTOR, "td.plan-state").text == "Committed"
+    assert "Committed" in plan.find_element(By.CSS_SELECTOR, ".history").text
+    # Backlog, latency and write amplification, each with enough history to draw.
+    assert len(browser.find_elements(By.CSS_SELECTOR, "svg polyline")) == 3
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOT))
+
+    # The action: refused without the token and with a wrong one, done with it.
+    action = server.url + "compact"
+    request = {"table": "shop.orders", "partition": "region=us", "kind": "major"}
+    assert _post(action, request) == 403
+    assert _post(action, {**request, "token": "wrong"}) == 403
+    Select(browser.find_element(By.NAME, "partition")).select_by_value("region=us")
+    browser.find_element(By.CSS_SELECTOR, "#compact button").click()
+    assert "missing or wrong token" in browser.find_element(By.ID, "error").text
+
+    browser.back()
+    Select(browser.find_element(By.NAME, "partition")).select_by_value("region=us")
+    browser.find_element(By.CSS_SELECTOR, "#compact input[name=token]").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#compact button").click()
+    result = browser.find_element(By.ID, "action-result").text
+    assert result.startswith("requested major compaction of shop.orders")
+    # Exactly one request on the topic: the refused ones published nothing.
+    ((key, event),) = read_requests(dashboard_settings, f"dash-{unique}", expect=1)
+    request_event = PlanRequestEvent.model_validate(event)
+    assert key == "shop.orders/region=us"
+    assert (request_event.partition_key, request_event.max_seq) == (
+        "region=us",
+        status["region=us"]["max_seq"],
+    )

@@ -1,0 +1,293 @@
+"""The web dashboard without a server or a database: its charts, its HTML, and its
+routes, token check and catalog handling over a fake catalog."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import SecretStr
+
+from firn.catalog.history import PlanHistory, Transition
+from firn.catalog.progress import CommitPoint, MergePoint
+from firn.commands.output import Output
+from firn.dashboard import Dashboard, pages
+from firn.dashboard.charts import backlog_series, latency_series, line_chart
+from firn.errors import ConfigError, ServiceError
+from firn.settings import FirnSettings
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def at(seconds: int) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def partition(key: str, score: float, files: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "partition": key,
+        "max_merged_seq": 0,
+        "max_seq": 3,
+        "unmerged_files": files,
+        "unmerged_bytes": files * 2048,
+        "max_runs_per_node": files // 2,
+        "score": score,
+        "due": "major" if score else None,
+        "reasons": [],
+        "open_plan": None,
+        "last_compaction": None,
+        **extra,
+    }
+
+
+def status(name: str, *parts: dict[str, Any]) -> dict[str, Any]:
+    return {"table": name, "seq": 3, "snapshot": 4, "partitions": list(parts)}
+
+
+# --- charts
+
+
+def test_backlog_counts_commits_until_a_merge_covers_them() -> None:
+    commits = [CommitPoint("a", 1, at(1)), CommitPoint("a", 2, at(2)), CommitPoint("b", 1, at(3))]
+    merges = [MergePoint("a", 9, 2, at(4)), MergePoint("b", 10, 1, at(5))]
+    late = [CommitPoint("a", 3, at(6))]
+    series = backlog_series(commits + late, merges)
+    assert [v for _, v in series] == [1, 2, 3, 1, 0, 1]
+    assert [t for t, _ in series] == [at(s) for s in range(1, 7)]
+
+
+def test_a_merge_at_the_same_instant_counts_after_the_commit() -> None:
+    series = backlog_series([CommitPoint("a", 1, at(1))], [MergePoint("a", 2, 1, at(1))])
+    assert [v for _, v in series] == [1, 0]
+
+
+def test_latency_is_the_longest_wait_of_the_commits_each_merge_folds_in() -> None:
+    commits = [
+        CommitPoint("a", 1, at(0)),
+        CommitPoint("a", 2, at(5)),
+        CommitPoint("b", 1, at(2)),
+        CommitPoint("a", 3, at(20)),  # never merged: left out
+    ]
+    merges = [MergePoint("a", 7, 2, at(10)), MergePoint("b", 8, 1, at(12))]
+    assert latency_series(commits, merges) == [(at(10), 10.0), (at(12), 10.0)]
+    later = [*merges, MergePoint("a", 9, 3, at(50))]
+    assert latency_series(commits, later)[-1] == (at(50), 30.0)
+
+
+def test_a_chart_needs_two_points_and_escapes_its_title() -> None:
+    assert "not enough history" in line_chart("<b>", [(at(0), 1.0)])
+    svg = line_chart("<b>", [(at(0), 0.0), (at(10), 4.0), (at(20), 2.0)])
+    assert "&lt;b&gt;" in svg
+    assert "<b>" not in svg
+    points = svg.split('points="')[1].split('"')[0].split()
+    assert len(points) == 3
+    assert "max 4" in svg
+
+
+# --- pages
+
+
+def test_partitions_come_highest_score_first_across_tables() -> None:
+    html = pages.partitions_table(
+        [
+            status("a", partition("region=eu", 1.5, 4)),
+            status("b", partition("", 7.25, 12), partition("k=1", 0.0, 0)),
+        ]
+    )
+    order = [html.index(f'data-partition="{p}"') for p in ("", "region=eu", "k=1")]
+    assert order == sorted(order)
+    assert '<td class="num score">7.25</td>' in html
+    assert '<td class="num unmerged-files">12</td>' in html
+    assert '<td class="num read-amplification">6</td>' in html
+    assert "(all)" in html  # the unpartitioned table's partition
+
+
+def test_catalog_values_are_escaped() -> None:
+    html = pages.overview_page([status("<script>x</script>", partition("k=<i>", 1.0, 1))], [])
+    assert "<script>x" not in html
+    assert "&lt;script&gt;" in html
+    assert "k=<i>" not in html
+    assert "/table?name=%3Cscript%3Ex%3C%2Fscript%3E" in html
+
+
+def test_the_action_form_only_when_enabled() -> None:
+    page = pages.table_page(status("t", partition("k=1", 1.0, 2)), [], [], action_enabled=False)
+    assert 'id="action-disabled"' in page
+    assert "<form" not in page
+    page = pages.table_page(status("t", partition("k=1", 1.0, 2)), [], [], action_enabled=True)
+    assert '<form method="post" action="/compact"' in page
+    assert 'name="token"' in page
+    assert '<option value="k=1">' in page
+
+
+def test_a_plan_shows_its_transitions_and_tasks() -> None:
+    moves = (
+        Transition("", "Planned", 0, "", at(1)),
+        Transition("Planned", "Executing", 0, "claimed", at(2)),
+    )
+    plan = PlanHistory(7, "k=1", "major", "Executing", 2.0, 5, at(1), at(2), "boom", moves)
+    html = pages.plans_table([plan])
+    assert "Planned</span> → <span" in html
+    assert "→ <span" in html
+    assert html.count("→") == 1  # no arrow from the empty state of creation
+    assert 'data-plan="7"' in html
+    assert '<div class="error">boom</div>' in html
+
+
+def test_overview_without_tables_and_the_dead_letter_note() -> None:
+    html = pages.overview_page([], [])
+    assert "No tables yet." in html
+    assert "No tasks yet." in html
+    assert "firn.dlq" in html
+
+
+# --- the dashboard over a fake catalog
+
+
+class FakeConn:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.statements: list[tuple[str, Any]] = []
+
+    def execute(self, query: str, params: Any = None) -> FakeConn:
+        if self.fail:
+            raise ServiceError("server closed the connection unexpectedly")
+        self.statements.append((query, params))
+        return self
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+
+class FakeTable:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.table_id = 1
+
+    def status(self) -> dict[str, Any]:
+        return status(self.name, partition("k=1", 3.5, 8))
+
+
+class FakeCatalog:
+    def __init__(self, conn: FakeConn) -> None:
+        self.conn = conn
+        self.closed = False
+
+    def tables(self) -> list[str]:
+        return ["orders"]
+
+    def table(self, name: str) -> FakeTable:
+        if name != "orders":
+            raise ConfigError(f"no table named {name!r}")
+        return FakeTable(name)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Opener:
+    """Hands out the prepared catalogs one per open; raises when told to."""
+
+    def __init__(self, *results: FakeCatalog | Exception) -> None:
+        self.results = list(results)
+        self.opened = 0
+
+    def __call__(self) -> Any:
+        self.opened += 1
+        result = self.results.pop(0)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+
+def dashboard(opener: Opener, token: str | None = None, **kwargs: Any) -> Dashboard:
+    settings = FirnSettings(
+        dashboard_token=None if token is None else SecretStr(token), dashboard_timeout=2.5
+    )
+    return Dashboard(settings, open_catalog=opener, **kwargs)
+
+
+def test_a_page_reads_under_the_statement_timeout() -> None:
+    conn = FakeConn()
+    response = dashboard(Opener(FakeCatalog(conn))).get("/")
+    assert response.status == 200
+    assert '<td class="num score">3.5</td>' in response.html
+    assert ("SELECT set_config('statement_timeout', %s, false)", ("2500",)) in conn.statements
+
+
+def test_postgres_down_is_a_503_and_the_next_request_recovers() -> None:
+    broken = FakeCatalog(FakeConn(fail=True))
+    opener = Opener(
+        ServiceError("cannot connect to Postgres: refused"), broken, FakeCatalog(FakeConn())
+    )
+    board = dashboard(opener)
+    first = board.get("/")
+    assert first.status == 503
+    assert "cannot connect to Postgres: refused" in first.html
+    second = board.get("/")
+    assert second.status == 503
+    assert "server closed the connection" in second.html
+    assert broken.closed
+    assert board.get("/").status == 200
+    assert opener.opened == 3
+
+
+def test_a_bug_in_a_page_is_a_500_and_the_server_serves_on() -> None:
+    class Buggy(FakeCatalog):
+        def tables(self) -> list[str]:
+            raise ValueError("a bug")
+
+    board = dashboard(Opener(Buggy(FakeConn()), FakeCatalog(FakeConn())))
+    failed = board.get("/")
+    assert failed.status == 500
+    assert "ValueError: a bug" in failed.html
+    assert board.get("/").status == 200
+
+
+def test_unknown_pages_and_tables_are_404() -> None:
+    board = dashboard(Opener(FakeCatalog(FakeConn())))
+    assert board.get("/nothing").status == 404
+    missing = board.get("/table?name=nope")
+    assert missing.status == 404
+    assert "no table named" in missing.html
+
+
+class Requests:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None, str]] = []
+
+    def __call__(self, settings: FirnSettings, table: Any, part: str | None, kind: str) -> Output:
+        self.calls.append((table.name, part, kind))
+        return Output({}, f"requested {kind} compaction of {table.name}")
+
+
+def test_the_action_is_disabled_without_a_token_setting() -> None:
+    requests = Requests()
+    board = dashboard(Opener(FakeCatalog(FakeConn())), request=requests)
+    response = board.post("/compact", {"table": "orders", "token": "anything"})
+    assert response.status == 403
+    assert "disabled" in response.html
+    assert requests.calls == []
+
+
+def test_the_action_needs_the_right_token() -> None:
+    requests = Requests()
+    board = dashboard(Opener(FakeCatalog(FakeConn())), token="t0k", request=requests)
+    form = {"table": "orders", "partition": "k=1", "kind": "minor"}
+    assert board.post("/compact", form).status == 403
+    assert board.post("/compact", {**form, "token": "t0K"}).status == 403
+    assert board.post("/compact", form, authorization="Bearer nope").status == 403
+    assert requests.calls == []
+    done = board.post("/compact", {**form, "token": "t0k"})
+    assert done.status == 200
+    assert "requested minor compaction of orders" in done.html
+    by_header = board.post("/compact", {**form, "partition": ""}, authorization="Bearer t0k")
+    assert by_header.status == 200
+    assert requests.calls == [("orders", "k=1", "minor"), ("orders", None, "minor")]
+
+
+def test_the_action_rejects_bad_forms() -> None:
+    board = dashboard(Opener(FakeCatalog(FakeConn())), token="t", request=Requests())
+    assert board.post("/compact", {"table": "orders", "kind": "huge", "token": "t"}).status == 400
+    assert board.post("/compact", {"table": "nope", "token": "t"}).status == 404
+    assert board.post("/other", {"token": "t"}).status == 404
