@@ -6,6 +6,11 @@ needs the producer, pointed at it by ``FIRN_DATABASE_URL``, ``FIRN_KAFKA_BOOTSTR
 and ``FIRN_WAREHOUSE``. The services' processes are not this one's to measure, so
 the summary's resources cover the producer only, and no idle window is measured
 unless ``--idle-seconds`` asks for one.
+
+Started beside the services (``docker compose --profile demo up``), the producer
+may commit before any service has created the topics; it creates the commit topic
+itself first, as a service would, rather than let a broker that auto-creates topics
+make it with its own partition count.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import threading
 from types import FrameType
 from typing import Any
 
+from firn.kafka import Topics, ensure_topics
 from firn.settings import FirnSettings
 
 from .demo import DemoOptions
@@ -25,6 +31,8 @@ def demo(settings: FirnSettings, options: dict[str, Any], *, as_json: bool = Fal
     """Produce until SIGINT, SIGTERM or ``duration``, then print the summary; the
     exit status is 1 when the table did not match the producer's model."""
     demo_options = DemoOptions(**{"idle_seconds": 0.0, **options})
+    if settings.kafka_bootstrap:
+        ensure_topics(settings, (Topics.from_settings(settings).commits,))
     stopping = threading.Event()
 
     def _stop(signum: int, _frame: FrameType | None) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import firn
+from firn.kafka import Topics, admin_client
 from firn.settings import FirnSettings
 
 from .service_processes import REPO, service_env
@@ -56,6 +57,10 @@ def test_the_producer_alone_commits_and_checks_the_table(
     with firn.connect(settings=stack_settings) as catalog:
         table = catalog.table("demo.orders")
         assert table.read().num_rows == result["live_rows"]
+    # No service ran: the producer made the commit topic, as a service would have.
+    commits = Topics.from_settings(stack_settings).commits
+    topic = admin_client(stack_settings).list_topics(commits, timeout=30).topics[commits]
+    assert len(topic.partitions) == stack_settings.topic_partitions > 1
 
 
 def test_sigterm_stops_the_producer_with_its_summary(stack_settings: FirnSettings) -> None:
