@@ -1,7 +1,8 @@
 """The ``firn`` command line.
 
 ``firn up`` / ``firn down`` drive the local stack (its code lives in ``deploy/``;
-``firn up --demo`` adds a synthetic producer);
+``firn up --demo`` adds a synthetic producer, ``firn demo`` runs it alone against a
+running stack);
 ``firn service NAME`` runs one service process; ``table``, ``status``, ``tasks``,
 ``compact``, ``expire`` and ``verify`` work on tables (``firn.commands``);
 ``dashboard`` serves the web dashboard. Every command takes
@@ -55,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo_options(up)
     up.set_defaults(run=_up)
 
+    demo = commands.add_parser(
+        "demo",
+        parents=[common],
+        help="run only the demo producer, against a stack already running "
+        "(FIRN_DATABASE_URL, FIRN_KAFKA_BOOTSTRAP, FIRN_WAREHOUSE)",
+    )
+    _add_demo_options(demo, flag=False)
+    demo.set_defaults(run=_demo)
+
     down = commands.add_parser("down", parents=[common], help="stop what `firn up` started")
     down.set_defaults(run=_down)
 
@@ -85,13 +95,16 @@ _DEMO_OPTIONS = (
 )
 
 
-def _add_demo_options(up: argparse.ArgumentParser) -> None:
-    demo = up.add_argument_group(
+def _add_demo_options(parser: argparse.ArgumentParser, *, flag: bool = True) -> None:
+    """The producer's options; ``flag`` adds ``--demo`` (``firn up``, where they
+    apply only with it)."""
+    demo = parser.add_argument_group(
         "demo", "a synthetic CDC producer with live progress and a summary when stopped"
     )
-    demo.add_argument(
-        "--demo", action="store_true", help="also run the demo producer (needs the services)"
-    )
+    if flag:
+        demo.add_argument(
+            "--demo", action="store_true", help="also run the demo producer (needs the services)"
+        )
     demo.add_argument("--table", help="demo table (default demo.orders; created when missing)")
     demo.add_argument("--rate", type=positive_up_to(1000), help="commits per second (default 2)")
     demo.add_argument(
@@ -124,7 +137,8 @@ def _add_demo_options(up: argparse.ArgumentParser) -> None:
         "--idle-seconds",
         type=seconds_up_to(3600, zero=True),
         metavar="SECONDS",
-        help="measure the idle stack this long before producing (default 10; 0: skip)",
+        help="measure the idle stack this long before producing "
+        f"(default {10 if flag else 0}; 0: skip)",
     )
     demo.add_argument("--seed", type=int_between(0, 2**63 - 1), help="random seed of the workload")
     demo.add_argument(
@@ -143,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = FirnSettings()
     except ValidationError as exc:
         return _fail(f"invalid FIRN_ settings:\n{exc}", args.json)
-    if args.command not in ("up", "down", "service"):
+    if args.command not in ("up", "down", "service", "demo"):
         _quiet_logging(settings)
     try:
         result: Output | int = args.run(args, settings)
@@ -172,11 +186,17 @@ def _flag(option: str) -> str:
     return "--property" if option == "properties" else "--" + option.replace("_", "-")
 
 
-def _up(args: argparse.Namespace, settings: FirnSettings) -> int:
+def _demo_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The demo options given on the command line, as ``DemoOptions`` fields."""
     given = {name: getattr(args, name) for name in _DEMO_OPTIONS}
     demo = {name: value for name, value in given.items() if value is not None}
     if "properties" in demo:
         demo["properties"] = tables.parse_properties(demo["properties"])
+    return demo
+
+
+def _up(args: argparse.Namespace, settings: FirnSettings) -> int:
+    demo = _demo_options(args)
     if demo and not args.demo:
         flags = ", ".join(_flag(name) for name in demo)
         raise ConfigError(f"{flags} only apply with --demo")
@@ -193,6 +213,13 @@ def _up(args: argparse.Namespace, settings: FirnSettings) -> int:
 def _down(args: argparse.Namespace, settings: FirnSettings) -> int:
     logs.configure(settings.log_level)
     code: int = _localstack().down(settings, as_json=args.json)
+    return code
+
+
+def _demo(args: argparse.Namespace, settings: FirnSettings) -> int:
+    logs.configure(settings.log_level)
+    producer = importlib.import_module("firn_localstack.producer")
+    code: int = producer.demo(settings.with_local_stack(), _demo_options(args), as_json=args.json)
     return code
 
 
