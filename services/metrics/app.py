@@ -100,8 +100,13 @@ def create_app(
     resend_after = max(2 * settings.metrics_check_interval, 60.0)
 
     async def send_updates(found: list[tuple[str, Update]]) -> None:
-        for key, update in found:
-            await _delivered(updates, key=key.encode(), value=json.dumps(update).encode())
+        # All of an event's updates go out before any acknowledgement is awaited: one
+        # round trip per event, not one per partition it touched (a commit touches
+        # every partition it wrote; compaction events queue behind commits here).
+        await _all_delivered(
+            updates,
+            [{"key": key.encode(), "value": json.dumps(update).encode()} for key, update in found],
+        )
 
     lost_dead_letters = 0
 
@@ -216,8 +221,14 @@ def create_app(
 async def _delivered(topic: Any, **message: Any) -> None:
     """Send and wait for the broker's acknowledgement. Faust commits an event's offset
     once the agent moves past it, so what the event caused must be durable by then."""
-    pending = await topic.send(**message)
-    await pending
+    await _all_delivered(topic, [message])
+
+
+async def _all_delivered(topic: Any, messages: list[dict[str, Any]]) -> None:
+    """Send every message in order, then wait until the broker acknowledged them all."""
+    pending = [await topic.send(**message) for message in messages]
+    for sent in pending:
+        await sent
 
 
 async def _retrying(call: Callable[..., Any], *args: Any) -> Any:
