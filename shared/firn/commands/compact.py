@@ -31,7 +31,7 @@ from typing import Any, cast
 from confluent_kafka import KafkaError, Message
 
 from firn.api.catalog import connect, postgres_catalog_of
-from firn.api.compact import Engine, compact
+from firn.api.compact import Engine, compact, existing_partitions
 from firn.api.table import Table
 from firn.catalog.listing import PlanProgress, plan_progress, settled_plan_ids
 from firn.commands.output import Output, partition_name, seconds_up_to, size
@@ -60,7 +60,13 @@ def add_commands(
         "compact", parents=[common], help="request a compaction from the services, or run it here"
     )
     command.add_argument("table")
-    command.add_argument("--partition", help="one partition key, e.g. region=eu (default: all)")
+    command.add_argument(
+        "--partition",
+        action="append",
+        metavar="KEY",
+        help="a partition key, e.g. region=eu or region=eu/day=2024-01-31; repeatable, "
+        "or several separated by commas (default: all)",
+    )
     command.add_argument(
         "--kind",
         choices=("major", "full", "minor", "auto"),
@@ -91,15 +97,28 @@ def run_compact(args: argparse.Namespace, settings: FirnSettings) -> Output:
         raise ConfigError("--engine applies only with --here (the services run their own)")
     if args.timeout is not None and not args.wait:
         raise ConfigError("--timeout applies only with --wait")
+    named = partition_options(args.partition)
     with connect(settings=settings) as catalog:
         table = catalog.table(args.table)
         if args.here:
-            return _here(table, args.partition, args.kind, args.engine or "spark")
-        return _request(settings, table, args.partition, args.kind, args.wait, args.timeout)
+            return _here(table, named, args.kind, args.engine or "spark")
+        return _request(settings, table, named, args.kind, args.wait, args.timeout)
 
 
-def _here(table: Table, partition: str | None, kind: str, engine: str) -> Output:
-    summary = compact(table, partition, kind, engine=cast(Engine, engine))
+def partition_options(values: list[str] | None) -> list[str] | None:
+    """The partition keys of repeated ``--partition`` options, each possibly a comma
+    list (a key percent-escapes a comma in a value, so a comma only separates keys);
+    None when none was given: every partition."""
+    if values is None:
+        return None
+    keys = [k.strip() for v in values for k in v.split(",")]
+    if not all(keys):
+        raise ConfigError(f"--partition takes partition keys such as region=eu, got {values}")
+    return keys
+
+
+def _here(table: Table, partitions: list[str] | None, kind: str, engine: str) -> Output:
+    summary = compact(table, partitions, kind, engine=cast(Engine, engine))
     lines = [f"{kind} compaction of {table.name} in {summary['seconds']}s"]
     for p in summary["plans"]:
         lines.append(
@@ -129,20 +148,22 @@ def _here(table: Table, partition: str | None, kind: str, engine: str) -> Output
 def _request(
     settings: FirnSettings,
     table: Table,
-    partition: str | None,
+    named: list[str] | None,
     kind: str,
     wait: bool,
     timeout: float | None,
 ) -> Output:
     started = time.monotonic()
     partitions = {p["partition"]: p for p in table.status()["partitions"]}
-    if partition is not None and partition not in partitions:
-        known = sorted(partitions)[:10]
-        raise ConfigError(f"table {table.name!r} has no partition {partition!r} (it has {known})")
+    keys = (
+        sorted(partitions)
+        if named is None
+        else existing_partitions(table.definition, named, partitions)
+    )
     conn = postgres_catalog_of(table).conn
     baseline = settled_plan_ids(conn, table.table_id)
     requests, skipped = [], []
-    for key in [partition] if partition is not None else sorted(partitions):
+    for key in keys:
         # auto is a minor request the planner answers unit by unit (scope "due").
         auto = kind == "auto"
         draft = draft_now(conn, table, key, cast(Kind, "minor" if auto else kind), tiered=auto)
