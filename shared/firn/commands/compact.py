@@ -34,7 +34,7 @@ from firn.api.catalog import connect, postgres_catalog_of
 from firn.api.compact import Engine, compact, existing_partitions
 from firn.api.table import Table
 from firn.catalog.listing import PlanProgress, plan_progress, settled_plan_ids
-from firn.commands.output import Output, partition_name, seconds_up_to, size
+from firn.commands.output import Output, WaitingLine, partition_name, seconds_up_to, size
 from firn.engine.planning import draft_now
 from firn.errors import ConfigError, ServiceError
 from firn.events.plans import PlanRequestEvent
@@ -226,35 +226,32 @@ def _wait(
 ) -> tuple[list[PlanProgress], str | None]:
     targets = {r.partition_key: r.max_seq for r in requests}
     expected = kind if table.definition.keyed else "bin-pack"
-    last_line = ""
     requested_at = time.monotonic()
-    while True:
-        progress = plan_progress(
-            postgres_catalog_of(table).conn, table.table_id, list(targets), baseline
-        )
-        states = list(progress.values())
-        pending = [p for p in states if not _done(p, kind, expected, targets[p.partition])]
-        if not pending:
-            return states, None
-        failed = [p for p in pending if p.state == PlanState.FAILED]
-        if failed:
-            return states, "; ".join(
-                f"plan {p.plan_id} for {partition_name(p.partition)} failed: {p.error}"
-                for p in failed
+    with WaitingLine(sys.stderr) as waiting:
+        while True:
+            progress = plan_progress(
+                postgres_catalog_of(table).conn, table.table_id, list(targets), baseline
             )
-        if time.monotonic() >= deadline:
-            waiting = ", ".join(partition_name(p.partition) for p in pending)
-            return states, f"timed out waiting for {waiting}"
-        line = "; ".join(_progress_text(p) for p in pending)
-        if line != last_line:
-            print(f"firn: waiting: {line}", file=sys.stderr, flush=True)
-            last_line = line
-        idle = [p for p in pending if p.state not in _OPEN]
-        if idle and time.monotonic() - requested_at >= REQUEST_AGAIN_SECONDS:
-            again = {p.partition for p in idle}
-            publisher.publish([r for r in requests if r.partition_key in again])
-            requested_at = time.monotonic()
-        time.sleep(POLL_SECONDS)
+            states = list(progress.values())
+            pending = [p for p in states if not _done(p, kind, expected, targets[p.partition])]
+            if not pending:
+                return states, None
+            failed = [p for p in pending if p.state == PlanState.FAILED]
+            if failed:
+                return states, "; ".join(
+                    f"plan {p.plan_id} for {partition_name(p.partition)} failed: {p.error}"
+                    for p in failed
+                )
+            if time.monotonic() >= deadline:
+                waiting_for = ", ".join(partition_name(p.partition) for p in pending)
+                return states, f"timed out waiting for {waiting_for}"
+            waiting.update("; ".join(_progress_text(p) for p in pending))
+            idle = [p for p in pending if p.state not in _OPEN]
+            if idle and time.monotonic() - requested_at >= REQUEST_AGAIN_SECONDS:
+                again = {p.partition for p in idle}
+                publisher.publish([r for r in requests if r.partition_key in again])
+                requested_at = time.monotonic()
+            time.sleep(POLL_SECONDS)
 
 
 def _done(p: PlanProgress, kind: str, expected: str, target: int) -> bool:
