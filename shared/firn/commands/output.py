@@ -41,7 +41,7 @@ class Grid:
         return "\n".join(line.rstrip() for line in lines)
 
     def rich(self) -> Table:
-        table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold", show_edge=False, pad_edge=False)
         for header in self.headers:
             table.add_column(header)
         for row in self.rows:
