@@ -15,9 +15,10 @@ import signal
 import threading
 import time
 from dataclasses import asdict
-from pathlib import Path
 from types import FrameType
 from typing import Any, TypeGuard
+
+import psutil
 
 from firn.dashboard import DashboardServer, serve
 from firn.errors import ConfigError, StackError
@@ -212,17 +213,12 @@ def _alive(pid: Any) -> TypeGuard[int]:
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        # A zombie child is still listed; it is not running.
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:  # someone else's process: it exists
         return True
-    # A zombie child still answers kill(0); it is not running.
-    try:
-        status = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]
-    except OSError:
-        return True
-    return status != "Z"
 
 
 def metrics_urls(settings: FirnSettings) -> dict[str, str]:

@@ -13,11 +13,17 @@ import os
 import pwd
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_fixed,
+)
 
 from firn.errors import StackError
 
@@ -192,20 +198,21 @@ class PostgresServer:
             return False
 
     def _create_database(self) -> None:
-        deadline = time.monotonic() + 10
         with psycopg.connect(self._dsn("postgres"), autocommit=True) as conn:
             exists = conn.execute(
                 "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)
             ).fetchone()
             if exists is None:
                 conn.execute(f"CREATE DATABASE {DATABASE}")
-        while time.monotonic() < deadline:
-            try:
-                with psycopg.connect(self.url, connect_timeout=2):
-                    return
-            except psycopg.OperationalError:
-                time.sleep(0.2)
-        raise StackError(f"database {DATABASE} did not become reachable")
+        connecting = Retrying(
+            retry=retry_if_exception_type(psycopg.OperationalError),
+            wait=wait_fixed(0.2),
+            stop=stop_after_delay(10),
+        )
+        try:
+            connecting(lambda: psycopg.connect(self.url, connect_timeout=2).close())
+        except RetryError:
+            raise StackError(f"database {DATABASE} did not become reachable") from None
 
     def _dsn(self, database: str) -> str:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"

@@ -17,15 +17,18 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from firn.errors import StackError
 
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+POLL_SECONDS = 0.2
+"""How often ``wait_until`` asks whether a process is ready."""
 
 
 def _die_with_parent() -> None:
@@ -98,19 +101,27 @@ def wait_until(
     timeout: float,
 ) -> None:
     """Poll ``ready`` until it holds; fail fast if ``proc`` exits first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def check() -> bool:
         if proc.poll() is not None:
             raise StackError(
                 f"{what} exited with code {proc.returncode} before it was ready;\n"
                 f"last lines of {log_path}:\n{tail(log_path)}"
             )
-        if ready():
-            return
-        time.sleep(0.2)
-    raise StackError(
-        f"{what} was not ready after {timeout:.0f}s;\nlast lines of {log_path}:\n{tail(log_path)}"
+        return ready()
+
+    polling = Retrying(
+        retry=retry_if_result(lambda answer: not answer),
+        wait=wait_fixed(POLL_SECONDS),
+        stop=stop_after_delay(timeout),
     )
+    try:
+        polling(check)
+    except RetryError:
+        raise StackError(
+            f"{what} was not ready after {timeout:.0f}s;\n"
+            f"last lines of {log_path}:\n{tail(log_path)}"
+        ) from None
 
 
 def tail(path: Path, lines: int = 20) -> str:

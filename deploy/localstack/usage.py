@@ -1,25 +1,25 @@
-"""CPU time and memory of the stack's processes, read from ``/proc`` (Linux only;
-elsewhere nothing is measured and the demo says so).
+"""CPU time and memory of the stack's processes, read through psutil.
 
-A process is measured with everything it started, found through
-``/proc/PID/task/TID/children``: the dispatcher with its Spark JVM and that JVM's
-Python workers, Postgres with its backends. CPU time is user + system time of every
-live process of the tree plus what their exited, reaped children used
-(``cutime``/``cstime``), so a difference of two readings is the CPU the tree used in
-between. ``rss`` is the resident set size now; ``peak_rss`` the sum of each live
-process's own high-water mark (``VmHWM``), an upper bound of the tree's true peak
-since its processes need not peak at the same moment.
+A process is measured with everything it started (psutil's recursive children):
+the dispatcher with its Spark JVM and that JVM's Python workers, Postgres with its
+backends. CPU time is user + system time of every live process of the tree plus
+what their exited, reaped children used, so a difference of two readings is the CPU
+the tree used in between. ``rss`` is the resident set size now; ``peak_rss`` the sum
+of each live process's own high-water mark, an upper bound of the tree's true peak
+since its processes need not peak at the same moment. psutil has no high-water mark,
+so that one figure is ``VmHWM`` from ``/proc/PID/status`` (Linux; elsewhere the
+resident size now stands in for it).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 _PROC = Path("/proc")
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
@@ -33,21 +33,26 @@ class Usage:
 
 
 def read_usage(pid: int, *, tree: bool = True) -> Usage | None:
-    """``pid`` and (with ``tree``) its descendants now; None if it is gone or there is
-    no ``/proc``. Without ``tree`` only the process's own threads count."""
-    if read_stat(pid) is None:
+    """``pid`` and (with ``tree``) its descendants now; None if it is gone or cannot
+    be read. Without ``tree`` only the process's own threads count."""
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)] if tree else [root]
+    except psutil.Error:
         return None
-    pids = descendants(pid) if tree else [pid]
     cpu, rss, peak, count = 0.0, 0, 0, 0
-    for p in pids:
-        stat = read_stat(p)
-        if stat is None:  # exited while we looked
+    for process in processes:
+        try:
+            with process.oneshot():
+                times = process.cpu_times()
+                now = process.memory_info().rss
+        except psutil.Error:  # exited while we looked
             continue
-        own, reaped = stat
-        cpu += own + (reaped if tree else 0.0)
-        now, high = read_memory(p)
+        cpu += times.user + times.system
+        if tree:
+            cpu += times.children_user + times.children_system
         rss += now
-        peak += high
+        peak += max(now, peak_rss(process.pid))
         count += 1
     return Usage(cpu_seconds=cpu, rss_bytes=rss, peak_rss_bytes=peak, processes=count)
 
@@ -59,54 +64,18 @@ def read_all(pids: Mapping[str, int], *, own: str | None = None) -> dict[str, Us
     return {name: usage for name, usage in readings.items() if usage is not None}
 
 
-def read_stat(pid: int) -> tuple[float, float] | None:
-    """(own CPU seconds, CPU seconds of reaped children) of ``pid``."""
-    try:
-        text = (_PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    # The command name may contain spaces and parentheses; fields follow the last ')'.
-    fields = text[text.rindex(")") + 2 :].split()
-    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
-    return (utime + stime) / _TICKS, (cutime + cstime) / _TICKS
-
-
-def read_memory(pid: int) -> tuple[int, int]:
-    """(VmRSS, VmHWM) of ``pid`` in bytes; zeros for a kernel thread or a gone process."""
-    values = {"VmRSS": 0, "VmHWM": 0}
+def peak_rss(pid: int) -> int:
+    """``VmHWM`` of ``pid`` in bytes; 0 where it cannot be read (a kernel thread, a
+    gone process, no ``/proc``)."""
     try:
         lines = (_PROC / str(pid) / "status").read_text().splitlines()
     except OSError:
-        return 0, 0
+        return 0
     for line in lines:
         name, _, rest = line.partition(":")
-        if name in values:
-            values[name] = int(rest.split()[0]) * 1024
-    return values["VmRSS"], values["VmHWM"]
-
-
-def descendants(pid: int) -> list[int]:
-    """``pid`` and every process below it, parents first."""
-    found, queue = [], [pid]
-    while queue:
-        current = queue.pop(0)
-        found.append(current)
-        queue.extend(child for child in children(current) if child not in found)
-    return found
-
-
-def children(pid: int) -> list[int]:
-    try:
-        tasks = list((_PROC / str(pid) / "task").iterdir())
-    except OSError:
-        return []
-    kids: list[int] = []
-    for task in tasks:
-        try:
-            kids.extend(int(v) for v in (task / "children").read_text().split())
-        except (OSError, ValueError):
-            continue
-    return kids
+        if name == "VmHWM":
+            return int(rest.split()[0]) * 1024
+    return 0
 
 
 def delta(before: Mapping[str, Usage], after: Mapping[str, Usage]) -> dict[str, float]:

@@ -30,13 +30,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import faust
+from tenacity import AsyncRetrying
 
 from firn.errors import FirnError
 from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
 from firn.kafka import Topics
 from firn.kafka.loop import UnhandledEventError, decode
 from firn.observability.instruments import DEAD_LETTERS, LOST_DEAD_LETTERS, reason_kind
-from firn.postgres.retry import backoff, is_transient
+from firn.postgres.retry import transient_retries
 from firn.settings import FirnSettings
 from firn_services.metrics.handlers import (
     CatalogReader,
@@ -235,17 +236,8 @@ async def _retrying(call: Callable[..., Any], *args: Any) -> Any:
     """Run a blocking catalog call in a thread, retrying while it fails transiently:
     a Postgres outage pauses the stream instead of crashing the agent or dropping the
     event. A permanent failure is raised (and the event parked)."""
-    attempt = 0
-    while True:
-        try:
-            return await asyncio.to_thread(call, *args)
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            attempt += 1
-            wait = backoff(attempt)
-            log.warning("catalog call failed, retrying in %.1fs: %r", wait, exc)
-            await asyncio.sleep(wait)
+    retrying = AsyncRetrying(**transient_retries("catalog call"))
+    return await retrying(asyncio.to_thread, call, *args)
 
 
 def _reason(exc: BaseException) -> str:

@@ -17,6 +17,7 @@ import time
 
 import faust
 from confluent_kafka import KafkaException
+from tenacity import RetryCallState, Retrying, retry_if_result
 
 import firn
 from firn.kafka import admin_client
@@ -24,7 +25,7 @@ from firn.kafka.lag import group_lag, report_lag
 from firn.observability.catalog_collector import catalog_collector
 from firn.observability.instruments import CONSUMER_LAG
 from firn.postgres import registry
-from firn.postgres.retry import backoff, is_transient
+from firn.postgres.retry import WAIT, backoff, is_transient
 from firn.settings import FirnSettings
 from firn_services.metrics.app import create_app
 from firn_services.metrics.handlers import CatalogReader
@@ -109,9 +110,10 @@ def _broker_answers(settings: FirnSettings) -> bool:
 
 
 def _wait_for_broker(settings: FirnSettings) -> None:
-    attempt = 0
-    while not _broker_answers(settings):
-        attempt += 1
-        wait = backoff(attempt)
-        log.warning("Kafka does not answer; trying again in %.1fs", wait)
-        time.sleep(wait)
+    def log_retry(state: RetryCallState) -> None:
+        assert state.next_action is not None
+        log.warning("Kafka does not answer; trying again in %.1fs", state.next_action.sleep)
+
+    Retrying(retry=retry_if_result(lambda answers: not answers), wait=WAIT, before_sleep=log_retry)(
+        _broker_answers, settings
+    )

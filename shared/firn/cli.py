@@ -25,7 +25,14 @@ from pydantic import ValidationError
 
 from firn import __version__, logs
 from firn.commands import compact, dashboard, expire, status, tables, verify
-from firn.commands.output import Output, int_between, positive_up_to, ratio, seconds_up_to
+from firn.commands.output import (
+    Output,
+    int_between,
+    positive_up_to,
+    ratio,
+    seconds_up_to,
+    show,
+)
 from firn.errors import ConfigError, FirnError
 from firn.settings import FirnSettings
 
@@ -170,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             error = {} if result.error is None else {"error": result.error}
             print(json.dumps({**error, **result.data}, default=str))
         else:
-            print(result.text)
+            show(result, sys.stdout)
     except BrokenPipeError:
         # The reader went away (``firn tasks | head``): not an error worth a traceback.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

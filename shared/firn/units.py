@@ -6,6 +6,12 @@ suffix (``"128MiB"``); a duration is a number of seconds or a string with an
 ``"1h\\n"`` or ``"1h; drop"`` are refused rather than read as ``1h``. Formatting
 gives the shortest exact spelling in the same syntax, so error messages show ranges
 the user can type back.
+
+Why not pydantic's own types: ``ByteSize`` matches only a prefix (``"64MiB; drop"``
+and ``"64MiB\n"`` read as 64 MiB), reads ``"64MB"`` and ``"64M"`` as decimal
+megabytes and ``"0.5B"`` as 0; ``timedelta`` reads ISO 8601 (``"PT10M"``) and
+``"HH:MM:SS"`` but not ``"10min"``, ``"30s"``, ``"1h"`` or a number in a string.
+Switching would change what users' properties mean, so the two small parsers stay.
 """
 
 from __future__ import annotations

@@ -251,7 +251,41 @@ def test_compact_here(run: Run, catalog: firn.Catalog, capsys: pytest.CaptureFix
     assert "nothing to compact" in capsys.readouterr().out
     code, doc = run("compact", "orders", "--here", "--engine", "local", "--partition", "x=1")
     assert code == 1
-    assert "no partition 'x=1'" in doc["error"]
+    assert "must be written region=..." in doc["error"]
+    code, doc = run("compact", "orders", "--here", "--engine", "local", "--partition", "region=us")
+    assert code == 1
+    assert "no partition 'region=us'" in doc["error"]
+
+
+def test_a_partition_named_by_key_or_mapping(run: Run, catalog: firn.Catalog) -> None:
+    """``firn.compact`` takes ``{"region": "eu"}`` or ``"region=eu"`` for the same
+    partition, and the CLI repeated or comma-separated keys for several."""
+    orders = make_orders(run, catalog)
+
+    def unmerged() -> dict[str, int]:
+        return {p["partition"]: p["unmerged_files"] for p in orders.status()["partitions"]}
+
+    for n, name in enumerate([{"region": "eu"}, "region=eu"]):
+        orders.upsert(rows("eu", range(n, 40, 2), n))
+        orders.upsert(rows("us", range(n, 40, 3), n))
+        before = unmerged()
+        summary = firn.compact(orders, name, engine="local")
+        assert [(p["partition"], p["outcome"]) for p in summary["plans"]] == [
+            ("region=eu", "committed")
+        ]
+        assert before["region=eu"] > 0
+        assert unmerged() == {"region=eu": 0, "region=us": before["region=us"]}
+
+    for argv in (
+        ["--partition", "region=eu", "--partition", "region=us"],
+        ["--partition", "region=eu,region=us"],
+    ):
+        orders.upsert(rows("eu", range(5), 9))
+        orders.upsert(rows("us", range(5), 9))
+        code, doc = run("compact", "orders", "--here", "--engine", "local", *argv)
+        assert code == 0, doc
+        assert sorted(p["partition"] for p in doc["plans"]) == ["region=eu", "region=us"]
+        assert unmerged() == {"region=eu": 0, "region=us": 0}
 
 
 def read_requests(

@@ -4,13 +4,17 @@ are in ``test_demo_workload.py``)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import json
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
+from typing import ClassVar
 
+import psutil
 import pytest
 
 from firn.catalog.amplification import CompactionWork, StoreShape
@@ -256,27 +260,52 @@ def test_summary_data_and_text_agree() -> None:
     assert "compaction   no task finished yet" in text
 
 
-# -- process usage from /proc -----------------------------------------------------
+# -- process usage through psutil -------------------------------------------------
 
 
-def _fake_process(
-    proc: Path, pid: int, ticks: tuple[int, int, int, int], kb: tuple[int, int], kids: list[int]
+class _FakeProcess:
+    """psutil.Process over a table of fake processes: pid -> (cpu times, rss, kids)."""
+
+    table: ClassVar[dict[int, tuple[tuple[float, float, float, float], int, list[int]]]] = {}
+
+    def __init__(self, pid: int) -> None:
+        if pid not in self.table:
+            raise psutil.NoSuchProcess(pid)
+        self.pid = pid
+
+    def children(self, recursive: bool = False) -> list[_FakeProcess]:
+        assert recursive
+        kids = [_FakeProcess(k) for k in self.table[self.pid][2]]
+        return [d for k in kids for d in [k, *k.children(recursive=True)]]
+
+    def oneshot(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def cpu_times(self) -> SimpleNamespace:
+        user, system, children_user, children_system = self.table[self.pid][0]
+        return SimpleNamespace(
+            user=user, system=system, children_user=children_user, children_system=children_system
+        )
+
+    def memory_info(self) -> SimpleNamespace:
+        return SimpleNamespace(rss=self.table[self.pid][1])
+
+
+def test_process_trees_are_read_through_psutil(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (proc / str(pid) / "task" / str(pid)).mkdir(parents=True)
-    # comm with a space and a parenthesis, as the kernel allows
-    fields = ["S", *["0"] * 10, *map(str, ticks), *["0"] * 30]
-    (proc / str(pid) / "stat").write_text(f"{pid} (odd) name) {' '.join(fields)}\n")
-    (proc / str(pid) / "status").write_text(f"Name:\tx\nVmHWM:\t{kb[1]} kB\nVmRSS:\t{kb[0]} kB\n")
-    (proc / str(pid) / "task" / str(pid) / "children").write_text(" ".join(map(str, kids)))
-
-
-def test_process_trees_are_read_from_proc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(usage.psutil, "Process", _FakeProcess)
+    monkeypatch.setattr(_FakeProcess, "table", {
+        10: ((1.0, 0.5, 0.3, 0.2), 1000 << 10, [11]),
+        11: ((2.0, 0.0, 0.0, 0.0), 3000 << 10, [12]),
+        12: ((0.1, 0.1, 0.0, 0.0), 24 << 10, []),
+    })  # fmt: skip
     monkeypatch.setattr(usage, "_PROC", tmp_path)
-    monkeypatch.setattr(usage, "_TICKS", 100)
-    _fake_process(tmp_path, 10, (100, 50, 30, 20), (1000, 2000), [11])
-    _fake_process(tmp_path, 11, (200, 0, 0, 0), (3000, 5000), [12])
-    _fake_process(tmp_path, 12, (10, 10, 0, 0), (24, 24), [])
-    assert usage.descendants(10) == [10, 11, 12]
+    for pid, hwm_kb in ((10, 2000), (11, 5000)):  # 12 has none: its rss now stands in
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "status").write_text(
+            f"Name:\tx\nVmHWM:\t{hwm_kb} kB\nVmRSS:\t1 kB\n"
+        )
     tree = usage.read_usage(10)
     assert tree is not None
     assert tree.cpu_seconds == pytest.approx(4.2)
@@ -290,6 +319,15 @@ def test_process_trees_are_read_from_proc(tmp_path: Path, monkeypatch: pytest.Mo
     assert readings["me"].processes == 1
     later = {"svc": usage.Usage(5.0, 0, 0, 3)}
     assert usage.delta(readings, later) == {"svc": pytest.approx(0.8)}
+
+
+def test_this_process_is_measured_for_real() -> None:
+    me = usage.read_usage(os.getpid(), tree=False)
+    assert me is not None
+    assert me.processes == 1
+    assert me.rss_bytes > 0
+    assert usage.peak_rss(os.getpid()) > 0  # VmHWM read on Linux
+    assert me.cpu_seconds > 0
 
 
 # -- CLI --------------------------------------------------------------------------

@@ -89,8 +89,15 @@ def test_a_commit_refused_while_the_broker_restarts_is_tried_again_then_left() -
     # this offset, so a coordinator that keeps loading must not stop the service.
     loop = _loop(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
     loop._commit(_Message())  # type: ignore[arg-type]
-    assert loop._consumer.tries > 1  # type: ignore[attr-defined]
+    assert loop._consumer.tries == 6  # type: ignore[attr-defined]
     assert loop.transient_failures == loop._consumer.tries - 1  # type: ignore[attr-defined]
+
+
+def test_a_stopping_loop_tries_a_refused_commit_once() -> None:
+    loop = _loop(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+    loop.stopping.set()
+    loop._commit(_Message())  # type: ignore[arg-type]
+    assert (loop._consumer.tries, loop.transient_failures) == (1, 0)  # type: ignore[attr-defined]
 
 
 def test_a_fatal_commit_error_still_raises() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from firn.api.catalog import postgres_catalog_of
@@ -19,7 +20,9 @@ from firn.engine.execution import Claim, run_local, run_spark
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now
 from firn.errors import ConfigError
+from firn.model.partition_names import PartitionName, partition_keys
 from firn.model.plans import PlanRecord, PlanSkipped
+from firn.model.schema import TableSchema
 from firn.model.states import PlanState
 from firn.model.tasks import Kind, TaskResult
 from firn.postgres.connection import Connection
@@ -35,13 +38,18 @@ Engine = Literal["spark", "local"]
 
 def compact(
     table: Table,
-    partition: str | None = None,
+    partition: PartitionName | Iterable[PartitionName] | None = None,
     kind: str = "major",
     *,
     engine: Engine = "spark",
     spark: SparkSession | None = None,
 ) -> dict[str, Any]:
-    """Compact ``table`` (one partition, or every one) now; returns a summary.
+    """Compact ``table`` (the named partitions, or every one) now; returns a summary.
+
+    ``partition`` names one partition by its key (``"region=eu"``, Hive-style
+    ``"region=eu/day=2024-01-31"`` for several columns) or by a mapping of every
+    partition column to a value (``{"region": "eu"}``), or several as a list of
+    those; a partition the table does not have is a ``ConfigError``.
 
     ``kind`` is ``major`` (fold the unmerged changes into the base), ``full`` (also
     rewrite every base file, e.g. after changing ``base.buckets``), ``minor``
@@ -122,7 +130,9 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     return commit_plan(conn, plan_id)
 
 
-def _partitions(conn: Connection, table: Table, partition: str | None) -> list[str]:
+def _partitions(
+    conn: Connection, table: Table, partition: PartitionName | Iterable[PartitionName] | None
+) -> list[str]:
     known = [
         p
         for (p,) in conn.execute(
@@ -133,11 +143,21 @@ def _partitions(conn: Connection, table: Table, partition: str | None) -> list[s
     ]
     if partition is None:
         return known
-    if partition not in known:
+    return existing_partitions(table.definition, partition, known)
+
+
+def existing_partitions(
+    table: TableSchema, names: PartitionName | Iterable[PartitionName], known: Iterable[str]
+) -> list[str]:
+    """The keys of the named partitions of ``table``, each checked to be one of ``known``."""
+    keys = list(partition_keys(table, names))
+    have = sorted(known)
+    missing = [k for k in keys if k not in have]
+    if missing:
         raise ConfigError(
-            f"table {table.name!r} has no partition {partition!r} (it has {known[:10]})"
+            f"table {table.name!r} has no partition {missing[0]!r} (it has {have[:10]})"
         )
-    return [partition]
+    return keys
 
 
 def _execute(

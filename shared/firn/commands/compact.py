@@ -31,10 +31,10 @@ from typing import Any, cast
 from confluent_kafka import KafkaError, Message
 
 from firn.api.catalog import connect, postgres_catalog_of
-from firn.api.compact import Engine, compact
+from firn.api.compact import Engine, compact, existing_partitions
 from firn.api.table import Table
 from firn.catalog.listing import PlanProgress, plan_progress, settled_plan_ids
-from firn.commands.output import Output, partition_name, seconds_up_to, size
+from firn.commands.output import Output, WaitingLine, partition_name, seconds_up_to, size
 from firn.engine.planning import draft_now
 from firn.errors import ConfigError, ServiceError
 from firn.events.plans import PlanRequestEvent
@@ -60,7 +60,13 @@ def add_commands(
         "compact", parents=[common], help="request a compaction from the services, or run it here"
     )
     command.add_argument("table")
-    command.add_argument("--partition", help="one partition key, e.g. region=eu (default: all)")
+    command.add_argument(
+        "--partition",
+        action="append",
+        metavar="KEY",
+        help="a partition key, e.g. region=eu or region=eu/day=2024-01-31; repeatable, "
+        "or several separated by commas (default: all)",
+    )
     command.add_argument(
         "--kind",
         choices=("major", "full", "minor", "auto"),
@@ -91,15 +97,28 @@ def run_compact(args: argparse.Namespace, settings: FirnSettings) -> Output:
         raise ConfigError("--engine applies only with --here (the services run their own)")
     if args.timeout is not None and not args.wait:
         raise ConfigError("--timeout applies only with --wait")
+    named = partition_options(args.partition)
     with connect(settings=settings) as catalog:
         table = catalog.table(args.table)
         if args.here:
-            return _here(table, args.partition, args.kind, args.engine or "spark")
-        return _request(settings, table, args.partition, args.kind, args.wait, args.timeout)
+            return _here(table, named, args.kind, args.engine or "spark")
+        return _request(settings, table, named, args.kind, args.wait, args.timeout)
 
 
-def _here(table: Table, partition: str | None, kind: str, engine: str) -> Output:
-    summary = compact(table, partition, kind, engine=cast(Engine, engine))
+def partition_options(values: list[str] | None) -> list[str] | None:
+    """The partition keys of repeated ``--partition`` options, each possibly a comma
+    list (a key percent-escapes a comma in a value, so a comma only separates keys);
+    None when none was given: every partition."""
+    if values is None:
+        return None
+    keys = [k.strip() for v in values for k in v.split(",")]
+    if not all(keys):
+        raise ConfigError(f"--partition takes partition keys such as region=eu, got {values}")
+    return keys
+
+
+def _here(table: Table, partitions: list[str] | None, kind: str, engine: str) -> Output:
+    summary = compact(table, partitions, kind, engine=cast(Engine, engine))
     lines = [f"{kind} compaction of {table.name} in {summary['seconds']}s"]
     for p in summary["plans"]:
         lines.append(
@@ -131,26 +150,29 @@ def request_compaction(
 ) -> Output:
     """What ``firn compact TABLE`` without ``--wait`` does: one plan-request event per
     partition with something to compact (the web dashboard's action calls this)."""
-    return _request(settings, table, partition, kind, False, None)
+    named = None if partition is None else [partition]
+    return _request(settings, table, named, kind, False, None)
 
 
 def _request(
     settings: FirnSettings,
     table: Table,
-    partition: str | None,
+    named: list[str] | None,
     kind: str,
     wait: bool,
     timeout: float | None,
 ) -> Output:
     started = time.monotonic()
     partitions = {p["partition"]: p for p in table.status()["partitions"]}
-    if partition is not None and partition not in partitions:
-        known = sorted(partitions)[:10]
-        raise ConfigError(f"table {table.name!r} has no partition {partition!r} (it has {known})")
+    keys = (
+        sorted(partitions)
+        if named is None
+        else existing_partitions(table.definition, named, partitions)
+    )
     conn = postgres_catalog_of(table).conn
     baseline = settled_plan_ids(conn, table.table_id)
     requests, skipped = [], []
-    for key in [partition] if partition is not None else sorted(partitions):
+    for key in keys:
         # auto is a minor request the planner answers unit by unit (scope "due").
         auto = kind == "auto"
         draft = draft_now(conn, table, key, cast(Kind, "minor" if auto else kind), tiered=auto)
@@ -213,35 +235,32 @@ def _wait(
 ) -> tuple[list[PlanProgress], str | None]:
     targets = {r.partition_key: r.max_seq for r in requests}
     expected = kind if table.definition.keyed else "bin-pack"
-    last_line = ""
     requested_at = time.monotonic()
-    while True:
-        progress = plan_progress(
-            postgres_catalog_of(table).conn, table.table_id, list(targets), baseline
-        )
-        states = list(progress.values())
-        pending = [p for p in states if not _done(p, kind, expected, targets[p.partition])]
-        if not pending:
-            return states, None
-        failed = [p for p in pending if p.state == PlanState.FAILED]
-        if failed:
-            return states, "; ".join(
-                f"plan {p.plan_id} for {partition_name(p.partition)} failed: {p.error}"
-                for p in failed
+    with WaitingLine(sys.stderr) as waiting:
+        while True:
+            progress = plan_progress(
+                postgres_catalog_of(table).conn, table.table_id, list(targets), baseline
             )
-        if time.monotonic() >= deadline:
-            waiting = ", ".join(partition_name(p.partition) for p in pending)
-            return states, f"timed out waiting for {waiting}"
-        line = "; ".join(_progress_text(p) for p in pending)
-        if line != last_line:
-            print(f"firn: waiting: {line}", file=sys.stderr, flush=True)
-            last_line = line
-        idle = [p for p in pending if p.state not in _OPEN]
-        if idle and time.monotonic() - requested_at >= REQUEST_AGAIN_SECONDS:
-            again = {p.partition for p in idle}
-            publisher.publish([r for r in requests if r.partition_key in again])
-            requested_at = time.monotonic()
-        time.sleep(POLL_SECONDS)
+            states = list(progress.values())
+            pending = [p for p in states if not _done(p, kind, expected, targets[p.partition])]
+            if not pending:
+                return states, None
+            failed = [p for p in pending if p.state == PlanState.FAILED]
+            if failed:
+                return states, "; ".join(
+                    f"plan {p.plan_id} for {partition_name(p.partition)} failed: {p.error}"
+                    for p in failed
+                )
+            if time.monotonic() >= deadline:
+                waiting_for = ", ".join(partition_name(p.partition) for p in pending)
+                return states, f"timed out waiting for {waiting_for}"
+            waiting.update("; ".join(_progress_text(p) for p in pending))
+            idle = [p for p in pending if p.state not in _OPEN]
+            if idle and time.monotonic() - requested_at >= REQUEST_AGAIN_SECONDS:
+                again = {p.partition for p in idle}
+                publisher.publish([r for r in requests if r.partition_key in again])
+                requested_at = time.monotonic()
+            time.sleep(POLL_SECONDS)
 
 
 def _done(p: PlanProgress, kind: str, expected: str, target: int) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 from firn.api.catalog import connect
 from firn.catalog.listing import list_tasks
-from firn.commands.output import Output, columns, int_between, partition_name, size
+from firn.commands.output import Grid, Output, grid, int_between, partition_name, size
 from firn.model.states import TaskState
 from firn.settings import FirnSettings
 
@@ -70,14 +70,14 @@ def _top_score(status: dict[str, Any]) -> float:
     return max((p["score"] for p in status["partitions"]), default=0.0)
 
 
-def _status_text(statuses: list[dict[str, Any]]) -> str:
+def _status_text(statuses: list[dict[str, Any]]) -> str | list[str | Grid]:
     if not statuses:
         return "no tables"
     rows = sorted(
         ((s["table"], p) for s in statuses for p in s["partitions"]),
         key=lambda tp: (-tp[1]["score"], tp[0], tp[1]["partition"]),
     )
-    table = columns(
+    table = grid(
         ("TABLE", "PARTITION", "MERGED/MAX SEQ", "UNMERGED", "SCORE", "DUE", "OPEN PLAN", "LAST"),
         [
             (
@@ -93,7 +93,7 @@ def _status_text(statuses: list[dict[str, Any]]) -> str:
             for name, p in rows
         ],
     )
-    lines = [table] if rows else []
+    lines: list[str | Grid] = [table] if rows else []
     for name, p in rows:
         if p["reasons"]:
             where = f"{name} {partition_name(p['partition'])}"
@@ -101,7 +101,7 @@ def _status_text(statuses: list[dict[str, Any]]) -> str:
     empty = [s["table"] for s in statuses if not s["partitions"]]
     if empty:
         lines.append(f"no data yet: {', '.join(empty)}")
-    return "\n".join(lines)
+    return lines
 
 
 def _plan_text(plan: dict[str, Any] | None) -> str | None:
@@ -126,7 +126,7 @@ def show_tasks(args: argparse.Namespace, settings: FirnSettings) -> Output:
     tasks = [r.as_dict() for r in rows]
     if not tasks:
         return Output({"tasks": []}, "no tasks")
-    text = columns(
+    text = grid(
         ("TABLE", "PARTITION", "PLAN", "KIND", "TASK", "STATE", "ATTEMPT", "LEASE", "UPDATED"),
         [
             (
@@ -146,7 +146,7 @@ def show_tasks(args: argparse.Namespace, settings: FirnSettings) -> Output:
         ],
     )
     errors = [f"  task {r.task_id}: {r.error}" for r in rows if r.error]
-    return Output({"tasks": tasks}, "\n".join([text, *errors]))
+    return Output({"tasks": tasks}, [text, *errors])
 
 
 def _clock(at: dt.datetime | None) -> str:

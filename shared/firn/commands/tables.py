@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from firn.api.catalog import connect
 from firn.api.table import Table
-from firn.commands.output import Output, columns, size
+from firn.commands.output import Grid, Output, grid, size
 from firn.errors import ConfigError
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
@@ -97,7 +97,7 @@ def list_tables(args: argparse.Namespace, settings: FirnSettings) -> Output:
         )
         for i in infos
     ]
-    text = columns(("TABLE", "KEY", "PARTITIONED BY", "FILES", "SIZE", "SNAPSHOT"), rows)
+    text = grid(("TABLE", "KEY", "PARTITIONED BY", "FILES", "SIZE", "SNAPSHOT"), rows)
     return Output({"tables": infos}, text if infos else "no tables")
 
 
@@ -137,9 +137,9 @@ def _total(column: pa.ChunkedArray) -> int:
     return int(total or 0)
 
 
-def _show_text(info: dict[str, Any]) -> str:
+def _show_text(info: dict[str, Any]) -> list[str | Grid]:
     stores = info["stores"]
-    lines = [
+    lines: list[str | Grid] = [
         f"table {info['name']} (id {info['table_id']}, snapshot {info['snapshot']})",
         f"  location      {info['location']}",
         f"  primary key   {', '.join(info['primary_key']) or '(none: append-only)'}",
@@ -149,14 +149,14 @@ def _show_text(info: dict[str, Any]) -> str:
         f"{stores['base']['files']} base ({size(stores['base']['bytes'])}), "
         f"{stores['change']['files']} change ({size(stores['change']['bytes'])})",
         "",
-        columns(
+        grid(
             ("COLUMN", "TYPE", "NULL"),
             [(c["name"], c["type"], "yes" if c["nullable"] else "no") for c in info["columns"]],
         ),
         "",
-        columns(("PROPERTY", "VALUE"), sorted(info["properties"].items())),
+        grid(("PROPERTY", "VALUE"), sorted(info["properties"].items())),
     ]
-    return "\n".join(lines)
+    return lines
 
 
 def names(text: str | None, option: str) -> list[str]:

@@ -102,7 +102,7 @@ class Dashboard:
                 output = self._request(self.settings, table, partition, kind)
             except ConfigError as exc:
                 raise views.PageNotFound(str(exc)) from exc
-            text = output.text if output.error is None else f"{output.text}\n{output.error}"
+            text = output.plain() if output.error is None else f"{output.plain()}\n{output.error}"
             return pages.action_page(output.error is None, text)
 
         return self._read(act)

@@ -36,6 +36,14 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_when_event_set,
+    wait_exponential,
+)
 
 from firn.errors import FirnError
 from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
@@ -262,33 +270,46 @@ class ConsumeLoop:
         loading or moved, timeouts) gets a few tries with backoff; if it still refuses,
         the loop goes on: the next commit covers this offset, and until then a
         redelivery would only repeat an idempotent handler."""
-        attempt = 0
-        while True:
-            try:
-                self._consumer.commit(message=message, asynchronous=False)
-                return
-            except KafkaException as exc:
-                error = exc.args[0]
-                if error.code() in _REBALANCED:
-                    log.warning(
-                        "offset of %s not committed, the group rebalanced: %s",
-                        _where(message),
-                        error.str(),
-                    )
-                    return
-                if error.fatal():
-                    raise
-                attempt += 1
-                if attempt > _COMMIT_TRIES or self.stopping.is_set():
-                    log.warning(
-                        "offset of %s not committed after %d tries, going on: %s",
-                        _where(message),
-                        attempt,
-                        error.str(),
-                    )
-                    return
-                self.transient_failures += 1
-                self.stopping.wait(min(self._retry_backoff * 2.0 ** (attempt - 1), 8.0))
+
+        def worth_retrying(exc: BaseException) -> bool:
+            error = exc.args[0] if isinstance(exc, KafkaException) else None
+            return isinstance(error, KafkaError) and not (
+                error.code() in _REBALANCED or error.fatal()
+            )
+
+        def count(_: RetryCallState) -> None:
+            self.transient_failures += 1
+
+        def give_up(state: RetryCallState) -> None:
+            assert state.outcome is not None
+            exc = state.outcome.exception()
+            log.warning(
+                "offset of %s not committed after %d tries, going on: %s",
+                _where(message),
+                state.attempt_number,
+                exc.args[0].str() if exc is not None else "",
+            )
+
+        def pause(seconds: float) -> None:  # cut short when the loop stops
+            self.stopping.wait(seconds)
+
+        retrying = Retrying(
+            retry=retry_if_exception(worth_retrying),
+            stop=stop_after_attempt(_COMMIT_TRIES + 1) | stop_when_event_set(self.stopping),
+            wait=wait_exponential(multiplier=self._retry_backoff, max=8.0),
+            sleep=pause,
+            before_sleep=count,
+            retry_error_callback=give_up,
+        )
+        try:
+            retrying(self._consumer.commit, message=message, asynchronous=False)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() not in _REBALANCED:
+                raise
+            log.warning(
+                "offset of %s not committed, the group rebalanced: %s", _where(message), error.str()
+            )
 
     def _park(self, message: Message, reason: str, kind: str) -> None:
         """Send a bounded dead letter for the message and wait until the broker has

@@ -31,10 +31,14 @@ def partition_key(table: TableSchema, name: PartitionName) -> tuple[str, dict[st
     if isinstance(name, str):
         texts = _parse(table, name)
     elif isinstance(name, Mapping):
-        if sorted(name) != sorted(columns):
+        unknown = [str(c) for c in name if c not in columns]
+        missing = [c for c in columns if c not in name]
+        if unknown or missing:
+            problems = [f"{c!r} is not a partition column" for c in unknown]
+            problems += [f"{c!r} is missing" for c in missing]
             raise ConfigError(
                 f"a partition of {table.name!r} is named by every partition column "
-                f"{columns}, got {sorted(name)}"
+                f"{columns}: {', '.join(problems)}"
             )
         texts = _texts(table, name)
     else:

@@ -3,16 +3,27 @@
 The work passed in must be a whole transaction (or idempotent steps), so running it
 again on a fresh connection is safe: a transaction cut off by a restart was rolled
 back by Postgres, and a deadlock victim's transaction was rolled back too.
+
+The retrying itself is tenacity's: ``transient_retries`` is the one policy (retry
+what ``is_transient`` says may pass, ``backoff`` apart), shared by the blocking
+``retrying_transient`` and the services' async loops.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_delay,
+    stop_never,
+    wait_exponential,
+)
 
 from firn.errors import FirnError
 from firn.observability.instruments import POSTGRES_ERRORS
@@ -43,18 +54,35 @@ def backoff(attempt: int) -> float:
     return float(min(FIRST_BACKOFF_SECONDS * 2.0 ** (attempt - 1), MAX_BACKOFF_SECONDS))
 
 
+WAIT = wait_exponential(multiplier=FIRST_BACKOFF_SECONDS, max=MAX_BACKOFF_SECONDS)
+"""``backoff`` as a tenacity wait: tenacity numbers the failed attempt from 1."""
+
+
+def transient_retries(what: str, deadline_seconds: float | None = None) -> dict[str, Any]:
+    """The arguments of a tenacity ``Retrying``/``AsyncRetrying`` that retries ``what``
+    while it fails transiently, ``backoff`` apart, logging each retry; for up to
+    ``deadline_seconds`` (None: for ever). The last error is raised as it is."""
+
+    def log_retry(state: RetryCallState) -> None:
+        assert state.outcome is not None
+        assert state.next_action is not None
+        log.warning(
+            "%s failed (%r); retrying in %.1fs",
+            what,
+            state.outcome.exception(),
+            state.next_action.sleep,
+        )
+
+    return {
+        "retry": retry_if_exception(is_transient),
+        "wait": WAIT,
+        "stop": stop_never if deadline_seconds is None else stop_after_delay(deadline_seconds),
+        "before_sleep": log_retry,
+        "reraise": True,
+    }
+
+
 def retrying_transient(work: Callable[[], T], *, what: str, deadline_seconds: float = 300.0) -> T:
     """``work()``, retried with backoff while it fails transiently, for up to
     ``deadline_seconds``; then (or on a permanent error) the error is raised."""
-    started = time.monotonic()
-    attempt = 0
-    while True:
-        try:
-            return work()
-        except Exception as exc:
-            attempt += 1
-            if not is_transient(exc) or time.monotonic() - started > deadline_seconds:
-                raise
-            wait = backoff(attempt)
-            log.warning("%s failed (%r); retrying in %.1fs", what, exc, wait)
-            time.sleep(wait)
+    return Retrying(**transient_retries(what, deadline_seconds))(work)
