@@ -20,7 +20,7 @@ from confluent_kafka import KafkaException
 from tenacity import RetryCallState, Retrying, retry_if_result
 
 import firn
-from firn.kafka import admin_client
+from firn.kafka import admin_client, consumer
 from firn.kafka.lag import group_lag, report_lag
 from firn.observability.catalog_collector import catalog_collector
 from firn.observability.instruments import CONSUMER_LAG
@@ -41,13 +41,15 @@ def main(settings: FirnSettings) -> None:
     # are served from here only: one reading per scrape is enough for the stack.
     collector, collector_db = catalog_collector(settings)
     context = prepare(NAME, settings, collectors=[collector])
-    admin = admin_client(settings)
+    # Faust's group is named after the app (create_app); this consumer only asks for
+    # the group's committed offsets, it never subscribes or commits.
+    asker = consumer(settings, f"{settings.topic_prefix}metrics", **{"enable.auto.commit": False})
+    measured = (context.topics.commits, context.topics.compactions, context.topics.metrics_updates)
     lag_reported: set[tuple[str, int]] = set()
 
     def measure_lag() -> None:
         nonlocal lag_reported
-        # Faust's group is named after the app (create_app).
-        lag = group_lag(admin, f"{settings.topic_prefix}metrics")
+        lag = group_lag(asker, measured)
         report_lag(CONSUMER_LAG, NAME, lag, lag_reported)
         lag_reported = set(lag)
 
@@ -92,6 +94,7 @@ def main(settings: FirnSettings) -> None:
                     _wait_for_broker(settings)
                 log.warning("the Faust worker ended (exit %s); starting it again", exc.code)
     finally:
+        asker.close()
         reader.close()
         collector_db.close()
         stopped(context)

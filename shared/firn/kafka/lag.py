@@ -3,8 +3,8 @@
 A service's own ``ConsumeLoop`` asks its consumer (``consumer_lag``: its position,
 else its group's committed offset, else the start of the partition, since Firn's
 consumers start at the earliest offset). The metrics service's Faust worker keeps
-its consumer to itself, so its group's committed offsets are read through the admin
-client instead (``group_lag``). Either way the high watermark is asked of the
+its consumer to itself, so its group's committed offsets are read by a consumer of
+its own that never subscribes (``group_lag``). Either way the high watermark is asked of the
 broker: a few small requests, made every heartbeat, not per message.
 """
 
@@ -13,11 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
-    OffsetSpec,
-)
+from confluent_kafka import Consumer, TopicPartition
 
 Lag = dict[tuple[str, int], int]
 """(topic, partition) -> messages not read yet."""
@@ -58,24 +54,31 @@ def consumer_lag(consumer: Consumer, timeout: float = 1.0) -> Lag:
     return lag
 
 
-def group_lag(admin: AdminClient, group: str, timeout: float = 5.0) -> Lag:
-    """The lag of every partition ``group`` has committed an offset for."""
-    request = [ConsumerGroupTopicPartitions(group)]
-    answer = admin.list_consumer_group_offsets(request, request_timeout=timeout)[group]
-    committed = {
-        (tp.topic, tp.partition): tp.offset
-        for tp in answer.result(timeout).topic_partitions
-        if tp.error is None
-    }
-    if not committed:
+def group_lag(consumer: Consumer, topics: Iterable[str], timeout: float = 5.0) -> Lag:
+    """The lag of every partition of ``topics`` that ``consumer``'s group (its
+    ``group.id``) has committed an offset for. ``consumer`` only asks: it never
+    subscribes, so it does not join the group it measures.
+
+    Not the admin client's ListOffsets: librdkafka aborted the whole process in it
+    (``rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0'``) when a
+    broker died under it, twice in the broker-failover test."""
+    metadata = consumer.list_topics(timeout=timeout)
+    partitions = [
+        TopicPartition(topic, p)
+        for topic in topics
+        if topic in metadata.topics
+        for p in metadata.topics[topic].partitions
+    ]
+    if not partitions:
         return {}
-    latest = admin.list_offsets(
-        {TopicPartition(t, p): OffsetSpec.latest() for t, p in committed},  # type: ignore[no-untyped-call]
-        request_timeout=timeout,
-    )
     lag: Lag = {}
-    for tp, future in latest.items():
-        found = lag_of(future.result(timeout).offset, committed[(tp.topic, tp.partition)])
+    for tp in consumer.committed(partitions, timeout=timeout):
+        if tp.error is not None or tp.offset < 0:
+            continue  # nothing committed there yet
+        _, high = consumer.get_watermark_offsets(
+            TopicPartition(tp.topic, tp.partition), timeout=timeout, cached=False
+        )
+        found = lag_of(high, tp.offset)
         if found is not None:
             lag[(tp.topic, tp.partition)] = found
     return lag
