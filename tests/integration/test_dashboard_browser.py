@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -30,8 +31,12 @@ from selenium.webdriver.support.wait import WebDriverWait
 import firn
 from firn.dashboard import DashboardServer, serve
 from firn.events.plans import PlanRequestEvent
+from firn.kafka import Topics, ensure_topics
 from firn.settings import FirnSettings
+from tests.integration.cdc_workload import wait_until_settled
+from tests.integration.service_processes import running_services
 from tests.integration.test_cli_commands import read_requests
+from tests.integration.test_demo_alone import firn_demo, summary
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -212,3 +217,63 @@ def test_the_page_shows_the_catalogs_numbers_and_guards_the_action(
         "region=us",
         status["region=us"]["max_seq"],
     )
+
+
+def test_with_the_services_and_the_demo_producer_the_page_follows_the_stack(
+    browser: WebDriver, stack_settings: FirnSettings, tmp_path: Path
+) -> None:
+    """What a new user sees with `make demo`: the four services and the demo producer
+    (`firn demo`, as docker-compose runs it), the page opened while it produces, and
+    once the stack has settled, every partition's numbers equal to the catalog's."""
+    settings = stack_settings
+    ensure_topics(settings, Topics.from_settings(settings).all())
+    with running_services(
+        settings,
+        tmp_path,
+        ["metrics", "planner", "dispatcher", "committer"],
+        FIRN_METRICS_CHECK_INTERVAL="5",
+    ) as services:
+        demo = firn_demo(settings, "--duration", "12")
+        server = serve(settings, port=0)
+        try:
+            browser.get(server.url)
+
+            def demo_rows(driver: WebDriver) -> list[Any]:
+                driver.refresh()
+                return list(
+                    driver.find_elements(
+                        By.CSS_SELECTOR, '#partitions tr[data-table="demo.orders"]'
+                    )
+                )
+
+            # While it produces, the demo table and its partitions appear.
+            assert WebDriverWait(browser, 60, poll_frequency=1).until(demo_rows)
+            stdout, stderr = demo.communicate(timeout=180)
+            assert demo.returncode == 0, stderr
+            assert summary(stdout)["ok"] is True  # the table equals the producer's model
+            with firn.connect(settings=settings) as catalog:
+                table = catalog.table("demo.orders")
+                wait_until_settled(table, services, timeout=300)
+                status = {p["partition"]: p for p in table.status()["partitions"]}
+                browser.get(server.url)
+                assert len(demo_rows(browser)) == len(status) == 4
+                for key, partition in status.items():
+                    assert _cell(browser, "demo.orders", key, "score") == f"{partition['score']:g}"
+                    assert _cell(browser, "demo.orders", key, "unmerged-files") == str(
+                        partition["unmerged_files"]
+                    )
+                    last = partition["last_compaction"]
+                    assert last is not None, "the services compacted every partition"
+                    assert _cell(browser, "demo.orders", key, "last-compaction").startswith(
+                        f"plan {last['plan_id']} {last['kind']}"
+                    )
+                # The tasks the services ran are listed, none left open.
+                states = {
+                    row.find_elements(By.TAG_NAME, "td")[4].text
+                    for row in browser.find_elements(By.CSS_SELECTOR, "#tasks tr")[1:]
+                }
+                assert states == {"Committed"}, states
+        finally:
+            server.stop()
+            if demo.poll() is None:
+                demo.kill()
