@@ -34,7 +34,8 @@ KAFKA_OWNED = {
     "bootstrap.servers": "set FIRN_KAFKA_BOOTSTRAP instead",
     "enable.idempotence": "every Firn producer is idempotent",
     "acks": "every Firn producer waits for all in-sync replicas",
-    "enable.auto.commit": "Firn commits offsets only after the side effect is durable",
+    "enable.auto.commit": "Firn's consumers commit the offsets they stored, in the background",
+    "enable.auto.offset.store": "Firn stores an offset only after its side effect is durable",
     "group.id": "each service names its own consumer group",
 }
 """librdkafka properties Firn sets itself; a pass-through value would break a guarantee."""

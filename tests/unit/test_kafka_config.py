@@ -37,12 +37,14 @@ def test_an_override_cannot_weaken_a_producer(key: str, value: object) -> None:
         producer_config(_settings(), **{key: value})
 
 
-def test_consumers_never_auto_commit() -> None:
+def test_consumers_never_store_an_offset_by_themselves() -> None:
+    # Only the consume loop stores an offset, after the side effect is durable; the
+    # consumer commits what was stored.
     config = consumer_config(_settings(), "g")
-    assert config["enable.auto.commit"] is False
+    assert config["enable.auto.offset.store"] is False
     assert config["group.id"] == "g"
-    with pytest.raises(ConfigError, match=r"enable\.auto\.commit"):
-        consumer_config(_settings(), "g", **{"enable.auto.commit": True})
+    with pytest.raises(ConfigError, match=r"enable\.auto\.offset\.store"):
+        consumer_config(_settings(), "g", **{"enable.auto.offset.store": True})
 
 
 def test_the_pass_through_and_secrets_reach_every_client(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,10 +1,17 @@
-"""Pure pieces of the Kafka edge: topic naming and event decoding."""
+"""Pure pieces of the Kafka edge: topic naming, event decoding, and the consume
+loop's retries and offsets against a recorded consumer."""
 
 from __future__ import annotations
 
-import pytest
-from confluent_kafka import KafkaError, KafkaException
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from firn.errors import FirnError
 from firn.kafka.loop import ConsumeLoop, UnhandledEventError, decode
 from firn.kafka.topics import Topics
 
@@ -44,62 +51,172 @@ def test_undecodable_values_are_unhandled_not_retryable(value: bytes | None, rea
     assert caught.value.retryable is False
 
 
-class _RefusingConsumer:
-    def __init__(self, code: int, fatal: bool = False) -> None:
-        self.code = code
-        self.fatal = fatal
-        self.tries = 0
-
-    def commit(self, **_: object) -> None:
-        self.tries += 1
-        raise KafkaException(KafkaError(self.code, fatal=self.fatal))
-
-
 class _Message:
+    def __init__(self, offset: int, value: bytes, partition: int = 0) -> None:
+        self._offset, self._value, self._partition = offset, value, partition
+
     def topic(self) -> str:
         return "t"
 
     def partition(self) -> int:
-        return 0
+        return self._partition
 
     def offset(self) -> int:
-        return 7
+        return self._offset
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return self._value
+
+    def error(self) -> None:
+        return None
 
 
-def _loop(code: int, fatal: bool = False) -> ConsumeLoop:
+class _Consumer:
+    """The calls the loop makes, recorded; ``seek`` is refused: the loop must retry
+    the message in hand instead (a partition sought during a broker restart was
+    never fetched again)."""
+
+    def __init__(self, *messages: _Message, partitions: int = 1) -> None:
+        self.queue = list(messages)
+        self.owned = {("t", p) for p in range(partitions)}
+        self.paused: set[tuple[str, int]] = set()
+        self.stored: list[int] = []
+        self.polls_while_paused = 0
+        self.handed_while_paused: list[int] = []
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for t, p in sorted(self.owned)]
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self.paused |= {(tp.topic, tp.partition) for tp in partitions}
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self.paused -= {(tp.topic, tp.partition) for tp in partitions}
+
+    def poll(self, _timeout: float) -> _Message | None:
+        if self.paused:
+            self.polls_while_paused += 1
+        for message in self.queue:
+            if ("t", message.partition()) not in self.paused:
+                self.queue.remove(message)
+                if self.paused:
+                    self.handed_while_paused.append(message.offset())
+                return message
+        return None
+
+    def seek(self, _partition: TopicPartition) -> None:
+        raise AssertionError("the loop sought back instead of retrying in hand")
+
+    def store_offsets(self, *, message: _Message) -> None:
+        if ("t", message.partition()) not in self.owned:
+            raise KafkaException(KafkaError(KafkaError._STATE, "not assigned"))
+        self.stored.append(message.offset())
+
+
+def _ping(n: int, partition: int = 0) -> _Message:
+    return _Message(n, json.dumps({"event_type": "ping", "n": n}).encode(), partition)
+
+
+def _loop(consumer: _Consumer, ping: Callable[[Mapping[str, Any]], None]) -> ConsumeLoop:
     return ConsumeLoop(
-        _RefusingConsumer(code, fatal),  # type: ignore[arg-type]
+        consumer,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
         topics=["t"],
-        handlers={},
+        handlers={"ping": ping},
         dlq_topic="dlq",
         service="test",
-        retry_backoff=0.001,
+        retry_backoff=0.6,  # above the keep-alive: the wait polls
     )
 
 
-def test_a_commit_refused_after_a_rebalance_is_not_fatal() -> None:
+def test_a_transient_failure_retries_the_message_in_hand_polling_meanwhile() -> None:
+    consumer = _Consumer()
+    tries = []
+
+    def ping(event: Mapping[str, Any]) -> None:
+        tries.append(event["n"])
+        if len(tries) < 3:
+            raise FirnError("database restarting", retryable=True)
+
+    loop = _loop(consumer, ping)
+    try:
+        loop._handle(_ping(4))  # type: ignore[arg-type]
+    finally:
+        loop._worker.shutdown()
+    assert tries == [4, 4, 4]
+    assert consumer.stored == [4]
+    assert loop.transient_failures == 2
+    assert consumer.polls_while_paused > 0, "the member stopped polling while it waited"
+    assert consumer.paused == set(), "the assignment was left paused"
+
+
+def test_a_message_whose_partition_moved_while_it_waited_is_left_to_the_new_owner() -> None:
+    consumer = _Consumer()
+    tries = []
+
+    def ping(event: Mapping[str, Any]) -> None:
+        tries.append(event["n"])
+        consumer.owned.clear()  # revoked during the backoff that follows
+        raise FirnError("database restarting", retryable=True)
+
+    loop = _loop(consumer, ping)
+    try:
+        loop._handle(_ping(4))  # type: ignore[arg-type]
+    finally:
+        loop._worker.shutdown()
+    assert (tries, consumer.stored) == ([4], [])
+
+
+def test_a_stopping_loop_leaves_a_failing_message_unstored() -> None:
+    consumer = _Consumer()
+    loop = _loop(consumer, lambda event: loop.stopping.set() or _raise_transient())
+    try:
+        loop._handle(_ping(4))  # type: ignore[arg-type]
+    finally:
+        loop._worker.shutdown()
+    assert consumer.stored == []  # redelivered after the restart
+
+
+def _raise_transient() -> None:
+    raise FirnError("database restarting", retryable=True)
+
+
+def test_messages_of_a_partition_assigned_mid_handler_are_held_in_order() -> None:
+    # Partition 1 comes with a rebalance while a slow handler runs (not paused yet):
+    # what the consumer hands over then is held and handled next, in order.
+    consumer = _Consumer(_ping(10, partition=1), _ping(11, partition=1), partitions=1)
+    seen = []
+
+    def ping(event: Mapping[str, Any]) -> None:
+        seen.append(event["n"])
+        if event["n"] == 0:
+            time.sleep(0.7)  # the assignment is paused by now
+            consumer.owned.add(("t", 1))
+            time.sleep(0.8)
+
+    loop = _loop(consumer, ping)
+    try:
+        loop._handle(_ping(0))  # type: ignore[arg-type]
+        while (message := loop._next_message()) is not None:
+            loop._handle(message)
+    finally:
+        loop._worker.shutdown()
+    assert seen == [0, 10, 11]
+    assert consumer.stored == [0, 10, 11]
+    assert consumer.handed_while_paused == [10]
+
+
+def test_a_store_refused_after_a_rebalance_is_not_fatal() -> None:
     # The partition moved to another member while the message was handled: that
     # member handles it again, this one carries on.
-    _loop(KafkaError.ILLEGAL_GENERATION)._commit(_Message())  # type: ignore[arg-type]
-
-
-def test_a_commit_refused_while_the_broker_restarts_is_tried_again_then_left() -> None:
-    # The side effect is durable and handlers are idempotent: a later commit covers
-    # this offset, so a coordinator that keeps loading must not stop the service.
-    loop = _loop(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
-    loop._commit(_Message())  # type: ignore[arg-type]
-    assert loop._consumer.tries == 6  # type: ignore[attr-defined]
-    assert loop.transient_failures == loop._consumer.tries - 1  # type: ignore[attr-defined]
-
-
-def test_a_stopping_loop_tries_a_refused_commit_once() -> None:
-    loop = _loop(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
-    loop.stopping.set()
-    loop._commit(_Message())  # type: ignore[arg-type]
-    assert (loop._consumer.tries, loop.transient_failures) == (1, 0)  # type: ignore[attr-defined]
-
-
-def test_a_fatal_commit_error_still_raises() -> None:
-    with pytest.raises(KafkaException):
-        _loop(KafkaError._FATAL, fatal=True)._commit(_Message())  # type: ignore[arg-type]
+    consumer = _Consumer()
+    consumer.owned.clear()
+    loop = _loop(consumer, lambda event: None)
+    try:
+        loop._handle(_ping(4))  # type: ignore[arg-type]
+    finally:
+        loop._worker.shutdown()
+    assert consumer.stored == []

@@ -237,7 +237,7 @@ class _AckingProducer:
 
 
 class _Committing:
-    def commit(self, **_: object) -> None:
+    def store_offsets(self, **_: object) -> None:
         pass
 
 

@@ -7,8 +7,10 @@ so a secured cluster needs no change in any service.
 Producers are idempotent with ``acks=all`` so a retried send is neither duplicated
 nor acknowledged before every in-sync replica has it (with ``min.insync.replicas``
 below the replication factor, one broker may fail without losing an acknowledged
-event). Consumers never auto-commit: a service commits an offset only after the side
-effect of the message is durable. Neither guarantee can be overridden.
+event). Consumers never store an offset by themselves (``enable.auto.offset.store``
+off): a service stores a message's offset only after its side effect is durable, and
+the consumer commits what was stored, in the background, on a revocation and on
+close. Neither guarantee can be overridden.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from firn.errors import ConfigError
 from firn.settings import FirnSettings
 
 PRODUCER_GUARANTEES: Mapping[str, Any] = {"enable.idempotence": True, "acks": "all"}
-CONSUMER_GUARANTEES: Mapping[str, Any] = {"enable.auto.commit": False}
+CONSUMER_GUARANTEES: Mapping[str, Any] = {"enable.auto.offset.store": False}
 
 
 def _with(guarantees: Mapping[str, Any], config: dict[str, Any]) -> dict[str, Any]:
@@ -51,6 +53,7 @@ def consumer_config(settings: FirnSettings, group_id: str, **overrides: Any) -> 
             "group.id": group_id,
             "auto.offset.reset": "earliest",
             "partition.assignment.strategy": "cooperative-sticky",
+            "auto.commit.interval.ms": 1000,  # a restart redelivers at most ~1 s of work
             **overrides,
         },
     )

@@ -1,12 +1,13 @@
 """The consume loop every confluent-kafka service runs.
 
-Delivery is at least once: an offset is committed only after the handler's side
-effect is durable (the handler returned) or the message was parked in the dead-letter
-topic with its reason. No single message can stop a service:
+Delivery is at least once: a message's offset is stored (and then committed by the
+consumer in the background, on a revocation and on close) only after the handler's
+side effect is durable (the handler returned) or the message was parked in the
+dead-letter topic with its reason. No single message can stop a service:
 
 - a *transient* failure (a retryable ``FirnError``, or an error the service lists as
-  transient, such as a lost Postgres connection) leaves the offset where it is; the
-  same message is handled again after a backoff that doubles up to a cap, so a
+  transient, such as a lost Postgres connection) keeps the message in hand: it is
+  handled again after a backoff that doubles up to a cap, polling meanwhile, so a
   database or broker restart pauses the service instead of ending it;
 - anything else (undecodable, no handler, disagrees with the catalog, or a bug the
   handler did not expect) goes to the DLQ as a bounded ``dead-letter`` event and the
@@ -20,6 +21,7 @@ this thread keeps polling with the assignment paused, so the consumer never exce
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import json
 import logging
@@ -35,14 +37,6 @@ from confluent_kafka import (
     Message,
     Producer,
     TopicPartition,
-)
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_when_event_set,
-    wait_exponential,
 )
 
 from firn.errors import FirnError
@@ -61,17 +55,6 @@ log = logging.getLogger(__name__)
 EventHandler = Callable[[Mapping[str, Any]], None]
 """Handles one decoded event; raises a FirnError (retryable or not) when it cannot."""
 
-
-_REBALANCED = {
-    KafkaError.ILLEGAL_GENERATION,
-    KafkaError.UNKNOWN_MEMBER_ID,
-    KafkaError.REBALANCE_IN_PROGRESS,
-    KafkaError._ASSIGNMENT_LOST,
-}
-"""Commit errors that mean: this member no longer owns the partition."""
-
-_COMMIT_TRIES = 5
-"""Offset commits tried while the broker refuses them for a passing reason."""
 
 _KEEPALIVE_SECONDS = 0.5
 """A handler running longer than this gets the assignment paused and polls kept up."""
@@ -126,6 +109,7 @@ class ConsumeLoop:
         self._lag_every = lag_every
         self._lag_at: float | None = None
         self._lag_reported: set[tuple[str, int]] = set()
+        self._held: collections.deque[Message] = collections.deque()
         self._worker = concurrent.futures.ThreadPoolExecutor(1, f"{service}-handler")
         self.stopping = threading.Event()
         self.lost_dead_letters = 0
@@ -137,7 +121,7 @@ class ConsumeLoop:
         self._consumer.subscribe(self._topics)
         try:
             while not self.stopping.is_set():
-                message = self._consumer.poll(0.5)
+                message = self._next_message()
                 self._idle()
                 if message is None:
                     continue
@@ -152,7 +136,7 @@ class ConsumeLoop:
         finally:
             self._worker.shutdown(wait=True)
             self._producer.flush(10)
-            self._consumer.close()
+            self._consumer.close()  # commits the offsets stored so far
 
     def _idle(self) -> None:
         """Periodic work (heartbeats, sweeps) must not end the service when the
@@ -186,22 +170,44 @@ class ConsumeLoop:
             return exc.retryable
         return self._transient(exc)
 
+    def _next_message(self) -> Message | None:
+        """A message held back while a handler ran, if its partition is still ours,
+        else the next one from the consumer."""
+        while self._held:
+            message = self._held.popleft()
+            if self._owns(message):
+                return message
+            log.info("%s left to its partition's new owner", _where(message))
+        return self._consumer.poll(0.5)
+
+    def _owns(self, message: Message) -> bool:
+        return (message.topic(), message.partition()) in {
+            (p.topic, p.partition) for p in self._consumer.assignment()
+        }
+
     def _handle(self, message: Message) -> None:
-        try:
-            self._while_polling(lambda: self._dispatch(message))
-        except Exception as exc:
-            if self._is_transient(exc):
-                self._retry_later(message, exc)
-                return
-            if not isinstance(exc, FirnError):
-                log.exception("handler failed unexpectedly on %s", _where(message))
+        """Handle ``message`` until it succeeds or is parked; a transient failure
+        retries the message in hand after a backoff (never a seek: librdkafka left a
+        partition sought during a broker restart unfetched for good)."""
+        while not self.stopping.is_set():
             try:
-                self._park(message, _reason(exc), reason_kind(exc))
-            except DeliveryError as park_failed:  # the broker is away: retry it all
-                self._retry_later(message, park_failed)
-                return
-        self._failures_in_a_row = 0
-        self._commit(message)
+                self._while_polling(lambda: self._dispatch(message))
+            except Exception as exc:
+                if self._is_transient(exc):
+                    if self._back_off(message, exc):
+                        continue
+                    return
+                if not isinstance(exc, FirnError):
+                    log.exception("handler failed unexpectedly on %s", _where(message))
+                try:
+                    self._park(message, _reason(exc), reason_kind(exc))
+                except DeliveryError as park_failed:  # the broker is away: retry it all
+                    if self._back_off(message, park_failed):
+                        continue
+                    return
+            self._failures_in_a_row = 0
+            self._store(message)
+            return
 
     def _dispatch(self, message: Message) -> None:
         event = decode(message.value())
@@ -228,9 +234,9 @@ class ConsumeLoop:
                 except concurrent.futures.TimeoutError:
                     stray = self._consumer.poll(0)
                     if stray is not None and stray.error() is None:
-                        # Assigned during a rebalance, so not paused: read it again later.
-                        topic, partition, offset = _position(stray)
-                        self._consumer.seek(TopicPartition(topic, partition, offset))
+                        # Assigned during a rebalance, so not paused: held, in the
+                        # order it came, and handled before anything polled later.
+                        self._held.append(stray)
                         paused |= self._pause_all()
         finally:
             assigned = {(p.topic, p.partition) for p in self._consumer.assignment()}
@@ -244,72 +250,39 @@ class ConsumeLoop:
             self._consumer.pause(assignment)
         return {(p.topic, p.partition) for p in assignment}
 
-    def _retry_later(self, message: Message, exc: BaseException) -> None:
+    def _back_off(self, message: Message, exc: BaseException) -> bool:
+        """Wait before ``message`` is handled again, polling meanwhile. False when it
+        should not be: the loop is stopping (the message is redelivered after a
+        restart) or its partition went to another member (which handles it)."""
         self._failures_in_a_row += 1
         self.transient_failures += 1
         wait = min(
             self._retry_backoff * 2.0 ** (self._failures_in_a_row - 1), self._max_retry_backoff
         )
-        topic, partition, offset = _position(message)
-        log.warning(
-            "transient failure on %s[%d]@%d, retrying in %.1fs: %r",
-            topic,
-            partition,
-            offset,
-            wait,
-            exc,
-        )
-        self._consumer.seek(TopicPartition(topic, partition, offset))
-        self.stopping.wait(wait)
+        log.warning("transient failure on %s, retrying in %.1fs: %r", _where(message), wait, exc)
+        self._while_polling(lambda: self._sleep(wait))
+        if self.stopping.is_set():
+            return False
+        if not self._owns(message):
+            log.warning("%s not retried here: its partition has a new owner", _where(message))
+            return False
+        return True
 
-    def _commit(self, message: Message) -> None:
-        """Commit past ``message``. If the group rebalanced while it was handled, the
-        partition may belong to another member now: the commit is refused, the new
-        owner handles the message again (handlers are idempotent), and this member
-        carries on with what it was given. A broker that is restarting (coordinator
-        loading or moved, timeouts) gets a few tries with backoff; if it still refuses,
-        the loop goes on: the next commit covers this offset, and until then a
-        redelivery would only repeat an idempotent handler."""
+    def _sleep(self, seconds: float) -> None:
+        self.stopping.wait(seconds)
 
-        def worth_retrying(exc: BaseException) -> bool:
-            error = exc.args[0] if isinstance(exc, KafkaException) else None
-            return isinstance(error, KafkaError) and not (
-                error.code() in _REBALANCED or error.fatal()
-            )
-
-        def count(_: RetryCallState) -> None:
-            self.transient_failures += 1
-
-        def give_up(state: RetryCallState) -> None:
-            assert state.outcome is not None
-            exc = state.outcome.exception()
-            log.warning(
-                "offset of %s not committed after %d tries, going on: %s",
-                _where(message),
-                state.attempt_number,
-                exc.args[0].str() if exc is not None else "",
-            )
-
-        def pause(seconds: float) -> None:  # cut short when the loop stops
-            self.stopping.wait(seconds)
-
-        retrying = Retrying(
-            retry=retry_if_exception(worth_retrying),
-            stop=stop_after_attempt(_COMMIT_TRIES + 1) | stop_when_event_set(self.stopping),
-            wait=wait_exponential(multiplier=self._retry_backoff, max=8.0),
-            sleep=pause,
-            before_sleep=count,
-            retry_error_callback=give_up,
-        )
+    def _store(self, message: Message) -> None:
+        """Mark ``message`` done: its offset is committed in the background (and on
+        close or a revocation). Never a blocking commit: librdkafka holds a
+        synchronous commit until a group coordinator answers, and one that was
+        lost in a broker restart held a service for good. If the group rebalanced
+        while the message was handled, the partition may belong to another member:
+        the store is refused, the new owner handles the message again (handlers are
+        idempotent), and this member carries on."""
         try:
-            retrying(self._consumer.commit, message=message, asynchronous=False)
+            self._consumer.store_offsets(message=message)
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() not in _REBALANCED:
-                raise
-            log.warning(
-                "offset of %s not committed, the group rebalanced: %s", _where(message), error.str()
-            )
+            log.warning("offset of %s not stored: %s", _where(message), exc.args[0].str())
 
     def _park(self, message: Message, reason: str, kind: str) -> None:
         """Send a bounded dead letter for the message and wait until the broker has
