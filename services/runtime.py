@@ -119,8 +119,9 @@ def run_consumer_service(
 ) -> None:
     """Run the consume loop for ``context`` until a stop signal arrives."""
     settings = context.settings
+    group = f"{settings.topic_prefix}{context.name}"
     loop = ConsumeLoop(
-        consumer(settings, group_id=f"{settings.topic_prefix}{context.name}"),
+        lambda **extra: consumer(settings, group, **extra),
         producer(settings),
         topics=consumes,
         handlers=handlers,
@@ -128,6 +129,7 @@ def run_consumer_service(
         service=context.name,
         transient=is_transient,
         lag_every=settings.service_heartbeat_seconds,
+        stuck_after=settings.kafka_stuck_seconds,
         on_idle=_every(
             settings.service_heartbeat_seconds,
             lambda: (registry.heartbeat(context.conn, context.instance_id), on_idle()),

@@ -129,6 +129,13 @@ class FirnSettings(BaseSettings):
         gt=0,
         description="How often a running service records that it is alive.",
     )
+    kafka_stuck_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="A consume-loop service replaces its Kafka consumer when the consumer "
+        "group has had no coordinator this long (librdkafka sometimes never finds it again "
+        "after a broker restart).",
+    )
     commit_event_timeout_seconds: float = Field(
         default=2.0,
         gt=0,

@@ -80,7 +80,7 @@ def test_bad_events_are_parked_with_a_reason_and_the_loop_goes_on(
 
     group = f"loop-{unique}"
     loop = ConsumeLoop(
-        consumer(settings, group),
+        lambda **extra: consumer(settings, group, **extra),
         producer(settings),
         topics=[topics.commits],
         handlers={"ping": ping},
@@ -129,7 +129,7 @@ def test_a_retryable_failure_is_handled_again_not_skipped(
             done.set()
 
     loop = ConsumeLoop(
-        consumer(settings, f"retry-{unique}"),
+        lambda **extra: consumer(settings, f"retry-{unique}", **extra),
         producer(settings),
         topics=[topics.commits],
         handlers={"ping": flaky},
@@ -162,7 +162,7 @@ def test_a_handler_longer_than_the_poll_interval_keeps_the_group_membership(
     group = f"slow-{unique}"
     tight = {"max.poll.interval.ms": 6000, "session.timeout.ms": 6000}
     loop = ConsumeLoop(
-        consumer(settings, group, **tight),
+        lambda **extra: consumer(settings, group, **tight, **extra),
         producer(settings),
         topics=[topics.commits],
         handlers={"slow": slow},
@@ -194,7 +194,7 @@ def test_an_unexpected_error_parks_the_message_and_a_transient_one_retries_it(
             done.set()
 
     loop = ConsumeLoop(
-        consumer(settings, f"bug-{unique}"),
+        lambda **extra: consumer(settings, f"bug-{unique}", **extra),
         producer(settings),
         topics=[topics.commits],
         handlers={"ping": buggy},

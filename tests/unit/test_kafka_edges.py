@@ -4,6 +4,7 @@ loop's retries and offsets against a recorded consumer."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from firn.errors import FirnError
-from firn.kafka.loop import ConsumeLoop, UnhandledEventError, decode
+from firn.kafka.loop import ConsumeLoop, UnhandledEventError, decode, stuck_group
 from firn.kafka.topics import Topics
 
 
@@ -122,7 +123,7 @@ def _ping(n: int, partition: int = 0) -> _Message:
 
 def _loop(consumer: _Consumer, ping: Callable[[Mapping[str, Any]], None]) -> ConsumeLoop:
     return ConsumeLoop(
-        consumer,  # type: ignore[arg-type]
+        lambda **_: consumer,
         None,  # type: ignore[arg-type]
         topics=["t"],
         handlers={"ping": ping},
@@ -220,3 +221,84 @@ def test_a_store_refused_after_a_rebalance_is_not_fatal() -> None:
     finally:
         loop._worker.shutdown()
     assert consumer.stored == []
+
+
+@pytest.mark.parametrize(
+    ("group", "stuck"),
+    [
+        ({"state": "up", "stateage": 900_000}, False),
+        ({"state": "query-coord", "stateage": 30_000}, False),
+        ({"state": "query-coord", "stateage": 61_000}, True),
+        ({"state": "wait-coord", "stateage": 600_000}, True),
+        (None, False),  # a consumer without a group
+    ],
+)
+def test_a_group_without_a_coordinator_for_too_long_is_stuck(
+    group: dict[str, Any] | None, stuck: bool
+) -> None:
+    statistics = {"name": "rdkafka#consumer-1"} | ({"cgrp": group} if group else {})
+    reason = stuck_group(statistics, stuck_after=60)
+    assert (reason is not None) == stuck
+    if reason is not None:
+        assert group is not None
+        assert repr(group["state"]) in reason
+
+
+class _StuckConsumer(_Consumer):
+    """Its statistics say the group has had no coordinator for ten minutes."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.report = config["stats_cb"]
+        self.subscribed: list[str] = []
+        self.closed = threading.Event()
+
+    def subscribe(self, topics: list[str]) -> None:
+        self.subscribed = topics
+
+    def poll(self, timeout: float) -> _Message | None:
+        self.report(json.dumps({"cgrp": {"state": "query-coord", "stateage": 600_000}}))
+        return super().poll(timeout)
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class _HealthyConsumer(_StuckConsumer):
+    def __init__(self, config: Mapping[str, Any], loop: Callable[[], ConsumeLoop]) -> None:
+        super().__init__(config)
+        self.loop = loop
+
+    def poll(self, timeout: float) -> _Message | None:
+        self.report(json.dumps({"cgrp": {"state": "up", "stateage": 600_000}}))
+        self.loop().stopping.set()
+        return None
+
+
+class _Flushing:
+    def flush(self, _timeout: float) -> int:
+        return 0
+
+
+def test_a_stuck_consumer_is_replaced_by_a_new_one_on_the_same_topics() -> None:
+    made: list[_StuckConsumer] = []
+
+    def make(**config: Any) -> _StuckConsumer:
+        fresh = _StuckConsumer(config) if not made else _HealthyConsumer(config, lambda: loop)
+        made.append(fresh)
+        return fresh
+
+    loop = ConsumeLoop(
+        make,
+        _Flushing(),  # type: ignore[arg-type]
+        topics=["t"],
+        handlers={},
+        dlq_topic="dlq",
+        service="test",
+        stuck_after=60,
+    )
+    loop.run()
+    assert (len(made), loop.renewals) == (2, 1)
+    assert made[0].closed.wait(5), "the replaced consumer was not closed"
+    assert made[1].subscribed == ["t"]
+    assert made[1].closed.is_set()  # the loop's own close, on stopping

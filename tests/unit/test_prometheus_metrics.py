@@ -246,7 +246,7 @@ def test_each_dead_letter_is_counted_by_service_and_reason_kind() -> None:
         raise KeyError("a bug")
 
     loop = ConsumeLoop(
-        _Committing(),  # type: ignore[arg-type]
+        lambda **_: _Committing(),
         _AckingProducer(),  # type: ignore[arg-type]
         topics=["firn.plan-tasks"],
         handlers={"plan-task": boom},

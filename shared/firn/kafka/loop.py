@@ -17,6 +17,12 @@ dead-letter topic with its reason. No single message can stop a service:
 A handler may run for a long time (a Spark job): it runs on a worker thread while
 this thread keeps polling with the assignment paused, so the consumer never exceeds
 ``max.poll.interval.ms`` and never loses its group membership.
+
+A consumer whose group has had no coordinator for ``stuck_after`` seconds (its
+statistics say so every few seconds) is replaced by a new one: after a broker
+restart, librdkafka sometimes never finds the coordinator again (the group state stays
+away from ``up`` while the broker serves everyone else), and a service would sit
+alive, polling, consuming nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from firn.kafka.delivery import DeliveryError, deliver
 from firn.kafka.lag import consumer_lag, report_lag
 from firn.observability.instruments import (
     CONSUMER_LAG,
+    CONSUMER_RENEWALS,
     DEAD_LETTERS,
     LOST_DEAD_LETTERS,
     reason_kind,
@@ -54,6 +61,12 @@ log = logging.getLogger(__name__)
 
 EventHandler = Callable[[Mapping[str, Any]], None]
 """Handles one decoded event; raises a FirnError (retryable or not) when it cannot."""
+
+ConsumerFactory = Callable[..., Consumer]
+"""Makes the loop's consumer, given extra librdkafka properties (keyword arguments)."""
+
+_STATISTICS_MS = 5000
+"""How often the consumer reports its group state (``stats_cb``)."""
 
 
 _KEEPALIVE_SECONDS = 0.5
@@ -82,7 +95,7 @@ class ConsumeLoop:
 
     def __init__(
         self,
-        consumer: Consumer,
+        consumer: ConsumerFactory,
         producer: Producer,
         *,
         topics: list[str],
@@ -94,8 +107,12 @@ class ConsumeLoop:
         retry_backoff: float = 1.0,
         max_retry_backoff: float = 30.0,
         lag_every: float = 10.0,
+        stuck_after: float = 60.0,
     ) -> None:
-        self._consumer = consumer
+        self._make_consumer = consumer
+        self._stuck_after = stuck_after
+        self._stuck: str | None = None
+        self._consumer = self._new_consumer()
         self._producer = producer
         self._topics = topics
         self._handlers = handlers
@@ -116,6 +133,8 @@ class ConsumeLoop:
         """Messages skipped because even their bounded dead letter was refused."""
         self.transient_failures = 0
         """Handler and idle-work failures that were retried (database or broker away)."""
+        self.renewals = 0
+        """Consumers replaced because their group had no coordinator for too long."""
 
     def run(self) -> None:
         self._consumer.subscribe(self._topics)
@@ -123,6 +142,9 @@ class ConsumeLoop:
             while not self.stopping.is_set():
                 message = self._next_message()
                 self._idle()
+                if self._stuck is not None:
+                    self._renew()
+                    continue
                 if message is None:
                     continue
                 error = message.error()
@@ -137,6 +159,29 @@ class ConsumeLoop:
             self._worker.shutdown(wait=True)
             self._producer.flush(10)
             self._consumer.close()  # commits the offsets stored so far
+
+    def _new_consumer(self) -> Consumer:
+        return self._make_consumer(
+            **{"statistics.interval.ms": _STATISTICS_MS, "stats_cb": self._on_statistics}
+        )
+
+    def _on_statistics(self, statistics: str) -> None:
+        """Called from ``poll``, on this thread."""
+        self._stuck = stuck_group(json.loads(statistics), self._stuck_after)
+
+    def _renew(self) -> None:
+        """Replace the consumer, subscribed to the same topics. The old one is closed
+        on a thread of its own (a close without a coordinator may wait long); what it
+        held or stored but did not commit is redelivered to whoever owns it next."""
+        log.warning("%s: replacing the Kafka consumer, %s", self._service, self._stuck)
+        self._stuck = None
+        old = self._consumer
+        self._held.clear()
+        threading.Thread(target=_close_quietly, args=(old,), daemon=True).start()
+        self._consumer = self._new_consumer()
+        self._consumer.subscribe(self._topics)
+        self.renewals += 1
+        CONSUMER_RENEWALS.labels(self._service).inc()
 
     def _idle(self) -> None:
         """Periodic work (heartbeats, sweeps) must not end the service when the
@@ -317,6 +362,26 @@ class ConsumeLoop:
                 exc,
                 self.lost_dead_letters,
             )
+
+
+def stuck_group(statistics: Mapping[str, Any], stuck_after: float) -> str | None:
+    """Why a consumer's group counts as stuck, from librdkafka's statistics: its state
+    (``up`` once a coordinator answers) has been something else for ``stuck_after``
+    seconds. None while it is fine, or the consumer has no group."""
+    group = statistics.get("cgrp")
+    if not isinstance(group, Mapping):
+        return None
+    state, age_ms = group.get("state"), group.get("stateage", 0)
+    if state == "up" or age_ms < stuck_after * 1000:
+        return None
+    return f"its group has been in state {state!r} for {age_ms / 1000:.0f}s (no coordinator)"
+
+
+def _close_quietly(consumer: Consumer) -> None:
+    try:
+        consumer.close()
+    except Exception as exc:  # a replaced consumer: nothing depends on its close
+        log.info("closing a replaced consumer failed: %r", exc)
 
 
 def _reason(exc: BaseException) -> str:

@@ -65,6 +65,12 @@ LOST_DEAD_LETTERS = Counter(
     "Messages skipped because the broker refused even their dead letter.",
     ["service"],
 )
+CONSUMER_RENEWALS = Counter(
+    "firn_kafka_consumer_renewals",
+    "Kafka consumers a consume-loop service replaced because their group had no "
+    "coordinator for too long.",
+    ["service"],
+)
 CONSUMER_LAG = Gauge(
     "firn_kafka_consumer_lag",
     "Messages of an assigned topic partition the service's consumer has not read yet.",
