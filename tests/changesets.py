@@ -10,7 +10,7 @@ absent keys all occur).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -117,27 +117,36 @@ def as_view(table: pa.Table) -> dict[tuple[Any, ...], Row]:
 
 LEVELS = [1, 2, 4, 8]
 Step = tuple[str, Any]
-"""("commit", operations), ("compact", kind) or ("buckets", (change, base))."""
+"""("commit", operations), ("compact", (kind, engine)) or ("buckets", (change, base))."""
+
+
+@st.composite
+def life_steps(
+    draw: st.DrawFn, kind: KeyKind, *, engines: Sequence[str] = ("local",), most: int = 7
+) -> list[Step]:
+    """A table's life: a commit first, then up to ``most`` commits, compactions of every
+    kind (each on one of ``engines``) and bucket changes, in any order."""
+    steps: list[Step] = [("commit", draw(operations(kind)))]
+    for _ in range(draw(st.integers(1, most))):
+        action = draw(st.sampled_from(["commit", "commit", "compact", "buckets"]))
+        if action == "commit":
+            steps.append(("commit", draw(operations(kind))))
+        elif action == "compact":
+            compaction = draw(st.sampled_from(["major", "major", "full", "minor"]))
+            steps.append(("compact", (compaction, draw(st.sampled_from(engines)))))
+        else:
+            steps.append(
+                ("buckets", (draw(st.sampled_from(LEVELS)), draw(st.sampled_from(LEVELS))))
+            )
+    return steps
 
 
 @st.composite
 def evolving_table(draw: st.DrawFn, kind: KeyKind) -> tuple[dict[str, Any], list[Step]]:
-    """Properties and the steps of a table's life: commits, compactions of every kind
-    and bucket changes in any order, a commit first."""
+    """Properties and the steps of a table's life (``life_steps``, compacted locally)."""
     properties = {
         "change.buckets": draw(st.sampled_from(LEVELS)),
         "base.buckets": draw(st.sampled_from(LEVELS)),
         "target-file-size": draw(st.sampled_from(["2KiB", "64MiB"])),
     }
-    steps: list[Step] = [("commit", draw(operations(kind)))]
-    for _ in range(draw(st.integers(1, 7))):
-        action = draw(st.sampled_from(["commit", "commit", "compact", "buckets"]))
-        if action == "commit":
-            steps.append(("commit", draw(operations(kind))))
-        elif action == "compact":
-            steps.append(("compact", draw(st.sampled_from(["major", "major", "full", "minor"]))))
-        else:
-            steps.append(
-                ("buckets", (draw(st.sampled_from(LEVELS)), draw(st.sampled_from(LEVELS))))
-            )
-    return properties, steps
+    return properties, draw(life_steps(kind))

@@ -14,39 +14,25 @@ from hypothesis import strategies as st
 import firn
 from tests.changesets import (
     KEY_KINDS,
+    LEVELS,
     KeyKind,
     ReferenceModel,
+    Step,
     as_change_set,
     as_view,
-    operations,
+    life_steps,
     table_schema,
 )
 from tests.integration.table_checks import check_base_files
 
 _names = itertools.count()
-LEVELS = [1, 2, 4, 8]
-
-
-Step = tuple[str, Any]
 
 
 @st.composite
 def steps(draw: st.DrawFn, kind: KeyKind) -> list[Step]:
-    """Commits, compactions (major or full, locally or on Spark) and bucket changes,
-    in any order; a compaction always has a commit before it."""
-    out: list[Step] = [("commit", draw(operations(kind)))]
-    for _ in range(draw(st.integers(1, 9))):
-        action = draw(st.sampled_from(["commit", "commit", "compact", "buckets"]))
-        if action == "commit":
-            out.append(("commit", draw(operations(kind))))
-        elif action == "compact":
-            kind_ = draw(st.sampled_from(["major", "major", "full", "minor"]))
-            out.append(("compact", (kind_, draw(st.sampled_from(["local", "spark"])))))
-        else:
-            levels = (draw(st.sampled_from(LEVELS)), draw(st.sampled_from(LEVELS)))
-            out.append(("buckets", levels))
-    out.append(("compact", ("major", "local")))
-    return out
+    """A table's life compacted locally or on Spark, ending with a major compaction."""
+    life = draw(life_steps(kind, engines=("local", "spark"), most=9))
+    return [*life, ("compact", ("major", "local"))]
 
 
 @st.composite

@@ -196,7 +196,7 @@ def play(
         elif action == "buckets":
             table.set_properties({"change.buckets": arg[0], "base.buckets": arg[1]})
         else:
-            summary = firn.compact(table, kind=arg, engine="local")
+            summary = firn.compact(table, kind=arg[0], engine=arg[1])
             assert summary["failed_attempts"] == 0, summary["errors"]
         views[table.current_snapshot()] = model.view()
     return table, views

@@ -137,7 +137,7 @@ def test_filtered_scans_equal_filtering_the_full_read(
         elif action == "buckets":
             table.set_properties({"change.buckets": arg[0], "base.buckets": arg[1]})
         else:
-            summary = firn.compact(table, kind=arg, engine="local")
+            summary = firn.compact(table, kind=arg[0], engine=arg[1])
             assert summary["failed_attempts"] == 0, summary["errors"]
         snapshots.append((table.current_snapshot(), model.view()))
     for snapshot, view in snapshots[-1:] + snapshots[:1]:
