@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-stamp
 DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo up down test lint typecheck unit integration clean
+.PHONY: help setup demo up down test lint typecheck unit integration images test-docker clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -50,7 +50,13 @@ integration: setup ## tests against the real Kafka broker, Postgres server and S
 	$(BIN)/pytest tests/integration
 
 test: lint typecheck ## everything CI runs: lint, type-check, unit and integration tests
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests/unit tests/integration
+
+images: setup ## build firn/postgres, firn/kafka and firn:dev from Debian and Maven Central (no Docker Hub)
+	deploy/images/build.sh
+
+test-docker: images ## docker compose on a real Docker engine (not in CI yet: it has no Docker)
+	$(BIN)/pytest tests/docker
 
 clean: ## remove the virtualenv, caches and the local stack's data (not its downloads)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -3,8 +3,10 @@
 Each is resolved on its own, in this order:
 
 1. an address in the environment (``FIRN_KAFKA_BOOTSTRAP``, ``FIRN_DATABASE_URL``);
-2. testcontainers, when a Docker daemon answers (official ``apache/kafka`` and
-   ``postgres`` images);
+2. testcontainers, when a Docker daemon answers: the official ``apache/kafka`` and
+   ``postgres`` images, or those named by ``FIRN_KAFKA_IMAGE`` and
+   ``FIRN_POSTGRES_IMAGE`` (``deploy/images/build.sh`` makes ``firn/kafka`` and
+   ``firn/postgres`` where Docker Hub is out of reach);
 3. the project's own local runner (``deploy/localstack``): the official Kafka jars
    from Maven Central on Java 17, and the installed PostgreSQL binaries.
 
@@ -27,8 +29,8 @@ from firn_localstack.processes import free_port
 
 log = logging.getLogger(__name__)
 
-POSTGRES_IMAGE = "postgres:16"
-KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
+POSTGRES_IMAGE = os.environ.get("FIRN_POSTGRES_IMAGE") or "postgres:16"
+KAFKA_IMAGE = os.environ.get("FIRN_KAFKA_IMAGE") or f"apache/kafka:{KAFKA_VERSION}"
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ def postgres_backend(env_value: str | None, home: Path) -> Iterator[Backend]:
 
 def _kafka_container() -> Iterator[Backend]:
     from testcontainers.core.container import DockerContainer
-    from testcontainers.core.waiting_utils import wait_for_logs
+    from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
     # The official image advertises the address it is given, so the host port is
     # mapped one-to-one and advertised as localhost.
@@ -114,14 +116,14 @@ def _kafka_container() -> Iterator[Backend]:
         .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
         .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1")
         .with_env("KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
+        .waiting_for(LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(120))
     )
     with container:
-        wait_for_logs(container, "Kafka Server started", timeout=120)
         yield Backend(f"localhost:{port}", f"testcontainers ({KAFKA_IMAGE})")
 
 
 def _postgres_container() -> Iterator[Backend]:
-    from testcontainers.postgres import PostgresContainer
+    from testcontainers.community.postgres import PostgresContainer
 
     with PostgresContainer(POSTGRES_IMAGE, driver=None) as container:
         yield Backend(container.get_connection_url(), f"testcontainers ({POSTGRES_IMAGE})")

@@ -1,0 +1,12 @@
+# Postgres from Debian's package, configured by the same environment as the official
+# `postgres` image (POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB), so that
+# docker-compose.yml and testcontainers take either one.
+ARG BASE_IMAGE=firn/debian:bookworm
+FROM ${BASE_IMAGE}
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends postgresql \
+ && rm -rf /var/lib/apt/lists/*
+COPY postgres-entrypoint.sh /usr/local/bin/postgres-entrypoint.sh
+ENV PGDATA=/var/lib/postgresql/data
+EXPOSE 5432
+ENTRYPOINT ["/usr/local/bin/postgres-entrypoint.sh"]

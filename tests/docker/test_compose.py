@@ -1,0 +1,122 @@
+"""docker-compose.yml on a real Docker engine, with the images deploy/images/build.sh
+makes here (Docker Hub is out of reach): Postgres, Kafka, the four services (two
+dispatchers and two committers) and the demo producer come up, the demo's table
+equals its model, the work is spread over the replicas of each consumer group with
+no plan committed twice, the warehouse is readable on the host, and ``down`` leaves
+nothing behind.
+
+Not part of ``make test`` yet (CI has no Docker engine): ``make test-docker`` runs it,
+and fails, not skips, when Docker does not answer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from firn_localstack import KAFKA_VERSION
+from firn_localstack.processes import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LOCAL_IMAGES = {
+    "FIRN_POSTGRES_IMAGE": "firn/postgres:15",
+    "FIRN_KAFKA_IMAGE": f"firn/kafka:{KAFKA_VERSION}",
+    "FIRN_BASE_IMAGE": "firn/debian:bookworm",
+    "FIRN_PIP_CERT": "/etc/ssl/certs/ca-certificates.crt",
+}
+
+
+def run(*args: str, env: dict[str, str], timeout: float = 600) -> str:
+    done = subprocess.run(
+        args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def images() -> dict[str, str]:
+    """The local images, built (or found in docker's cache: seconds) once."""
+    env = {**os.environ, "FIRN_PYTHON": sys.executable}
+    run("docker", "info", env=env, timeout=30)
+    run(str(ROOT / "deploy" / "images" / "build.sh"), env=env, timeout=1200)
+    return LOCAL_IMAGES
+
+
+@pytest.fixture
+def compose(images: dict[str, str], tmp_path: Path) -> Iterator[tuple[list[str], dict[str, str]]]:
+    project = f"firn-test-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        **images,
+        "FIRN_COMPOSE_KAFKA_PORT": str(free_port()),
+        "FIRN_COMPOSE_POSTGRES_PORT": str(free_port()),
+        "FIRN_WAREHOUSE_DIR": str(tmp_path / "warehouse"),
+        "FIRN_DEMO_RATE": "4",
+    }
+    base = ["docker", "compose", "-p", project, "--profile", "demo"]
+    try:
+        yield base, env
+    finally:
+        run(*base, "down", "-v", "--remove-orphans", env=env, timeout=180)
+        left = run(
+            "docker",
+            "ps",
+            "-aq",
+            "--filter",
+            f"label=com.docker.compose.project={project}",
+            env=env,
+        )
+        assert left.strip() == "", f"containers of {project} left after down: {left}"
+
+
+def test_compose_runs_the_stack_scaled_and_the_demo_equals_its_model(
+    compose: tuple[list[str], dict[str, str]],
+) -> None:
+    base, env = compose
+    run(*base, "up", "-d", "--scale", "dispatcher=2", "--scale", "committer=2", env=env)
+    time.sleep(45)  # the demo producer commits meanwhile; compactions follow
+    run(*base, "stop", "demo", env=env)  # SIGTERM: it stops producing and checks
+    summary = run(*base, "logs", "--no-log-prefix", "demo", env=env)
+    assert "model check  read() equals the reference model" in summary, summary[-3000:]
+    exit_code = run(
+        "docker", "inspect", "--format", "{{.State.ExitCode}}", f"{base[3]}-demo-1", env=env
+    )
+    assert exit_code.strip() == "0", summary[-3000:]
+
+    # Each consumer group spread its work: both dispatchers ran tasks, both committers
+    # committed plans, and no plan was committed twice.
+    logs = run(*base, "logs", "--no-color", "dispatcher", "committer", env=env)
+    committed = re.findall(r"(committer-\d+)\s*\|.*? plan (\d+) committed as", logs)
+    by_committer = Counter(name for name, _ in committed)
+    plans = [plan for _, plan in committed]
+    assert len(by_committer) == 2, f"one committer did all the commits: {by_committer}"
+    assert len(plans) == len(set(plans)), "a plan was committed twice"
+    url = f"postgresql://firn:firn@127.0.0.1:{env['FIRN_COMPOSE_POSTGRES_PORT']}/firn"
+    with psycopg.connect(url) as conn:
+        conn.execute("SET search_path TO firn")
+        owners = conn.execute(
+            "SELECT DISTINCT split_part(reason, ' ', 3) FROM state_transition "
+            "WHERE machine = 'task' AND to_state = 'Executing'"
+        ).fetchall()
+        (plans_committed, snapshots) = conn.execute(
+            "SELECT count(*), count(DISTINCT committed_snapshot) FROM compaction_plan "
+            "WHERE state = 'Committed'"
+        ).fetchone() or (0, 0)
+    assert len(owners) == 2, f"one dispatcher ran every task: {owners}"
+    assert plans_committed == snapshots > 0
+
+    # The warehouse is the host's directory: the demo table's Parquet files are there.
+    warehouse = Path(env["FIRN_WAREHOUSE_DIR"])
+    assert list(warehouse.rglob("*.parquet")), f"no table files under {warehouse}"
