@@ -52,6 +52,15 @@ from firn_services.metrics.kafka_access import IdempotentTransport, broker_crede
 log = logging.getLogger(__name__)
 
 
+TABLE = "partitions"
+"""The Faust table of tracked partitions."""
+
+
+def changelog_topic(settings: FirnSettings) -> str:
+    """The Faust table's changelog topic, as Faust names it: ``<app id>-<table>-changelog``."""
+    return f"{settings.topic_prefix}metrics-{TABLE}-changelog"
+
+
 def create_app(
     settings: FirnSettings,
     reader: CatalogReader,
@@ -91,7 +100,7 @@ def create_app(
     dlq = app.topic(topics.dlq, value_serializer="raw")
     insync = {"min.insync.replicas": str(settings.min_insync_replicas())}
     partitions = app.Table(
-        "partitions",
+        TABLE,
         default=None,
         partitions=partition_count,
         extra_topic_configs=insync if settings.topic_replication > 1 else None,

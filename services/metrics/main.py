@@ -20,14 +20,14 @@ from confluent_kafka import KafkaException
 from tenacity import RetryCallState, Retrying, retry_if_result
 
 import firn
-from firn.kafka import admin_client, consumer
+from firn.kafka import admin_client, consumer, ensure_topics
 from firn.kafka.lag import group_lag, report_lag
 from firn.observability.catalog_collector import catalog_collector
 from firn.observability.instruments import CONSUMER_LAG
 from firn.postgres import registry
 from firn.postgres.retry import WAIT, backoff, is_transient
 from firn.settings import FirnSettings
-from firn_services.metrics.app import create_app
+from firn_services.metrics.app import changelog_topic, create_app
 from firn_services.metrics.handlers import CatalogReader
 from firn_services.runtime import prepare, stopped
 
@@ -41,6 +41,10 @@ def main(settings: FirnSettings) -> None:
     # are served from here only: one reading per scrape is enough for the stack.
     collector, collector_db = catalog_collector(settings)
     context = prepare(NAME, settings, collectors=[collector])
+    # The table's changelog too, compacted as Faust makes it: created by Faust while
+    # the other services started, it was missing from the consumer's first metadata,
+    # and every update failed "changelog has 0 partitions" until that metadata aged.
+    ensure_topics(settings, (changelog_topic(settings),), config={"cleanup.policy": "compact"})
     # Faust's group is named after the app (create_app); this consumer only asks for
     # the group's committed offsets, it never subscribes or commits.
     asker = consumer(settings, f"{settings.topic_prefix}metrics", **{"enable.auto.commit": False})

@@ -9,6 +9,7 @@ repartitions or re-replicates a topic behind an operator's back.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
@@ -79,12 +80,16 @@ class Topics:
 
 
 def new_topics(
-    settings: FirnSettings, names: tuple[str, ...], *, partitions: int | None = None
+    settings: FirnSettings,
+    names: tuple[str, ...],
+    *,
+    partitions: int | None = None,
+    config: Mapping[str, str] | None = None,
 ) -> list[NewTopic]:
     """How each topic is created: partitions (``partitions`` overrides the setting,
-    for tests that need one ordered partition), replication, and min.insync.replicas
-    when there is more than one replica."""
-    config = {}
+    for tests that need one ordered partition), replication, min.insync.replicas
+    when there is more than one replica, and any other ``config``."""
+    config = dict(config or {})
     if settings.topic_replication > 1:
         config["min.insync.replicas"] = str(settings.min_insync_replicas())
     return [
@@ -103,6 +108,7 @@ def ensure_topics(
     names: tuple[str, ...],
     *,
     partitions: int | None = None,
+    config: Mapping[str, str] | None = None,
     timeout: float = 30.0,
 ) -> None:
     """Create the topics that do not exist yet; existing ones are left as they are.
@@ -119,7 +125,7 @@ def ensure_topics(
     if not missing:
         return
     futures = admin.create_topics(
-        new_topics(settings, missing, partitions=partitions),
+        new_topics(settings, missing, partitions=partitions, config=config),
         operation_timeout=timeout,
         request_timeout=timeout,
     )
