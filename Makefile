@@ -55,7 +55,7 @@ test: lint typecheck ## everything CI runs: lint, type-check, unit and integrati
 images: setup ## build firn/postgres, firn/kafka and firn:dev from Debian and Maven Central (no Docker Hub)
 	deploy/images/build.sh
 
-test-docker: images ## docker compose on a real Docker engine (not in CI yet: it has no Docker)
+test-docker: images ## on a real Docker engine: docker compose scaled, the testcontainers stack, both backend paths
 	$(BIN)/pytest tests/docker
 
 clean: ## remove the virtualenv, caches and the local stack's data (not its downloads)

@@ -5,8 +5,8 @@ equals its model, the work is spread over the replicas of each consumer group wi
 no plan committed twice, the warehouse is readable on the host, and ``down`` leaves
 nothing behind.
 
-Not part of ``make test`` yet (CI has no Docker engine): ``make test-docker`` runs it,
-and fails, not skips, when Docker does not answer.
+``make test-docker`` runs it (so does CI), and it fails, not skips, when Docker does
+not answer.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -24,17 +23,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from firn_localstack import KAFKA_VERSION
 from firn_localstack.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-LOCAL_IMAGES = {
-    "FIRN_POSTGRES_IMAGE": "firn/postgres:15",
-    "FIRN_KAFKA_IMAGE": f"firn/kafka:{KAFKA_VERSION}",
-    "FIRN_BASE_IMAGE": "firn/debian:bookworm",
-    "FIRN_PIP_CERT": "/etc/ssl/certs/ca-certificates.crt",
-}
 
 
 def run(*args: str, env: dict[str, str], timeout: float = 600) -> str:
@@ -43,15 +34,6 @@ def run(*args: str, env: dict[str, str], timeout: float = 600) -> str:
     )
     assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
-
-
-@pytest.fixture(scope="module")
-def images() -> dict[str, str]:
-    """The local images, built (or found in docker's cache: seconds) once."""
-    env = {**os.environ, "FIRN_PYTHON": sys.executable}
-    run("docker", "info", env=env, timeout=30)
-    run(str(ROOT / "deploy" / "images" / "build.sh"), env=env, timeout=1200)
-    return LOCAL_IMAGES
 
 
 @pytest.fixture

@@ -8,13 +8,11 @@ Run by ``make test-docker`` with the images ``make images`` builds.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 import firn
-from firn_localstack import KAFKA_VERSION
 from firn_localstack.containers import FirnContainers, firn_containers
 from tests.integration.cdc_workload import (
     PROPERTIES,
@@ -26,12 +24,7 @@ from tests.integration.cdc_workload import (
 
 
 @pytest.fixture
-def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[FirnContainers]:
-    for name, image in {
-        "FIRN_POSTGRES_IMAGE": "firn/postgres:15",
-        "FIRN_KAFKA_IMAGE": f"firn/kafka:{KAFKA_VERSION}",
-    }.items():
-        monkeypatch.setenv(name, os.environ.get(name) or image)
+def stack() -> Iterator[FirnContainers]:
     with firn_containers() as running:
         yield running
 

@@ -29,8 +29,13 @@ from firn_localstack.processes import free_port
 
 log = logging.getLogger(__name__)
 
-POSTGRES_IMAGE = os.environ.get("FIRN_POSTGRES_IMAGE") or "postgres:16"
-KAFKA_IMAGE = os.environ.get("FIRN_KAFKA_IMAGE") or f"apache/kafka:{KAFKA_VERSION}"
+
+def postgres_image() -> str:
+    return os.environ.get("FIRN_POSTGRES_IMAGE") or "postgres:16"
+
+
+def kafka_image() -> str:
+    return os.environ.get("FIRN_KAFKA_IMAGE") or f"apache/kafka:{KAFKA_VERSION}"
 
 
 @dataclass(frozen=True)
@@ -68,14 +73,11 @@ def kafka_backend(env_value: str | None, home: Path, cache: Path) -> Iterator[Ba
     if env_value:
         yield Backend(env_value, "environment")
     elif docker_answers():
-        yield from _kafka_container()
+        with kafka_container() as backend:
+            yield backend
     else:
-        broker = KafkaBroker(cache, home / "kafka")
-        broker.start()
-        try:
-            yield Backend(broker.bootstrap, f"local runner (Apache Kafka {KAFKA_VERSION})")
-        finally:
-            broker.stop()
+        with local_kafka(home, cache) as backend:
+            yield backend
 
 
 @contextlib.contextmanager
@@ -83,25 +85,43 @@ def postgres_backend(env_value: str | None, home: Path) -> Iterator[Backend]:
     if env_value:
         yield Backend(env_value, "environment")
     elif docker_answers():
-        yield from _postgres_container()
+        with postgres_container() as backend:
+            yield backend
     else:
-        server = PostgresServer(home / "postgres" / "data")
-        server.start()
-        try:
-            yield Backend(server.url, "local runner")
-        finally:
-            server.stop()
+        with local_postgres(home) as backend:
+            yield backend
 
 
-def _kafka_container() -> Iterator[Backend]:
+@contextlib.contextmanager
+def local_kafka(home: Path, cache: Path) -> Iterator[Backend]:
+    broker = KafkaBroker(cache, home / "kafka")
+    broker.start()
+    try:
+        yield Backend(broker.bootstrap, f"local runner (Apache Kafka {KAFKA_VERSION})")
+    finally:
+        broker.stop()
+
+
+@contextlib.contextmanager
+def local_postgres(home: Path) -> Iterator[Backend]:
+    server = PostgresServer(home / "postgres" / "data")
+    server.start()
+    try:
+        yield Backend(server.url, "local runner")
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def kafka_container() -> Iterator[Backend]:
     from testcontainers.core.container import DockerContainer
     from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
     # The official image advertises the address it is given, so the host port is
     # mapped one-to-one and advertised as localhost.
-    port = free_port()
+    port, image = free_port(), kafka_image()
     container = (
-        DockerContainer(KAFKA_IMAGE)
+        DockerContainer(image)
         .with_bind_ports(port, port)
         .with_env("KAFKA_NODE_ID", "1")
         .with_env("KAFKA_PROCESS_ROLES", "broker,controller")
@@ -119,11 +139,13 @@ def _kafka_container() -> Iterator[Backend]:
         .waiting_for(LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(120))
     )
     with container:
-        yield Backend(f"localhost:{port}", f"testcontainers ({KAFKA_IMAGE})")
+        yield Backend(f"localhost:{port}", f"testcontainers ({image})")
 
 
-def _postgres_container() -> Iterator[Backend]:
+@contextlib.contextmanager
+def postgres_container() -> Iterator[Backend]:
     from testcontainers.community.postgres import PostgresContainer
 
-    with PostgresContainer(POSTGRES_IMAGE, driver=None) as container:
-        yield Backend(container.get_connection_url(), f"testcontainers ({POSTGRES_IMAGE})")
+    image = postgres_image()
+    with PostgresContainer(image, driver=None) as container:
+        yield Backend(container.get_connection_url(), f"testcontainers ({image})")
