@@ -76,6 +76,13 @@ def main() -> int:
         help="a demo table property over the demo's own (firn up --demo --property); repeatable",
     )
     parser.add_argument(
+        "--stall-wait",
+        type=float,
+        metavar="SECONDS",
+        help="the producer honours back-pressure (firn up --demo --stall-wait): a commit "
+        "that finds a node at write.stall-runs waits up to this long for compaction",
+    )
+    parser.add_argument(
         "--keep-home",
         action="store_true",
         help="keep each run's stack home under .firn/ (services' logs, catalog) to look into",
@@ -106,6 +113,7 @@ def main() -> int:
             "keys": args.keys,
             "seed": args.seed,
             "properties": args.property,
+            "stall_wait_s": args.stall_wait,
         },
         "workloads": results,
     }
@@ -133,6 +141,7 @@ def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "--idle-seconds=0",
         f"--seed={args.seed}",
         *(f"--property={pair}" for pair in args.property),
+        *([] if args.stall_wait is None else [f"--stall-wait={args.stall_wait:g}"]),
     ]
     load_before = os.getloadavg()
     try:
@@ -183,6 +192,7 @@ def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "space_amplification": space_amplification(progress),
         "backlog": backlog(progress, summary),
         "latency": summary["latency"],
+        "back_pressure": summary["back_pressure"],
         "compaction_throughput": throughput(summary["compaction_work"]),
         "load": (summary["resources"]["load"] or {}).get("processes"),
         "series": {"columns": SERIES_COLUMNS, "rows": series(progress)},
@@ -249,6 +259,8 @@ def summary_line(name: str, r: dict[str, Any]) -> str:
             f"max {lat['max_s']}s ({lat['waiting']} waiting at the end)",
             f"  compaction           {_mib(engine)}/s vs floor {_mib(floor)}/s: "
             f"{_x(t['engine_per_floor'])} (mean task {_mib(t['engine']['mean_task_input_bytes'])})",
+            f"  back-pressure        {r['back_pressure']['stalled_commits']} commits waited "
+            f"{r['back_pressure']['stall_seconds']}s in all",
         ]
     )
 

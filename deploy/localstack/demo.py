@@ -94,6 +94,10 @@ class DemoOptions:
     """How long the services' idle CPU is measured before producing (0: not at all)."""
     seed: int | None = None
     """Seed of the workload's random numbers; None: a different run every time."""
+    stall_wait: float | None = None
+    """Honour back-pressure: a commit that finds a node at ``write.stall-runs`` waits
+    up to this many seconds for compaction (``Table.commit(stall_wait=...)``), so the
+    producer slows down instead of reads degrading; None: never wait."""
     properties: dict[str, Any] = field(default_factory=dict)
     """Table properties over ``DEMO_PROPERTIES`` (``--property KEY=VALUE``): set when the
     table is created, and on a kept table before producing."""
@@ -105,6 +109,8 @@ class DemoOptions:
             raise ConfigError(f"the duration must be positive, got {self.duration}")
         if self.idle_seconds < 0:
             raise ConfigError(f"idle seconds must not be negative, got {self.idle_seconds}")
+        if self.stall_wait is not None and self.stall_wait < 0:
+            raise ConfigError(f"the stall wait must not be negative, got {self.stall_wait}")
         self.workload()  # validates the rest
         TableProperties.parse({**DEMO_PROPERTIES, **self.properties})
 
@@ -191,6 +197,10 @@ class DemoResult:
     written: WrittenBytes
     work: CompactionWork = field(default_factory=CompactionWork)
     """What this run's compaction tasks read and how long they executed."""
+    stalled: int = 0
+    """Commits that waited for compaction (``stall_wait``)."""
+    stall_seconds: float = 0.0
+    """Seconds those commits waited, in all."""
     error: str | None = None
     """Why producing stopped early, if it did."""
 
@@ -243,16 +253,21 @@ class DemoProducer:
         self.rows = 0
         self.seconds = 0.0
         """Seconds spent in ``run``."""
+        self.stalled = 0
+        self.stall_seconds = 0.0
         self.error: str | None = None
 
     def commit_batch(self) -> int:
         """Draw one batch, commit it, and apply it to the model once it landed."""
         ops = self.workload.next_batch(self.model, self.rng)
-        seq = self.table.commit(to_changes(ops))
+        committed = self.table.commit(to_changes(ops), stall_wait=self.options.stall_wait)
         self.model.apply(ops)
         self.commits += 1
         self.rows += len(ops)
-        return seq
+        if committed.waited:
+            self.stalled += 1
+            self.stall_seconds += committed.waited
+        return committed
 
     def progress(self) -> Progress:
         return Progress(
@@ -319,6 +334,8 @@ class DemoProducer:
             check=check,
             written=written_bytes(conn, table_id, self.start_snapshot),
             work=compaction_work(conn, table_id, self.start_plan),
+            stalled=self.stalled,
+            stall_seconds=self.stall_seconds,
             error=self.error,
         )
 

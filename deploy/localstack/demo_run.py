@@ -129,6 +129,10 @@ def summary_data(
         "latency": result.latency.as_dict(),
         "written": result.written.as_dict(),
         "compaction_work": result.work.as_dict(),
+        "back_pressure": {
+            "stalled_commits": result.stalled,
+            "stall_seconds": round(result.stall_seconds, 1),
+        },
         "unmerged_files": result.reading.unmerged_files,
         "model_check": {
             "matches": check.matches,
@@ -166,6 +170,7 @@ def summary_text(data: dict[str, Any]) -> str:
         f"  latency      {_latency_text(data['latency'])}",
         f"  written      {_written_text(data['written'])}",
         f"  compaction   {_work_text(data['compaction_work'])}",
+        *_stall_text(data["back_pressure"]),
         f"  model check  {_check_text(data['model_check'])}",
     ]
     if data["error"]:
@@ -183,6 +188,15 @@ def _latency_text(latency: dict[str, Any]) -> str:
         f"median {latency['median_s']:.1f}s, p95 {latency['p95_s']:.1f}s, "
         f"max {latency['max_s']:.1f}s{waiting}"
     )
+
+
+def _stall_text(back_pressure: dict[str, Any]) -> list[str]:
+    if not back_pressure["stalled_commits"]:
+        return []
+    return [
+        f"  stalls       {back_pressure['stalled_commits']} commits waited for compaction, "
+        f"{back_pressure['stall_seconds']:.1f}s in all (write.stall-runs reached)"
+    ]
 
 
 def _written_text(written: dict[str, Any]) -> str:

@@ -98,6 +98,7 @@ _DEMO_OPTIONS = (
     "duration",
     "idle_seconds",
     "seed",
+    "stall_wait",
     "properties",
 )
 
@@ -148,6 +149,13 @@ def _add_demo_options(parser: argparse.ArgumentParser, *, flag: bool = True) -> 
         f"(default {10 if flag else 0}; 0: skip)",
     )
     demo.add_argument("--seed", type=int_between(0, 2**63 - 1), help="random seed of the workload")
+    demo.add_argument(
+        "--stall-wait",
+        type=seconds_up_to(3600, zero=True),
+        metavar="SECONDS",
+        help="honour back-pressure: a commit that finds a node at write.stall-runs waits up "
+        "to this long for compaction (default: never wait)",
+    )
     demo.add_argument(
         "--property",
         dest="properties",

@@ -194,6 +194,8 @@ def test_summary_data_and_text_agree() -> None:
             base_files=50,
             change_files=400,
         ),
+        stalled=3,
+        stall_seconds=4.25,
     )
     idle = ResourceWindow(10.0, {"planner": _usage(1.0, 90, 95)}, {"planner": _usage(1.5, 91, 96)})
     load = ResourceWindow(
@@ -240,6 +242,8 @@ def test_summary_data_and_text_agree() -> None:
     assert "50 tasks read 120.0 MiB in 24.0s of executing" in text
     assert "5.0 MiB/s" in text
     assert any(line.split()[:3] == ["planner", "0.5", "0.05"] for line in text.splitlines())
+    assert data["back_pressure"] == {"stalled_commits": 3, "stall_seconds": 4.2}
+    assert "stalls       3 commits waited for compaction, 4.2s in all" in text
 
     bad = DemoResult(
         seconds=1.0,
@@ -258,6 +262,7 @@ def test_summary_data_and_text_agree() -> None:
     assert "nothing compacted yet; 1 still waiting" in text
     assert "not measured" in text
     assert "compaction   no task finished yet" in text
+    assert "stalls" not in text, "a run that never waited says nothing of stalls"
 
 
 # -- process usage through psutil -------------------------------------------------
@@ -351,6 +356,11 @@ def test_demo_options_are_parsed() -> None:
         DemoOptions(rate=0)
     with pytest.raises(ConfigError, match="delete ratio"):
         DemoOptions(delete_ratio=1.5)
+    args = build_parser().parse_args(["demo", "--stall-wait", "30"])
+    assert args.stall_wait == 30.0
+    assert DemoOptions().stall_wait is None  # never waits unless asked
+    with pytest.raises(ConfigError, match="stall wait"):
+        DemoOptions(stall_wait=-1)
 
 
 def test_demo_table_properties_are_parsed_and_checked_before_starting() -> None:

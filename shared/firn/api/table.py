@@ -128,21 +128,24 @@ class Table:
         if limit == 0:
             return Committed(seq)
         started = time.monotonic()
+        slept = False
         while True:
+            # Only the time spent waiting for compaction counts, not the first look.
+            waited = time.monotonic() - started if slept else 0.0
             try:
                 busiest = self.catalog.busiest_nodes(self.table_id, sorted(partitions))
             except FirnError as exc:  # the commit has landed: never fail it for this
                 log.warning("%s: back-pressure not checked after seq %d: %s", self.name, seq, exc)
-                return Committed(seq)
+                return Committed(seq, waited=round(waited, 3))
             stalls = tuple(
                 Stall(part, node, runs, limit)
                 for part, (node, runs) in sorted(busiest.items())
                 if runs >= limit
             )
-            waited = time.monotonic() - started
             if not stalls or wait is None or waited >= wait:
                 break
             time.sleep(min(STALL_POLL_SECONDS, wait - waited))
+            slept = True
         if stalls:
             log.warning(
                 "%s: compaction is behind after seq %d: %s (write.stall-runs %d)",
