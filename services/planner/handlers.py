@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 import firn
 from firn.catalog.claiming import waiting_tasks
 from firn.catalog.event_rows import partition_named
+from firn.catalog.metrics import partition_metrics
 from firn.catalog.plans import served_by_committed_plan
 from firn.catalog.transitions import move_task
 from firn.engine.planning import plan_now
@@ -27,6 +28,7 @@ from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import Actor, TaskState
+from firn.model.triggers import too_many_small_base_files
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,8 @@ class Planner:
                 request.max_seq,
             )
         )
+        if served is not None and self._small_base_due(table, request):
+            served = None  # no seq answers it: the plan that reached max_seq left them
         if served is not None:
             # Replayed or late: metrics asks again after every compaction if still due.
             log.info(
@@ -101,6 +105,16 @@ class Planner:
                 len(outcome.tasks),
             )
         self._announce(table, request.partition_key)
+
+    def _small_base_due(self, table: firn.Table, request: PlanRequestEvent) -> bool:
+        """Whether the partition's small base files pass the small-file rule now: a
+        major due for them has no unmerged seq, so a plan reaching ``max_seq`` does
+        not make the request stale."""
+        if request.kind != "major" or request.scope != "due":
+            return False
+        metrics = partition_metrics(self.catalog.conn, table.table_id, table.properties)
+        now = metrics.get(request.partition_key)
+        return now is not None and too_many_small_base_files(now, table.properties)
 
     def _announce(self, table: firn.Table, partition: str) -> None:
         """Publish every waiting task of the partition's open plan, then release."""

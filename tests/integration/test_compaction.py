@@ -139,6 +139,29 @@ def test_major_compaction_leaves_sorted_sized_base_files_and_keeps_untouched_one
     )
 
 
+def test_small_base_files_left_by_folds_are_rewritten_when_the_rule_fires(
+    catalog: firn.Catalog,
+) -> None:
+    """Keys in order fold without rewriting older base, so each fold adds a small base
+    file; once they pass ``major.file-count`` the services' kind (``auto``) rewrites
+    them into one, with nothing left unmerged, and the table reads the same."""
+    properties = {"base.buckets": 1, "major.file-count": 4}
+    table = catalog.create_table("appended", SCHEMA, ["day", "id"], ["day"], properties)
+    model = Model()
+    for n in range(5):
+        ids = list(range(10 * n, 10 * n + 10))
+        model.upsert(table, [1] * 10, ids, f"fold{n}")
+        assert firn.compact(table, engine="local")["plans"][-1]["outcome"] == "committed"
+    assert len(live_entries(table)) == 5, "one base file a fold"
+    summary = firn.compact(table, kind="auto", engine="local")
+    assert [p["outcome"] for p in summary["plans"]] == ["committed"], summary
+    (only,) = live_entries(table)
+    assert only.store == "base"
+    assert only.record_count == 50
+    model.check(table)
+    assert firn.compact(table, kind="auto", engine="local")["plans"] == [], "nothing due"
+
+
 def test_a_big_node_splits_into_key_range_tasks(catalog: firn.Catalog) -> None:
     table = catalog.create_table(
         f"split_{next(_names)}",

@@ -168,3 +168,45 @@ def test_a_request_already_served_by_a_committed_plan_plans_nothing(
     table.upsert(pa.table({"id": [99], "v": ["new"]}))
     planner.plan_request(request("major", 4))  # new changes: planned
     assert plans() == [("major", "Committed"), ("major", "Planned")]
+
+
+def test_small_base_files_are_planned_though_every_seq_is_merged(
+    settings: FirnSettings, catalog: firn.Catalog
+) -> None:
+    """Keys in order fold without rewriting older base, one small base file a fold; once
+    they pass the small-file rule a major request plans their rewrite, though a
+    committed plan already reached its max_seq, and the table reads the same after."""
+    topics = Topics.from_settings(settings)
+    ensure_topics(settings, topics.all(), partitions=1)
+    properties = {"base.buckets": 1, "major.file-count": 4}
+    table = catalog.create_table("appended", SCHEMA, ["id"], [], properties)
+    for n in range(5):
+        ids = list(range(10 * n, 10 * n + 10))
+        table.upsert(pa.table({"id": ids, "v": [f"v{n}"] * 10}))
+        assert firn.compact(table, engine="local")["plans"][-1]["outcome"] == "committed"
+    base = table.files().to_pylist()
+    assert len(base) == 5, "one file per fold"
+    assert {f["store"] for f in base} == {"base"}
+    planner = Planner(catalog, producer(settings), topics.plan_tasks)
+    request = PlanRequestEvent(
+        table=table.name,
+        table_id=table.table_id,
+        partition_key="",
+        kind="major",
+        max_seq=5,
+        score=1.0,
+        reasons=["small base files 5 >= 4"],
+    )
+    planner.plan_request(json.loads(request.to_json()))
+    (plan_id, to_seq) = catalog.conn.execute(
+        "SELECT plan_id, to_seq FROM compaction_plan WHERE table_id = %s AND state = 'Planned'",
+        (table.table_id,),
+    ).fetchone() or (None, None)
+    assert plan_id is not None, "the small base files were not planned"
+    assert to_seq == 5
+    (inputs,) = catalog.conn.execute(
+        "SELECT sum(jsonb_array_length(spec->'base_files')) FROM compaction_task "
+        "WHERE plan_id = %s",
+        (plan_id,),
+    ).fetchone() or (0,)
+    assert inputs == 5, "every small base file is rewritten"

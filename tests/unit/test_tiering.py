@@ -240,3 +240,29 @@ def test_outside_the_window_units_merge_instead_of_folding_unless_stalled() -> N
     assert stalled is not None
     assert stalled.kind == "major", "at the stall limit reads come first"
     assert TableProperties.parse(night).window == Window.parse("01:00-05:00")
+
+
+def test_small_base_files_past_the_rule_are_rewritten_whole_changes_or_not() -> None:
+    # Folds leave untouched base files as they are, so small ones add up: with none
+    # left to fold, a major request still rewrites the units that hold several.
+    crowded, tidy = Node(2, 0), Node(2, 1)
+    small = [base(crowded, 10, 10 * i, 10 * i + 9) for i in range(5)]
+    large = base(crowded, 10**6, 100, 2000)
+    alone = base(tidy, 10, 0, 9)
+    files = [*small, large, alone]
+    p = {"base_buckets": 2, "major_file_count": 2, "target_file_size": 8000}
+    draft = tiered(files, "major", **p)
+    assert draft is not None
+    assert draft.kind == "major"
+    assert draft.from_merged_seq == draft.to_seq == 0, "no change is merged"
+    assert {t.node for t in draft.tasks} == {crowded}, "one small file is nothing to merge"
+    rewritten = {f.file_id for t in draft.tasks for f in t.base_files}
+    assert rewritten == {f.file_id for f in (*small, large)}, "the whole unit, large file too"
+    assert all(t.change_files == () and t.cut_before == () for t in draft.tasks)
+    # Below the rule (2 per node: 4 here), and on a minor request, nothing is planned.
+    assert tiered([*small[:2], large, alone], "major", **p) is None
+    assert tiered(files, "minor", **p) is None
+    # Outside the off-peak window the rewrite waits, as folds do.
+    at = dt.datetime(2026, 11, 23, 12, tzinfo=dt.UTC)
+    night = props(**p, major_window="01:00-05:00")
+    assert plan_tiered(TABLE, night, "", 0, files, "major", now=at) is None

@@ -11,7 +11,9 @@ units, asks the policy, and turns its answers into one plan:
 
 A ``major`` request (the partition's SPEC 4 major rules fired) folds every unit with
 changes when no unit is due on its own numbers, so a partition-level reason such as
-``major.interval-max`` or the small-file count is always answered. A ``minor``
+``major.interval-max`` is always answered; when the partition's small base files pass
+the small-file rule, the units holding several are rewritten whole as well, changes
+or not (folds leave untouched base files as they are, so small ones add up). A ``minor``
 request plans only what the units call for, possibly nothing.
 
 The committer removes exactly the inputs of each task; the partition's
@@ -60,7 +62,12 @@ def plan_tiered(
     rebucketed = _rebucket_step(unit_changes, unit_base, properties) if kind == "full" else []
     for node in rebucketed:
         unit_changes.setdefault(node, [])
-    if not unit_changes:
+    window = properties.window
+    off_peak = window is not None and not window.contains(now or dt.datetime.now(dt.UTC))
+    coalesced = (
+        [] if kind != "major" or off_peak else _small_base_units(unit_base, level, properties)
+    )
+    if not unit_changes and not coalesced:
         return None
     nodes = max(1, properties.base_buckets // level)
     # What folding each unit would do: the tasks, and the base files they leave
@@ -82,8 +89,7 @@ def plan_tiered(
     for node in rebucketed:
         reason = f"re-bucketing to base.buckets {properties.base_buckets}"
         decided[node] = UnitPlan(True, 0, (reason,))
-    window = properties.window
-    if window is not None and not window.contains(now or dt.datetime.now(dt.UTC)):
+    if off_peak:
         decided = _off_peak(decided, unit_changes, properties)
     tasks: list[PlannedTask] = []
     untouched: list[FileEntry] = []
@@ -101,6 +107,10 @@ def plan_tiered(
             newest = {r.seq for r in runs(unit_changes[node])[: plan.merge]}
             merged = tuple(f for f in unit_changes[node] if f.seq in newest)
             tasks.append(PlannedTask(node, None, None, (), merged, kind="minor"))
+    for node in coalesced:
+        if node not in decided:
+            whole, _ = fold_tasks(table, properties, (), unit_base[node], full=True)
+            tasks += [replace(t, kind="major") for t in whole]
     if not tasks:
         return None
     kinds = {t.kind for t in tasks}
@@ -134,6 +144,26 @@ def _rebucket_step(
         chosen.append(node)
         size += sum(f.size_bytes for f in (*files, *unit_changes.get(node, [])))
     return chosen
+
+
+def _small_base_units(
+    unit_base: dict[Node, list[FileEntry]], level: int, properties: TableProperties
+) -> list[Node]:
+    """When the partition's small base files reach the SPEC 4 small-file rule
+    (``major.file-count`` per node), the units holding two or more of them: each is
+    rewritten whole, which leaves it at most one small file, so the rule stops firing.
+    Whole, because outputs cut around the unit's large files would leave small files
+    between two of them as small as before. Files at another level than
+    ``base.buckets`` are the re-bucketing full compaction's to rewrite."""
+    if level != properties.base_buckets:
+        return []
+    threshold = properties.small_file_threshold
+    small = {
+        node: sum(f.size_bytes < threshold for f in files) for node, files in unit_base.items()
+    }
+    if sum(small.values()) < properties.major_file_count * properties.base_buckets:
+        return []
+    return sorted(node for node, count in small.items() if count >= 2)
 
 
 def _off_peak(
