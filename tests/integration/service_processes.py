@@ -8,9 +8,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+
+from confluent_kafka import ConsumerGroupState, KafkaException
+from confluent_kafka.admin import AdminClient
 
 from firn.settings import FirnSettings
 
@@ -89,6 +93,34 @@ class Services:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(30)
+
+    def wait_for_group(self, service: str, members: int, timeout: float = 120.0) -> None:
+        """Wait until ``service``'s consumer group is stable with ``members`` members,
+        each holding a partition: work published before then all goes to whoever
+        joined first (a Spark session takes seconds to start)."""
+        admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
+        group = f"{self.settings.topic_prefix}{service}"
+        deadline = time.monotonic() + timeout
+        seen = None
+        while time.monotonic() < deadline:
+            self.assert_running()
+            try:
+                seen = admin.describe_consumer_groups([group], request_timeout=5)[group].result()
+            except KafkaException:
+                seen = None
+            if (
+                seen is not None
+                and seen.state == ConsumerGroupState.STABLE
+                and len(seen.members) == members
+                and all(m.assignment.topic_partitions for m in seen.members)
+            ):
+                return
+            time.sleep(0.5)
+        state = None if seen is None else (seen.state, len(seen.members))
+        raise AssertionError(
+            f"group {group} not stable with {members} members after {timeout:.0f}s: {state}\n"
+            f"{self.logs()}"
+        )
 
     def assert_running(self) -> None:
         dead = {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}

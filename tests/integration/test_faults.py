@@ -229,6 +229,7 @@ def test_two_dispatchers_share_the_work(stack_settings: FirnSettings, tmp_path: 
         firn.connect(settings=settings) as catalog,
         running_services(settings, tmp_path, names, **ENV) as services,
     ):
+        services.wait_for_group("dispatcher", members=2)
         table = catalog.create_table("orders", SCHEMA, ["day", "id"], ["day"], PROPERTIES)
         # Eight partitions: their keys spread over every partition of the plan-tasks topic.
         days = [f"2026-11-{d:02d}" for d in range(10, 18)]
