@@ -44,6 +44,22 @@ def drain(settings: FirnSettings, topic: str, group: str, expect: int) -> list[A
     return got
 
 
+def plan_request(
+    table: firn.Table, kind: str = "major", max_seq: int = 3, score: float = 1.0, **fields: Any
+) -> PlanRequestEvent:
+    """A plan request for ``table``'s unpartitioned partition, as metrics sends one."""
+    return PlanRequestEvent(
+        table=table.name,
+        table_id=table.table_id,
+        partition_key="",
+        kind=kind,  # type: ignore[arg-type]
+        max_seq=max_seq,
+        score=score,
+        reasons=fields.pop("reasons", []),
+        **fields,
+    )
+
+
 def test_a_plan_request_is_planned_announced_and_released_once(
     settings: FirnSettings, catalog: firn.Catalog, unique: str
 ) -> None:
@@ -55,15 +71,7 @@ def test_a_plan_request_is_planned_announced_and_released_once(
             pa.table({"id": list(range(n, 100, 3)), "v": [f"v{n}"] * len(range(n, 100, 3))})
         )
     planner = Planner(catalog, producer(settings), topics.plan_tasks)
-    request = PlanRequestEvent(
-        table=table.name,
-        table_id=table.table_id,
-        partition_key="",
-        kind="major",
-        max_seq=3,
-        score=1.5,
-        reasons=["small files 24 >= 24"],
-    )
+    request = plan_request(table, score=1.5, reasons=["small files 24 >= 24"])
     planner.plan_request(json.loads(request.to_json()))
     planner.plan_request(json.loads(request.to_json()))  # redelivered: nothing new
 
@@ -109,15 +117,7 @@ def test_a_request_that_disagrees_with_the_catalog_plans_nothing(
     for n in range(3):
         table.upsert(pa.table({"id": [n], "v": ["x"]}))
     planner = Planner(catalog, producer(settings), Topics.from_settings(settings).plan_tasks)
-    honest = PlanRequestEvent(
-        table="real",
-        table_id=table.table_id,
-        partition_key="",
-        kind="major",
-        max_seq=3,
-        score=1,
-        reasons=[],
-    )
+    honest = plan_request(table)
     forged = [
         (honest.model_copy(update={"table": "other"}), "table 'other'"),
         (honest.model_copy(update={"table_id": other.table_id}), "partition ''"),
@@ -144,15 +144,7 @@ def test_a_request_already_served_by_a_committed_plan_plans_nothing(
     planner = Planner(catalog, producer(settings), topics.plan_tasks)
 
     def request(kind: str, max_seq: int) -> dict[str, Any]:
-        event = PlanRequestEvent(
-            table=table.name,
-            table_id=table.table_id,
-            partition_key="",
-            kind=kind,  # type: ignore[arg-type]
-            max_seq=max_seq,
-            score=1.0,
-            reasons=["replayed"],
-        )
+        event = plan_request(table, kind, max_seq, reasons=["replayed"])
         return dict(json.loads(event.to_json()))
 
     def plans() -> list[tuple[str, str]]:
@@ -188,15 +180,7 @@ def test_small_base_files_are_planned_though_every_seq_is_merged(
     assert len(base) == 5, "one file per fold"
     assert {f["store"] for f in base} == {"base"}
     planner = Planner(catalog, producer(settings), topics.plan_tasks)
-    request = PlanRequestEvent(
-        table=table.name,
-        table_id=table.table_id,
-        partition_key="",
-        kind="major",
-        max_seq=5,
-        score=1.0,
-        reasons=["small base files 5 >= 4"],
-    )
+    request = plan_request(table, max_seq=5, reasons=["small base files 5 >= 4"])
     planner.plan_request(json.loads(request.to_json()))
     (plan_id, to_seq) = catalog.conn.execute(
         "SELECT plan_id, to_seq FROM compaction_plan WHERE table_id = %s AND state = 'Planned'",

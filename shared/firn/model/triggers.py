@@ -43,6 +43,12 @@ class PartitionMetrics:
     def unmerged_bytes(self) -> int:
         return self.unmerged_insert_bytes + self.unmerged_delete_bytes
 
+    @property
+    def small_base_files(self) -> int:
+        """Base files below ``small-file-bytes`` (every unmerged change file counted
+        out, small or not: a lower bound)."""
+        return self.small_files - self.unmerged_files
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -72,9 +78,7 @@ def major_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
             f"change ratio {m.unmerged_bytes / m.base_bytes:.3f} >= {p.major_change_ratio}"
         )
     if too_many_small_base_files(m, p):
-        reasons.append(
-            f"small base files {m.small_files - m.unmerged_files} >= {p.major_file_count * n}"
-        )
+        reasons.append(f"small base files {m.small_base_files} >= {p.major_file_count * n}")
     if m.unmerged_files > 0 and (
         m.seconds_since_major is None or m.seconds_since_major >= p.major_interval_max
     ):
@@ -88,7 +92,7 @@ def too_many_small_base_files(m: PartitionMetrics, p: TableProperties) -> bool:
     stand for read cost as sorted runs, which the minor trigger and each unit's merges
     answer (issue 15); counting them made every few commits a major folding every
     unit. Answered by rewriting the units that hold several (``firn.engine.tiered``)."""
-    return m.small_files - m.unmerged_files >= p.major_file_count * p.base_buckets
+    return m.small_base_files >= p.major_file_count * p.base_buckets
 
 
 def minor_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
