@@ -63,12 +63,48 @@ def compose(images: dict[str, str], tmp_path: Path) -> Iterator[tuple[list[str],
         assert left.strip() == "", f"containers of {project} left after down: {left}"
 
 
+# The demo commits for at least this long; then the test waits, up to SPREAD_DEADLINE
+# from `up`, for every replica to have done its share (a slow machine spends most of a
+# minute starting five Python services and settling two consumer groups).
+DEMO_AT_LEAST = 45.0
+SPREAD_DEADLINE = 240.0
+COMMITTED = re.compile(r"(committer-\d+)\s*\|.*? plan (\d+) committed as")
+
+
+def spread(base: list[str], env: dict[str, str], url: str) -> tuple[list[str], set[str]]:
+    """The plans committed, by committer log line (in order), and the dispatchers
+    that claimed a task (the owner the catalog recorded on Pending -> Executing)."""
+    logs = run(*base, "logs", "--no-color", "committer", env=env)
+    committed = [f"{name} {plan}" for name, plan in COMMITTED.findall(logs)]
+    with psycopg.connect(url) as conn:
+        conn.execute("SET search_path TO firn")
+        try:
+            owners = conn.execute(
+                "SELECT DISTINCT split_part(reason, ' ', 3) FROM state_transition "
+                "WHERE machine = 'task' AND to_state = 'Executing'"
+            ).fetchall()
+        except psycopg.errors.UndefinedTable:
+            owners = []  # the catalog's migrations have not run yet
+    return committed, {owner for (owner,) in owners}
+
+
 def test_compose_runs_the_stack_scaled_and_the_demo_equals_its_model(
     compose: tuple[list[str], dict[str, str]],
 ) -> None:
     base, env = compose
+    url = f"postgresql://firn:firn@127.0.0.1:{env['FIRN_COMPOSE_POSTGRES_PORT']}/firn"
+    started = time.monotonic()
     run(*base, "up", "-d", "--scale", "dispatcher=3", "--scale", "committer=2", env=env)
-    time.sleep(45)  # the demo producer commits meanwhile; compactions follow
+    time.sleep(DEMO_AT_LEAST)  # the demo producer commits meanwhile; compactions follow
+    # Each consumer group spreads its work: every dispatcher runs tasks and both
+    # committers commit plans. Wait for that (not a fixed time) while the demo goes on.
+    committed, owners = spread(base, env, url)
+    while time.monotonic() - started < SPREAD_DEADLINE:
+        committers = {line.split()[0] for line in committed}
+        if len(committers) == 2 and len(owners) == 3:
+            break
+        time.sleep(5)
+        committed, owners = spread(base, env, url)
     run(*base, "stop", "demo", env=env)  # SIGTERM: it stops producing and checks
     summary = run(*base, "logs", "--no-log-prefix", "demo", env=env)
     assert "model check  read() equals the reference model" in summary, summary[-3000:]
@@ -77,26 +113,21 @@ def test_compose_runs_the_stack_scaled_and_the_demo_equals_its_model(
     )
     assert exit_code.strip() == "0", summary[-3000:]
 
-    # Each consumer group spread its work: every dispatcher ran tasks, both committers
-    # committed plans, and no plan was committed twice.
-    logs = run(*base, "logs", "--no-color", "dispatcher", "committer", env=env)
-    committed = re.findall(r"(committer-\d+)\s*\|.*? plan (\d+) committed as", logs)
-    by_committer = Counter(name for name, _ in committed)
-    plans = [plan for _, plan in committed]
-    assert len(by_committer) == 2, f"one committer did all the commits: {by_committer}"
+    committed, owners = spread(base, env, url)
+    by_committer = Counter(line.split()[0] for line in committed)
+    plans = [line.split()[1] for line in committed]
+    services = run(
+        *base, "logs", "--no-color", "--tail", "30", "planner", "dispatcher", "committer", env=env
+    )
+    assert len(by_committer) == 2, f"not both committers committed: {by_committer}\n{services}"
     assert len(plans) == len(set(plans)), "a plan was committed twice"
-    url = f"postgresql://firn:firn@127.0.0.1:{env['FIRN_COMPOSE_POSTGRES_PORT']}/firn"
+    assert len(owners) == 3, f"not every dispatcher ran tasks: {owners}\n{services}"
     with psycopg.connect(url) as conn:
         conn.execute("SET search_path TO firn")
-        owners = conn.execute(
-            "SELECT DISTINCT split_part(reason, ' ', 3) FROM state_transition "
-            "WHERE machine = 'task' AND to_state = 'Executing'"
-        ).fetchall()
         (plans_committed, snapshots) = conn.execute(
             "SELECT count(*), count(DISTINCT committed_snapshot) FROM compaction_plan "
             "WHERE state = 'Committed'"
         ).fetchone() or (0, 0)
-    assert len(owners) == 3, f"not every dispatcher ran tasks: {owners}"
     assert plans_committed == snapshots > 0
 
     # The warehouse is the host's directory: the demo table's Parquet files are there.
