@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,16 +58,43 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 }
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """One run's load and table settings (``firn up --demo``'s options)."""
+
+    duration: float = 300.0
+    """Seconds of producing."""
+    rate: float = 10.0
+    """Commits per second asked for."""
+    batch: int = 2000
+    """Rows per commit."""
+    keys: int = 2_000_000
+    """Key space (uniform, skewed)."""
+    seed: int = 15
+    properties: tuple[str, ...] = ()
+    """``KEY=VALUE`` demo table properties over the demo's own."""
+    stall_wait: float | None = None
+    """Seconds a commit waits for compaction at ``write.stall-runs``; None: never."""
+    keep_home: bool = False
+    """Keep the stack's home (logs, catalog) under .firn/ to look into."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=300.0, help="seconds of producing")
-    parser.add_argument("--rate", type=float, default=10.0, help="commits per second")
-    parser.add_argument("--batch", type=int, default=2000, help="rows per commit")
-    parser.add_argument("--keys", type=int, default=2_000_000, help="key space (uniform, skewed)")
+    parser.add_argument(
+        "--duration", type=float, default=RunOptions.duration, help="seconds of producing"
+    )
+    parser.add_argument("--rate", type=float, default=RunOptions.rate, help="commits per second")
+    parser.add_argument("--batch", type=int, default=RunOptions.batch, help="rows per commit")
+    parser.add_argument(
+        "--keys", type=int, default=RunOptions.keys, help="key space (uniform, skewed)"
+    )
     parser.add_argument(
         "--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {list(WORKLOADS)}"
     )
-    parser.add_argument("--seed", type=int, default=15, help="seed of the demo's workload")
+    parser.add_argument(
+        "--seed", type=int, default=RunOptions.seed, help="seed of the demo's workload"
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument(
         "--property",
@@ -93,28 +121,30 @@ def main() -> int:
     if unknown or not names:
         parser.error(f"unknown workloads {unknown}; use some of {list(WORKLOADS)}")
 
+    options = RunOptions(
+        duration=args.duration,
+        rate=args.rate,
+        batch=args.batch,
+        keys=args.keys,
+        seed=args.seed,
+        properties=tuple(args.property),
+        stall_wait=args.stall_wait,
+        keep_home=args.keep_home,
+    )
     results = {}
     for name in names:
         _say(
             f"{name}: firn up --demo for {args.duration:g}s at {args.rate:g} commits/s "
             f"x {args.batch} rows ..."
         )
-        results[name] = run_workload(name, args)
+        results[name] = run_workload(name, options)
         _say(summary_line(name, results[name]))
     data = {
         "benchmark": "bench/policy.py",
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
         "cpus": os.cpu_count(),
-        "options": {
-            "duration_s": args.duration,
-            "rate": args.rate,
-            "batch": args.batch,
-            "keys": args.keys,
-            "seed": args.seed,
-            "properties": args.property,
-            "stall_wait_s": args.stall_wait,
-        },
+        "options": asdict(options),
         "workloads": results,
     }
     text = json.dumps(data, indent=1)
@@ -124,7 +154,7 @@ def main() -> int:
     return 0 if all(r["ok"] for r in results.values()) else 1
 
 
-def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_workload(name: str, args: RunOptions) -> dict[str, Any]:
     spec = WORKLOADS[name]
     home, env = stack_home(f"bench-policy-{name}-")
     command = [
@@ -140,7 +170,7 @@ def run_workload(name: str, args: argparse.Namespace) -> dict[str, Any]:
         f"--delete-ratio={spec['delete_ratio']:g}",
         "--idle-seconds=0",
         f"--seed={args.seed}",
-        *(f"--property={pair}" for pair in args.property),
+        *(f"--property={pair}" for pair in args.properties),
         *([] if args.stall_wait is None else [f"--stall-wait={args.stall_wait:g}"]),
     ]
     load_before = os.getloadavg()

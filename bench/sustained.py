@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from policy import WORKLOADS, run_workload
+from policy import WORKLOADS, RunOptions, run_workload
 
 
 def main() -> int:
@@ -40,6 +40,13 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=2_000_000, help="key space (uniform, skewed)")
     parser.add_argument("--seed", type=int, default=15, help="seed of the demo's workload")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a demo table property over the demo's own (as policy.py's); repeatable",
+    )
     args = parser.parse_args()
     try:
         batches = sorted({int(b) for b in args.batches.split(",") if b.strip()})
@@ -50,15 +57,13 @@ def main() -> int:
 
     runs = []
     for batch in batches:
-        options = argparse.Namespace(
+        options = RunOptions(
             duration=args.duration,
             rate=args.rate,
             batch=batch,
             keys=args.keys,
             seed=args.seed,
-            property=[],
-            stall_wait=None,
-            keep_home=False,
+            properties=tuple(args.property),
         )
         result = run_workload(args.workload, options)
         runs.append(_row(batch, args.rate, result))
@@ -70,6 +75,7 @@ def main() -> int:
         "command": " ".join(sys.argv),
         "cpus": os.cpu_count(),
         "workload": args.workload,
+        "properties": args.property,
         "highest_flat_rows_per_s": max((r["rows_per_s"] for r in sustained), default=None),
         "runs": runs,
     }
