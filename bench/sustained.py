@@ -37,8 +37,12 @@ def main() -> int:
         "--duration", type=float, default=120.0, help="seconds of producing per run"
     )
     parser.add_argument("--workload", default="uniform", choices=list(WORKLOADS))
-    parser.add_argument("--keys", type=int, default=2_000_000, help="key space (uniform, skewed)")
-    parser.add_argument("--seed", type=int, default=15, help="seed of the demo's workload")
+    parser.add_argument(
+        "--keys", type=int, default=RunOptions.keys, help="key space (uniform, skewed)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=RunOptions.seed, help="seed of the demo's workload"
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument(
         "--property",

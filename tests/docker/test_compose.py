@@ -71,11 +71,14 @@ SPREAD_DEADLINE = 240.0
 COMMITTED = re.compile(r"(committer-\d+)\s*\|.*? plan (\d+) committed as")
 
 
-def spread(base: list[str], env: dict[str, str], url: str) -> tuple[list[str], set[str]]:
-    """The plans committed, by committer log line (in order), and the dispatchers
-    that claimed a task (the owner the catalog recorded on Pending -> Executing)."""
+def spread(
+    base: list[str], env: dict[str, str], url: str
+) -> tuple[list[tuple[str, str]], set[str]]:
+    """(committer, plan) per committed plan from the committers' logs, and the
+    dispatchers that claimed a task (the owner the catalog recorded on Pending ->
+    Executing)."""
     logs = run(*base, "logs", "--no-color", "committer", env=env)
-    committed = [f"{name} {plan}" for name, plan in COMMITTED.findall(logs)]
+    committed: list[tuple[str, str]] = COMMITTED.findall(logs)
     with psycopg.connect(url) as conn:
         conn.execute("SET search_path TO firn")
         try:
@@ -98,13 +101,12 @@ def test_compose_runs_the_stack_scaled_and_the_demo_equals_its_model(
     time.sleep(DEMO_AT_LEAST)  # the demo producer commits meanwhile; compactions follow
     # Each consumer group spreads its work: every dispatcher runs tasks and both
     # committers commit plans. Wait for that (not a fixed time) while the demo goes on.
-    committed, owners = spread(base, env, url)
-    while time.monotonic() - started < SPREAD_DEADLINE:
-        committers = {line.split()[0] for line in committed}
-        if len(committers) == 2 and len(owners) == 3:
+    while True:
+        committed, owners = spread(base, env, url)
+        done = len({name for name, _ in committed}) == 2 and len(owners) == 3
+        if done or time.monotonic() - started > SPREAD_DEADLINE:
             break
         time.sleep(5)
-        committed, owners = spread(base, env, url)
     run(*base, "stop", "demo", env=env)  # SIGTERM: it stops producing and checks
     summary = run(*base, "logs", "--no-log-prefix", "demo", env=env)
     assert "model check  read() equals the reference model" in summary, summary[-3000:]
@@ -114,8 +116,8 @@ def test_compose_runs_the_stack_scaled_and_the_demo_equals_its_model(
     assert exit_code.strip() == "0", summary[-3000:]
 
     committed, owners = spread(base, env, url)
-    by_committer = Counter(line.split()[0] for line in committed)
-    plans = [line.split()[1] for line in committed]
+    by_committer = Counter(name for name, _ in committed)
+    plans = [plan for _, plan in committed]
     services = run(
         *base, "logs", "--no-color", "--tail", "30", "planner", "dispatcher", "committer", env=env
     )
