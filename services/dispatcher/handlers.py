@@ -4,9 +4,10 @@ A plan-task event is a wake-up: the dispatcher claims (Pending -> Executing with
 lease and a new attempt) the claimable tasks with the highest plan score, of one
 table, up to ``dispatcher.max-concurrent-tasks`` and within its memory budget
 (``firn.model.permits``), and runs them as ONE Spark job. While the job runs, a
-heartbeat thread (on its own catalog connection) extends the leases. Each result is
-recorded (Prepared, or Failed and back to Pending for a retry, or the plan fails),
-then a task-result event goes out.
+heartbeat thread (on its own catalog connection) extends the leases. The batch is
+claimed in one transaction and its results are recorded in one (each Prepared, or
+Failed and back to Pending for a retry, or its plan fails), then a task-result event
+per task goes out.
 
 The event is only a wake-up: what runs, and its inputs, come from the catalog; an
 event that disagrees with the catalog row of its ``task_id`` is dead-lettered
@@ -25,10 +26,10 @@ from typing import Any
 from confluent_kafka import Producer
 
 import firn
-from firn.catalog.claiming import WaitingTask, claim_task, claimable_tasks, stale_waiting_tasks
+from firn.catalog.claiming import WaitingTask, claim_tasks, claimable_tasks, stale_waiting_tasks
 from firn.catalog.event_rows import task_named
 from firn.catalog.leasing import expire_leases, extend_lease
-from firn.catalog.results import record_result
+from firn.catalog.results import record_results
 from firn.catalog.transitions import move_task
 from firn.engine.execution import Claim, Runner
 from firn.engine.kernel import KernelLimits
@@ -89,21 +90,19 @@ class Dispatcher:
         if table is None:
             return  # dropped since: its tasks can never run
         lease = table.properties.task_lease
-        claims = [c for t in batch if (c := claim_task(conn, t.task_id, self.owner, lease))]
+        claims = claim_tasks(conn, [t.task_id for t in batch], self.owner, lease)
         if not claims:
             return  # another dispatcher claimed them first
         partitions = {spec.task_id: (spec.plan_id, spec.partition_key) for spec, _ in claims}
         with _Heartbeat(settings, claims, self.owner, lease):
             results = self.runner(table.definition, claims, self.limits)
-        for result in results:
-            # The job may have outlived the connection it started on (a database
-            # restart): results are recorded on a fresh one, retried, not thrown away.
-            outcome = retrying_transient(
-                lambda r=result: record_result(
-                    self.catalog.conn, r, table.properties.task_max_attempts
-                ),
-                what=f"recording the result of task {result.task_id}",
-            )
+        # The job may have outlived the connection it started on (a database restart):
+        # results are recorded on a fresh one, retried, not thrown away.
+        outcomes = retrying_transient(
+            lambda: record_results(self.catalog.conn, results, table.properties.task_max_attempts),
+            what=f"recording the results of tasks {[r.task_id for r in results]}",
+        )
+        for result, outcome in zip(results, outcomes, strict=True):
             plan_id, partition = partitions[result.task_id]
             TASK_DURATION.labels(table.name, outcome).observe(result.seconds)
             if outcome == "failed":

@@ -15,12 +15,12 @@ import pyarrow.compute as pc
 import pytest
 
 import firn
-from firn.catalog.claiming import claim_task, release_tasks
+from firn.catalog.claiming import claim_task, claim_tasks, release_tasks
 from firn.catalog.compactions import commit_plan
 from firn.catalog.files import files_at
 from firn.catalog.leasing import expire_leases, extend_lease
 from firn.catalog.plans import fail_plan
-from firn.catalog.results import record_result
+from firn.catalog.results import record_result, record_results
 from firn.engine.execution import run_local
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now
@@ -351,6 +351,38 @@ def test_failed_attempts_retry_then_fail_the_plan(catalog: firn.Catalog) -> None
     # A late result of attempt 1 is stale and changes nothing.
     late = TaskResult(task_id=task.task_id, attempt=1)
     assert record_result(conn, late, max_attempts=2) == "stale"
+
+
+def test_a_batch_is_claimed_and_recorded_together_each_task_on_its_own_terms(
+    catalog: firn.Catalog,
+) -> None:
+    """A dispatcher's batch takes one transaction to claim and one to record (the
+    per-task commits were what small merges paid most); each task still gets what a
+    claim or result of its own would have: a task claimed elsewhere is left out, and
+    one result's retry or staleness does not touch the others."""
+    conn = catalog.conn
+    records = []
+    for n in range(3):
+        table = catalog.create_table(f"batch_{next(_names)}", SCHEMA, ["day", "id"], [])
+        Model().upsert(table, [1] * 10, np.arange(10) + n, "v1")
+        records.append(_plan(table))
+    first, second, third = (r.tasks[0].task_id for r in records)
+    assert claim_task(conn, third, "other", 60) is not None
+    claims = claim_tasks(conn, [first, second, third], "batch", 60)
+    assert [(spec.task_id, attempt) for spec, attempt in claims] == [(first, 1), (second, 1)]
+    results = [
+        TaskResult(task_id=first, attempt=1),
+        TaskResult(task_id=second, attempt=1, error="boom"),
+        TaskResult(task_id=third, attempt=2),  # no such attempt: "other" holds attempt 1
+    ]
+    assert record_results(conn, results, max_attempts=3) == ["prepared", "retry", "stale"]
+    states = dict(
+        conn.execute(
+            "SELECT task_id, state FROM compaction_task WHERE task_id = ANY(%s)",
+            ([first, second, third],),
+        ).fetchall()
+    )
+    assert states == {first: "Prepared", second: "Pending", third: "Executing"}
 
 
 def _backoff_passes(conn: Connection, task_id: int) -> None:

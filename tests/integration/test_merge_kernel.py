@@ -45,14 +45,19 @@ def specs(table: firn.Table) -> list[TaskSpec]:
     ]
 
 
-def merged(table: firn.Table, spec: TaskSpec, attempt: int, budget: int) -> tuple[pa.Table, int]:
-    result = run_task(table.definition, spec, attempt, KernelLimits(memory_budget=budget))
+def merged(
+    table: firn.Table, spec: TaskSpec, attempt: int, budget: int, spill_dir: Path | None = None
+) -> tuple[pa.Table, int]:
+    limits = KernelLimits(
+        memory_budget=budget, spill_dir=None if spill_dir is None else str(spill_dir)
+    )
+    result = run_task(table.definition, spec, attempt, limits)
     assert result.ok
     rows = [table.storage.read_parquet(o.path) for o in result.outputs]
     return pa.concat_tables(rows) if rows else SCHEMA.empty_table(), result.spilled_runs
 
 
-def test_spilling_gives_the_in_memory_result(table: firn.Table) -> None:
+def test_spilling_gives_the_in_memory_result(table: firn.Table, tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     for commit in range(6):
         ids = rng.integers(0, 40_000, 20_000)
@@ -62,10 +67,13 @@ def test_spilling_gives_the_in_memory_result(table: firn.Table) -> None:
     reference = table.read().sort_by("id")
     outputs = []
     for spec in specs(table):  # change files at level 1 are split by hash into 2 nodes
-        in_memory, spilled = merged(table, spec, 1, budget=1 << 30)
+        spill_dir = tmp_path / f"spill-{spec.task_id}"
+        spill_dir.mkdir()
+        in_memory, spilled = merged(table, spec, 1, budget=1 << 30, spill_dir=spill_dir)
         assert spilled == 0
-        on_disk, spilled = merged(table, spec, 2, budget=256 * 1024)
+        on_disk, spilled = merged(table, spec, 2, budget=256 * 1024, spill_dir=spill_dir)
         assert spilled >= 4, "a budget far below the change set must spill"
+        assert not list(spill_dir.iterdir()), "a task's spilled runs outlived it"
         assert on_disk.equals(in_memory), "spilled and in-memory merges differ"
         ids = on_disk.column("id").to_numpy()
         assert (np.diff(ids) > 0).all(), "output is not sorted and unique by key"

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from firn.api.catalog import postgres_catalog_of
-from firn.catalog.claiming import claim_task, release_tasks
+from firn.catalog.claiming import claim_tasks, release_tasks
 from firn.catalog.compactions import PlanCommit, commit_plan
-from firn.catalog.results import record_result, retry_backoff
+from firn.catalog.results import record_results, retry_backoff
 from firn.engine.execution import Claim, run_local, run_spark
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now
@@ -100,14 +100,11 @@ def compact(
     results: list[TaskResult] = []
     limits = KernelLimits.from_settings(catalog.settings)
     while pending:
-        claims: list[Claim] = []
-        for task_id in pending:
-            claim = claim_task(conn, task_id, owner, props.task_lease)
-            if claim is not None:
-                claims.append(claim)
+        claims = claim_tasks(conn, pending, owner, props.task_lease)
         batch = _execute(catalog.settings, table, claims, limits, engine, spark)
         results.extend(batch)
-        retries = [r for r in batch if record_result(conn, r, props.task_max_attempts) == "retry"]
+        outcomes = record_results(conn, batch, props.task_max_attempts)
+        retries = [r for r, o in zip(batch, outcomes, strict=True) if o == "retry"]
         pending = [r.task_id for r in retries]
         if retries:
             # Claims are refused until the backoff has passed (as the services wait).

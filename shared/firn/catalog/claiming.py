@@ -12,10 +12,11 @@ claim takes is kept alive and taken back by ``firn.catalog.leasing``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from firn.catalog.plans import OPEN_PLAN_STATES
-from firn.catalog.transitions import lock_plan_of, move_plan, move_task
+from firn.catalog.transitions import lock_plans_of, move_plan, move_task
 from firn.events.plans import PlanTaskEvent
 from firn.model.permits import Candidate
 from firn.model.plans import PlanRecord
@@ -168,38 +169,59 @@ def claim_task(
 ) -> tuple[TaskSpec, int] | None:
     """Pending -> Executing with a new attempt and a lease; ``None`` if another
     executor got it first (or it is no longer pending)."""
+    claims = claim_tasks(conn, [task_id], owner, lease_seconds)
+    return claims[0] if claims else None
+
+
+def claim_tasks(
+    conn: Connection, task_ids: Sequence[int], owner: str, lease_seconds: float
+) -> list[tuple[TaskSpec, int]]:
+    """``claim_task`` for a dispatcher's whole batch in one transaction (one commit
+    instead of one per task: per-task overhead is what small merges pay most). The
+    tasks another executor got first, or that are backing off, are left out."""
+    claims = []
     with conn.transaction():
-        lock_plan_of(conn, task_id)
-        backing_off = conn.execute(
-            "SELECT 1 FROM compaction_task WHERE task_id = %s AND not_before > now()", (task_id,)
-        ).fetchone()
-        if backing_off is not None:
-            return None  # a retry whose backoff has not passed: the sweep announces it
-        attempt = move_task(
-            conn,
-            task_id,
-            TaskState.PENDING,
-            TaskState.EXECUTING,
-            by=Actor.DISPATCHER,
-            reason=f"claimed by {owner}",
-            new_attempt=True,
-            updates={"lease_owner": owner},
-        )
-        if attempt is None:
-            return None
-        row = conn.execute(
-            "UPDATE compaction_task SET lease_expires = now() + make_interval(secs => %s) "
-            "WHERE task_id = %s RETURNING spec, plan_id",
-            (lease_seconds, task_id),
-        ).fetchone()
-        assert row is not None
-        spec = TaskSpec.from_dict(row[0])
-        move_plan(
-            conn,
-            int(row[1]),
-            PlanState.PLANNED,
-            PlanState.EXECUTING,
-            by=Actor.DISPATCHER,
-            reason="first claim",
-        )
+        lock_plans_of(conn, task_ids)
+        for task_id in task_ids:
+            claim = _claim(conn, task_id, owner, lease_seconds)
+            if claim is not None:
+                claims.append(claim)
+    return claims
+
+
+def _claim(
+    conn: Connection, task_id: int, owner: str, lease_seconds: float
+) -> tuple[TaskSpec, int] | None:
+    backing_off = conn.execute(
+        "SELECT 1 FROM compaction_task WHERE task_id = %s AND not_before > now()", (task_id,)
+    ).fetchone()
+    if backing_off is not None:
+        return None  # a retry whose backoff has not passed: the sweep announces it
+    attempt = move_task(
+        conn,
+        task_id,
+        TaskState.PENDING,
+        TaskState.EXECUTING,
+        by=Actor.DISPATCHER,
+        reason=f"claimed by {owner}",
+        new_attempt=True,
+        updates={"lease_owner": owner},
+    )
+    if attempt is None:
+        return None
+    row = conn.execute(
+        "UPDATE compaction_task SET lease_expires = now() + make_interval(secs => %s) "
+        "WHERE task_id = %s RETURNING spec, plan_id",
+        (lease_seconds, task_id),
+    ).fetchone()
+    assert row is not None
+    spec = TaskSpec.from_dict(row[0])
+    move_plan(
+        conn,
+        int(row[1]),
+        PlanState.PLANNED,
+        PlanState.EXECUTING,
+        by=Actor.DISPATCHER,
+        reason="first claim",
+    )
     return spec, attempt

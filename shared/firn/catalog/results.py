@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from firn.catalog.orphans import record_orphans
 from firn.catalog.plans import fail_plan
-from firn.catalog.transitions import lock_plan_of, move_task
+from firn.catalog.transitions import lock_plans_of, move_task
 from firn.model.states import Actor, PlanState, TaskState
 from firn.model.tasks import OutputFile, TaskResult, TaskSpec
 from firn.postgres.connection import Connection
@@ -38,69 +38,79 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
     """Record one attempt's outcome; returns ``prepared``, ``retry``, ``failed`` (the
     plan failed: no attempts left, or the error is not retryable) or ``stale`` (this
     attempt no longer owns the task; its outputs are recorded as orphans)."""
+    return record_results(conn, [result], max_attempts)[0]
+
+
+def record_results(conn: Connection, results: Sequence[TaskResult], max_attempts: int) -> list[str]:
+    """``record_result`` for a batch in one transaction, the outcomes in order: one
+    commit instead of one per task (a batch's plans are locked first, in plan order)."""
     with conn.transaction():
-        lock_plan_of(conn, result.task_id)
-        stray = _outputs_outside_attempt(conn, result)
-        if stray:
-            # Never registered, and never deleted either: such a path may be a live file.
-            result = dataclasses.replace(
-                result, outputs=(), error=f"outputs outside the attempt directory: {stray}"
-            )
-        if result.ok:
-            outputs = json.dumps([o.to_dict() for o in result.outputs])
-            moved = move_task(
-                conn,
-                result.task_id,
-                TaskState.EXECUTING,
-                TaskState.PREPARED,
-                by=Actor.DISPATCHER,
-                attempt=result.attempt,
-                reason=f"{len(result.outputs)} files, {result.rows_written} rows",
-                updates={"outputs": outputs, "lease_owner": None, "lease_expires": None},
-            )
-            if moved is not None:
-                if _plan_state(conn, result.task_id) in (PlanState.FAILED, PlanState.REPLACED):
-                    # It finished after its plan gave up: the plan never commits it.
-                    _orphans_of(conn, result.task_id, result.outputs, "plan ended first")
-                return "prepared"
-            _orphans_of(conn, result.task_id, result.outputs, "stale attempt")
-            return "stale"
+        lock_plans_of(conn, [r.task_id for r in results])
+        return [_record(conn, r, max_attempts) for r in results]
+
+
+def _record(conn: Connection, result: TaskResult, max_attempts: int) -> str:
+    stray = _outputs_outside_attempt(conn, result)
+    if stray:
+        # Never registered, and never deleted either: such a path may be a live file.
+        result = dataclasses.replace(
+            result, outputs=(), error=f"outputs outside the attempt directory: {stray}"
+        )
+    if result.ok:
+        outputs = json.dumps([o.to_dict() for o in result.outputs])
         moved = move_task(
             conn,
             result.task_id,
             TaskState.EXECUTING,
-            TaskState.FAILED,
+            TaskState.PREPARED,
             by=Actor.DISPATCHER,
             attempt=result.attempt,
-            reason=(result.error or "")[:500],
-            updates={"error": result.error, "lease_owner": None, "lease_expires": None},
+            reason=f"{len(result.outputs)} files, {result.rows_written} rows",
+            updates={"outputs": outputs, "lease_owner": None, "lease_expires": None},
         )
-        if moved is None:
-            return "stale"
-        if result.retryable and result.attempt < max_attempts:
-            backoff = retry_backoff(result.attempt)
-            move_task(
-                conn,
-                result.task_id,
-                TaskState.FAILED,
-                TaskState.PENDING,
-                by=Actor.DISPATCHER,
-                reason=f"retry after {backoff:.0f}s",
-            )
-            conn.execute(
-                "UPDATE compaction_task SET not_before = now() + make_interval(secs => %s) "
-                "WHERE task_id = %s",
-                (backoff, result.task_id),
-            )
-            return "retry"
-        why = (
-            f"failed {result.attempt} times"
-            if result.retryable
-            else f"failed with a non-retryable error on attempt {result.attempt}"
+        if moved is not None:
+            if _plan_state(conn, result.task_id) in (PlanState.FAILED, PlanState.REPLACED):
+                # It finished after its plan gave up: the plan never commits it.
+                _orphans_of(conn, result.task_id, result.outputs, "plan ended first")
+            return "prepared"
+        _orphans_of(conn, result.task_id, result.outputs, "stale attempt")
+        return "stale"
+    moved = move_task(
+        conn,
+        result.task_id,
+        TaskState.EXECUTING,
+        TaskState.FAILED,
+        by=Actor.DISPATCHER,
+        attempt=result.attempt,
+        reason=(result.error or "")[:500],
+        updates={"error": result.error, "lease_owner": None, "lease_expires": None},
+    )
+    if moved is None:
+        return "stale"
+    if result.retryable and result.attempt < max_attempts:
+        backoff = retry_backoff(result.attempt)
+        move_task(
+            conn,
+            result.task_id,
+            TaskState.FAILED,
+            TaskState.PENDING,
+            by=Actor.DISPATCHER,
+            reason=f"retry after {backoff:.0f}s",
         )
-        reason = f"task {result.task_id} {why}: {result.error}"
-        fail_plan(conn, _plan_of(conn, result.task_id), reason, by=Actor.DISPATCHER)
-        return "failed"
+        conn.execute(
+            "UPDATE compaction_task SET not_before = now() + make_interval(secs => %s) "
+            "WHERE task_id = %s",
+            (backoff, result.task_id),
+        )
+        return "retry"
+    why = (
+        f"failed {result.attempt} times"
+        if result.retryable
+        else f"failed with a non-retryable error on attempt {result.attempt}"
+    )
+    reason = f"task {result.task_id} {why}: {result.error}"
+    fail_plan(conn, _plan_of(conn, result.task_id), reason, by=Actor.DISPATCHER)
+    return "failed"
 
 
 def _outputs_outside_attempt(conn: Connection, result: TaskResult) -> list[str]:

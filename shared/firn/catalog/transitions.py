@@ -18,8 +18,11 @@ transient error: the whole transaction is retried by its caller.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
+
+from psycopg.pq import TransactionStatus
 
 from firn.model.states import PLAN, TASK, Actor, PlanState, TaskState
 from firn.postgres.connection import Connection
@@ -64,7 +67,7 @@ def move_task(
     if attempt is not None:
         where += " AND attempt = %s"
         params.append(attempt)
-    with conn.transaction():
+    with _atomic(conn):
         row = conn.execute(
             f"UPDATE compaction_task SET {', '.join(sets)} WHERE {where} RETURNING attempt",
             params,
@@ -87,7 +90,7 @@ def move_plan(
 ) -> bool:
     """Move a plan if it is in ``old``; returns whether it moved."""
     PLAN.accept(old, new, by=by)
-    with conn.transaction():
+    with _atomic(conn):
         row = conn.execute(
             "UPDATE compaction_plan SET state = %s, updated_at = now(), "
             "error = coalesce(%s, error) WHERE plan_id = %s AND state = %s RETURNING plan_id",
@@ -97,6 +100,16 @@ def move_plan(
             return False
         record_transition(conn, "plan", plan_id, old, new, 0, reason)
     return True
+
+
+def _atomic(conn: Connection) -> AbstractContextManager[object]:
+    """A transaction for a move made on its own; inside the caller's transaction,
+    nothing more: that one already makes the move and its history row one, and a
+    savepoint would cost two round trips per move (most moves are made inside
+    claims, results, plans and commits) to roll back what no caller recovers from."""
+    if conn.info.transaction_status == TransactionStatus.IDLE:
+        return conn.transaction()
+    return nullcontext()
 
 
 def record_transition(
@@ -118,8 +131,15 @@ def record_transition(
 
 def lock_plan_of(conn: Connection, task_id: int) -> None:
     """Lock the plan of a task before the task itself (the lock order above)."""
+    lock_plans_of(conn, [task_id])
+
+
+def lock_plans_of(conn: Connection, task_ids: Sequence[int]) -> None:
+    """Lock the plans of several tasks before any of the tasks, in plan id order, so
+    that two transactions taking plans of a batch each cannot deadlock."""
     conn.execute(
-        "SELECT 1 FROM compaction_plan WHERE plan_id = "
-        "(SELECT plan_id FROM compaction_task WHERE task_id = %s) FOR UPDATE",
-        (task_id,),
+        "SELECT 1 FROM compaction_plan WHERE plan_id IN "
+        "(SELECT plan_id FROM compaction_task WHERE task_id = ANY(%s)) "
+        "ORDER BY plan_id FOR UPDATE",
+        (list(task_ids),),
     )

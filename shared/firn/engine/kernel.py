@@ -22,7 +22,6 @@ a Spark task, in a test, or in a benchmark.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ import pyarrow.compute as pc
 from firn.engine.runs import (
     DEL,
     SortedRun,
+    SpillDir,
     SpillStats,
     drop_deletes,
     resolve,
@@ -88,9 +88,7 @@ def run_task(
     stats = SpillStats()
     try:
         if table.keyed:
-            with tempfile.TemporaryDirectory(
-                prefix=f"firn-task-{spec.task_id}-", dir=limits.spill_dir
-            ) as spill_dir:
+            with SpillDir(limits.spill_dir, f"firn-task-{spec.task_id}-") as spill_dir:
                 _merge(table, reader, writers, limits.memory_budget, spill_dir, stats)
         else:
             for batch in reader.all_rows():
@@ -139,7 +137,7 @@ def _merge(
     reader: _Inputs,
     writers: list[SizedWriter],
     memory_budget: int,
-    spill_dir: str,
+    spill_dir: SpillDir,
     stats: SpillStats,
 ) -> None:
     key = list(table.primary_key)
