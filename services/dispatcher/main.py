@@ -35,7 +35,9 @@ def main(settings: FirnSettings) -> None:
                 producer(settings),
                 context.topics,
                 run_small_here(
-                    functools.partial(run_spark, spark), settings.dispatcher_local_bytes
+                    functools.partial(run_spark, spark),
+                    settings.dispatcher_local_bytes,
+                    settings.dispatcher_local_threads,
                 ),
                 owner=context.instance_id,
             )

@@ -164,6 +164,13 @@ class FirnSettings(BaseSettings):
         "dispatcher's own process instead of as a Spark job (a job's fixed cost exceeds "
         "such a merge); 0: always Spark. Bytes or e.g. '16MiB'.",
     )
+    dispatcher_local_threads: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Threads a batch run in the dispatcher's own process uses (see "
+        "dispatcher_local_bytes): its tasks merge this many at a time; 1: one after another.",
+    )
     executor_spill_dir: Path | None = Field(
         default=None,
         description="Local directory for spilled runs; unset means the system temp dir.",

@@ -1,7 +1,10 @@
-"""``run_small_here``: which batches skip the Spark job (by their input bytes)."""
+"""``run_small_here``: which batches skip the Spark job (by their input bytes), and
+``run_local``'s threads."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -46,11 +49,13 @@ class Recorder:
 
     def __init__(self) -> None:
         self.batches: list[list[int]] = []
+        self.threads: list[int] = []
 
     def __call__(
-        self, table: TableSchema, claims: Sequence[Claim], limits: KernelLimits
+        self, table: TableSchema, claims: Sequence[Claim], limits: KernelLimits, threads: int = 1
     ) -> list[TaskResult]:
         self.batches.append([spec.task_id for spec, _ in claims])
+        self.threads.append(threads)
         return [TaskResult(task_id=spec.task_id, attempt=a) for spec, a in claims]
 
 
@@ -64,12 +69,13 @@ def test_small_batches_run_here_and_larger_ones_go_to_the_runner(
 ) -> None:
     spark, here = Recorder(), Recorder()
     monkeypatch.setattr(execution, "run_local", here)
-    run = run_small_here(spark, 4 * MiB)
+    run = run_small_here(spark, 4 * MiB, local_threads=3)
     table = None  # the recorders never look at it
     limits = KernelLimits()
     run(table, [(_spec(1, (), (MiB, 3 * MiB)), 1)], limits)
     run(table, [(_spec(2, (), (MiB,)), 1), (_spec(3, (MiB,), (2 * MiB + 1,)), 1)], limits)
     assert here.batches == [[1]]  # exactly at the limit: here
+    assert here.threads == [3]
     assert spark.batches == [[2, 3]]  # one byte over, counted over the whole batch
 
 
@@ -81,3 +87,37 @@ def test_zero_sends_every_batch_to_the_runner(monkeypatch: pytest.MonkeyPatch) -
     run(None, [(empty_inputs, 1), (_spec(2, (), (1,)), 1)], KernelLimits())
     assert spark.batches == [[1, 2]]
     assert not here.batches
+
+
+def test_local_threads_run_tasks_at_once_and_keep_claim_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    both_running = threading.Barrier(2, timeout=10)
+    finished: list[int] = []
+
+    def run(table: TableSchema, limits: KernelLimits, spec: TaskSpec, attempt: int) -> TaskResult:
+        both_running.wait()  # raises BrokenBarrierError unless both tasks run at once
+        if spec.task_id == 1:
+            time.sleep(0.05)  # the first claim finishes last
+        finished.append(spec.task_id)
+        return TaskResult(task_id=spec.task_id, attempt=attempt)
+
+    monkeypatch.setattr(execution, "run_reporting", run)
+    claims = [(_spec(1, (), (MiB,)), 1), (_spec(2, (), (MiB,)), 1)]
+    results = execution.run_local(None, claims, KernelLimits(), threads=2)  # type: ignore[arg-type]
+    assert finished == [2, 1]
+    assert [r.task_id for r in results] == [1, 2]
+
+
+def test_one_thread_runs_tasks_one_after_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    threads: set[str] = set()
+
+    def run(table: TableSchema, limits: KernelLimits, spec: TaskSpec, attempt: int) -> TaskResult:
+        threads.add(threading.current_thread().name)
+        return TaskResult(task_id=spec.task_id, attempt=attempt)
+
+    monkeypatch.setattr(execution, "run_reporting", run)
+    claims = [(_spec(n, (), (MiB,)), 1) for n in range(3)]
+    results = execution.run_local(None, claims, KernelLimits(), threads=1)  # type: ignore[arg-type]
+    assert [r.task_id for r in results] == [0, 1, 2]
+    assert threads == {threading.current_thread().name}

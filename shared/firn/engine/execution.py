@@ -17,6 +17,7 @@ import functools
 import logging
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from firn.engine.kernel import KernelLimits, run_task
@@ -57,10 +58,16 @@ def run_reporting(
 
 
 def run_local(
-    table: TableSchema, claims: Sequence[Claim], limits: KernelLimits
+    table: TableSchema, claims: Sequence[Claim], limits: KernelLimits, threads: int = 1
 ) -> list[TaskResult]:
-    """The tasks one after another in this process."""
-    return [run_reporting(table, limits, spec, attempt) for spec, attempt in claims]
+    """The tasks in this process, on up to ``threads`` threads at once (pyarrow's
+    reads, sorts and writes release the GIL, so a second core does merge work), the
+    results in claim order. The batch's memory was reserved for all its tasks at once
+    (``firn.model.permits``), as for a Spark job, so running them together is within it."""
+    if threads <= 1 or len(claims) <= 1:
+        return [run_reporting(table, limits, spec, attempt) for spec, attempt in claims]
+    with ThreadPoolExecutor(min(threads, len(claims)), thread_name_prefix="firn-merge") as pool:
+        return list(pool.map(lambda c: run_reporting(table, limits, *c), claims))
 
 
 def _run_serialized(table: TableSchema, limits: KernelLimits, item: tuple[str, int]) -> str:
@@ -89,17 +96,17 @@ def batch_input_bytes(claims: Sequence[Claim]) -> int:
     return sum(f.size_bytes for spec, _ in claims for f in (*spec.base_files, *spec.change_files))
 
 
-def run_small_here(runner: Runner, local_bytes: int) -> Runner:
+def run_small_here(runner: Runner, local_bytes: int, local_threads: int = 1) -> Runner:
     """``runner`` for batches reading more than ``local_bytes`` in all, ``run_local``
-    for the others. A Spark job costs a fixed few hundred milliseconds (scheduling,
-    shipping the spec to a Python worker and the result back) that a merge of a few
-    MiB does not: at ten commits a second the tiered policy's many small run merges
-    would spend more time there than merging, and reads wait for them. 0: always
-    ``runner``."""
+    (on ``local_threads`` threads) for the others. A Spark job costs a fixed few
+    hundred milliseconds (scheduling, shipping the spec to a Python worker and the
+    result back) that a merge of a few MiB does not: at ten commits a second the
+    tiered policy's many small run merges would spend more time there than merging,
+    and reads wait for them. 0: always ``runner``."""
 
     def run(table: TableSchema, claims: Sequence[Claim], limits: KernelLimits) -> list[TaskResult]:
         if batch_input_bytes(claims) <= local_bytes:
-            return run_local(table, claims, limits)
+            return run_local(table, claims, limits, local_threads)
         return runner(table, claims, limits)
 
     return run
