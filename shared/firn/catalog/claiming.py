@@ -146,22 +146,43 @@ def claimable_tasks(conn: Connection, limit: int) -> list[Candidate]:
     the highest plan score, then the oldest plan, in plan order. Over its quota a
     table still gets the executors no other table's work is waiting for (after
     Amoro's quota per table): a hot table cannot starve the others, and an idle
-    executor is not held back for nothing."""
-    rows = conn.execute(
-        TABLE_STANDING + "SELECT t.task_id, p.table_id, t.input_bytes, p.score "
-        "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
-        "JOIN standing s USING (table_id) "
-        "WHERE p.state = ANY(%(open)s) AND t.state = %(pending)s "
-        "AND (t.not_before IS NULL OR t.not_before <= now()) "
-        "ORDER BY s.over_quota, p.score DESC, p.plan_id, t.ordinal LIMIT %(limit)s",
-        {
-            **queue_parameters(),
-            "open": [s.value for s in OPEN_PLAN_STATES],
-            "pending": TaskState.PENDING.value,
-            "limit": limit,
-        },
-    ).fetchall()
+    executor is not held back for nothing. So the quota is weighed only when more
+    than one table has work waiting: summing every table's executor seconds costs
+    tens of milliseconds once a few thousand tasks ended in the window, and a
+    dispatcher asks at every wake-up."""
+    parameters = {
+        **queue_parameters(),
+        "open": [s.value for s in OPEN_PLAN_STATES],
+        "pending": TaskState.PENDING.value,
+        "limit": limit,
+    }
+    waiting = conn.execute(_WAITING_TABLES, parameters).fetchall()
+    if not waiting:
+        return []
+    if len(waiting) == 1:
+        query = _CLAIMABLE.format(standing="", over_quota="")
+    else:
+        query = TABLE_STANDING + _CLAIMABLE.format(
+            standing="JOIN standing s USING (table_id) ", over_quota="s.over_quota, "
+        )
+    rows = conn.execute(query, parameters).fetchall()
     return [Candidate(int(t), int(tb), int(b), float(sc)) for t, tb, b, sc in rows]
+
+
+_CLAIMABLE_WHERE = (
+    "p.state = ANY(%(open)s) AND t.state = %(pending)s "
+    "AND (t.not_before IS NULL OR t.not_before <= now())"
+)
+_WAITING_TABLES = (
+    "SELECT DISTINCT p.table_id FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+    "WHERE " + _CLAIMABLE_WHERE
+)
+_CLAIMABLE = (
+    "SELECT t.task_id, p.table_id, t.input_bytes, p.score "
+    "FROM compaction_task t JOIN compaction_plan p USING (plan_id) {standing}"
+    "WHERE " + _CLAIMABLE_WHERE + " "
+    "ORDER BY {over_quota}p.score DESC, p.plan_id, t.ordinal LIMIT %(limit)s"
+)
 
 
 def claim_task(
@@ -176,52 +197,44 @@ def claim_task(
 def claim_tasks(
     conn: Connection, task_ids: Sequence[int], owner: str, lease_seconds: float
 ) -> list[tuple[TaskSpec, int]]:
-    """``claim_task`` for a dispatcher's whole batch in one transaction (one commit
-    instead of one per task: per-task overhead is what small merges pay most). The
-    tasks another executor got first, or that are backing off, are left out."""
-    claims = []
+    """``claim_task`` for a dispatcher's whole batch in one transaction, in a few
+    round trips more than one per task (per-task overhead is what small merges pay
+    most). The tasks another executor got first, or that are backing off, are left
+    out; the others come back in ``task_ids`` order."""
     with conn.transaction():
         lock_plans_of(conn, task_ids)
+        attempts = {}
         for task_id in task_ids:
-            claim = _claim(conn, task_id, owner, lease_seconds)
-            if claim is not None:
-                claims.append(claim)
-    return claims
-
-
-def _claim(
-    conn: Connection, task_id: int, owner: str, lease_seconds: float
-) -> tuple[TaskSpec, int] | None:
-    backing_off = conn.execute(
-        "SELECT 1 FROM compaction_task WHERE task_id = %s AND not_before > now()", (task_id,)
-    ).fetchone()
-    if backing_off is not None:
-        return None  # a retry whose backoff has not passed: the sweep announces it
-    attempt = move_task(
-        conn,
-        task_id,
-        TaskState.PENDING,
-        TaskState.EXECUTING,
-        by=Actor.DISPATCHER,
-        reason=f"claimed by {owner}",
-        new_attempt=True,
-        updates={"lease_owner": owner},
-    )
-    if attempt is None:
-        return None
-    row = conn.execute(
-        "UPDATE compaction_task SET lease_expires = now() + make_interval(secs => %s) "
-        "WHERE task_id = %s RETURNING spec, plan_id",
-        (lease_seconds, task_id),
-    ).fetchone()
-    assert row is not None
-    spec = TaskSpec.from_dict(row[0])
-    move_plan(
-        conn,
-        int(row[1]),
-        PlanState.PLANNED,
-        PlanState.EXECUTING,
-        by=Actor.DISPATCHER,
-        reason="first claim",
-    )
-    return spec, attempt
+            attempt = move_task(
+                conn,
+                task_id,
+                TaskState.PENDING,
+                TaskState.EXECUTING,
+                by=Actor.DISPATCHER,
+                reason=f"claimed by {owner}",
+                new_attempt=True,
+                updates={"lease_owner": owner},
+                lease_seconds=lease_seconds,
+                due_only=True,  # a retry whose backoff runs is the sweep's to announce
+            )
+            if attempt is not None:
+                attempts[task_id] = attempt
+        if not attempts:
+            return []
+        specs = {
+            int(task_id): (TaskSpec.from_dict(spec), int(plan_id))
+            for task_id, spec, plan_id in conn.execute(
+                "SELECT task_id, spec, plan_id FROM compaction_task WHERE task_id = ANY(%s)",
+                (list(attempts),),
+            ).fetchall()
+        }
+        for plan_id in sorted({plan_id for _, plan_id in specs.values()}):
+            move_plan(
+                conn,
+                plan_id,
+                PlanState.PLANNED,
+                PlanState.EXECUTING,
+                by=Actor.DISPATCHER,
+                reason="first claim",
+            )
+    return [(specs[t][0], attempts[t]) for t in task_ids if t in attempts]

@@ -43,14 +43,50 @@ def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> st
 
 def record_results(conn: Connection, results: Sequence[TaskResult], max_attempts: int) -> list[str]:
     """``record_result`` for a batch in one transaction, the outcomes in order: one
-    commit instead of one per task (a batch's plans are locked first, in plan order)."""
+    commit instead of one per task, and what the checks need of the tasks read in one
+    query (the batch's plans are locked first, in plan order)."""
     with conn.transaction():
-        lock_plans_of(conn, [r.task_id for r in results])
-        return [_record(conn, r, max_attempts) for r in results]
+        task_ids = [r.task_id for r in results]
+        lock_plans_of(conn, task_ids)
+        batch = _BatchRows.read(conn, task_ids)
+        return [_record(conn, r, max_attempts, batch) for r in results]
 
 
-def _record(conn: Connection, result: TaskResult, max_attempts: int) -> str:
-    stray = _outputs_outside_attempt(conn, result)
+@dataclasses.dataclass
+class _BatchRows:
+    """The batch's tasks as the catalog has them. It holds for the transaction, as
+    their plans are locked; a plan that a result of the batch fails is marked here."""
+
+    specs: dict[int, TaskSpec]
+    plan_of: dict[int, int]
+    table_of: dict[int, int]
+    """Plan -> table."""
+    plan_state: dict[int, PlanState]
+
+    @classmethod
+    def read(cls, conn: Connection, task_ids: Sequence[int]) -> _BatchRows:
+        batch = cls({}, {}, {}, {})
+        for task_id, spec, plan_id, state, table_id in conn.execute(
+            "SELECT t.task_id, t.spec, t.plan_id, p.state, p.table_id FROM compaction_task t "
+            "JOIN compaction_plan p USING (plan_id) WHERE t.task_id = ANY(%s)",
+            (list(task_ids),),
+        ).fetchall():
+            batch.specs[task_id] = TaskSpec.from_dict(spec)
+            batch.plan_of[task_id] = plan_id
+            batch.table_of[plan_id] = table_id
+            batch.plan_state[plan_id] = PlanState(state)
+        return batch
+
+    def orphans(
+        self, conn: Connection, task_id: int, outputs: Sequence[OutputFile], reason: str
+    ) -> None:
+        plan_id = self.plan_of.get(task_id)
+        if plan_id is not None and outputs:
+            record_orphans(conn, self.table_of[plan_id], [o.path for o in outputs], reason)
+
+
+def _record(conn: Connection, result: TaskResult, max_attempts: int, batch: _BatchRows) -> str:
+    stray = _outputs_outside_attempt(result, batch.specs.get(result.task_id))
     if stray:
         # Never registered, and never deleted either: such a path may be a live file.
         result = dataclasses.replace(
@@ -69,11 +105,12 @@ def _record(conn: Connection, result: TaskResult, max_attempts: int) -> str:
             updates={"outputs": outputs, "lease_owner": None, "lease_expires": None},
         )
         if moved is not None:
-            if _plan_state(conn, result.task_id) in (PlanState.FAILED, PlanState.REPLACED):
+            plan_state = batch.plan_state[batch.plan_of[result.task_id]]
+            if plan_state in (PlanState.FAILED, PlanState.REPLACED):
                 # It finished after its plan gave up: the plan never commits it.
-                _orphans_of(conn, result.task_id, result.outputs, "plan ended first")
+                batch.orphans(conn, result.task_id, result.outputs, "plan ended first")
             return "prepared"
-        _orphans_of(conn, result.task_id, result.outputs, "stale attempt")
+        batch.orphans(conn, result.task_id, result.outputs, "stale attempt")
         return "stale"
     moved = move_task(
         conn,
@@ -109,53 +146,23 @@ def _record(conn: Connection, result: TaskResult, max_attempts: int) -> str:
         else f"failed with a non-retryable error on attempt {result.attempt}"
     )
     reason = f"task {result.task_id} {why}: {result.error}"
-    fail_plan(conn, _plan_of(conn, result.task_id), reason, by=Actor.DISPATCHER)
+    plan_id = batch.plan_of[result.task_id]
+    if fail_plan(conn, plan_id, reason, by=Actor.DISPATCHER):
+        batch.plan_state[plan_id] = PlanState.FAILED
     return "failed"
 
 
-def _outputs_outside_attempt(conn: Connection, result: TaskResult) -> list[str]:
+def _outputs_outside_attempt(result: TaskResult, spec: TaskSpec | None) -> list[str]:
     """Output paths of ``result`` that are not under its own attempt directory (the
     only place an attempt may write, inside the table's location): a forged or broken
     result must not register, or later delete, another file of the table."""
     if not result.outputs:
         return []
-    row = conn.execute(
-        "SELECT spec FROM compaction_task WHERE task_id = %s", (result.task_id,)
-    ).fetchone()
-    if row is None:
+    if spec is None:
         return [o.path for o in result.outputs]
-    own = TaskSpec.from_dict(row[0]).output_dir(result.attempt) + "/"
+    own = spec.output_dir(result.attempt) + "/"
     return [
         o.path
         for o in result.outputs
         if not o.path.startswith(own) or posixpath.normpath(o.path) != o.path
     ]
-
-
-def _plan_state(conn: Connection, task_id: int) -> PlanState:
-    row = conn.execute(
-        "SELECT p.state FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
-        "WHERE t.task_id = %s",
-        (task_id,),
-    ).fetchone()
-    assert row is not None
-    return PlanState(row[0])
-
-
-def _plan_of(conn: Connection, task_id: int) -> int:
-    row = conn.execute(
-        "SELECT plan_id FROM compaction_task WHERE task_id = %s", (task_id,)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def _orphans_of(conn: Connection, task_id: int, outputs: Sequence[OutputFile], reason: str) -> None:
-    row = conn.execute(
-        "SELECT p.table_id FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
-        "WHERE t.task_id = %s",
-        (task_id,),
-    ).fetchone()
-    if row is None:
-        return
-    record_orphans(conn, int(row[0]), [o.path for o in outputs], reason)

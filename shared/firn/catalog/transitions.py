@@ -19,10 +19,7 @@ transient error: the whole transaction is retried by its caller.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
-
-from psycopg.pq import TransactionStatus
 
 from firn.model.states import PLAN, TASK, Actor, PlanState, TaskState
 from firn.postgres.connection import Connection
@@ -42,9 +39,13 @@ def move_task(
     attempt: int | None = None,
     new_attempt: bool = False,
     updates: Mapping[str, Any] | None = None,
+    lease_seconds: float | None = None,
+    due_only: bool = False,
 ) -> int | None:
-    """Move a task if it is in ``old`` (and at ``attempt``, when given); returns the
-    attempt it is at afterwards, or ``None`` when it was not in that state."""
+    """Move a task if it is in ``old`` (and at ``attempt``, when given; and, with
+    ``due_only``, if no retry backoff is running); returns the attempt it is at
+    afterwards, or ``None`` when it did not move. ``lease_seconds`` starts a lease
+    of that long, on the database's clock."""
     TASK.accept(old, new, by=by)
     updates = dict(updates or {})
     unknown = set(updates) - _TASK_COLUMNS
@@ -62,20 +63,23 @@ def move_task(
     for column, value in updates.items():
         sets.append(f"{column} = %s")
         params.append(value)
+    if lease_seconds is not None:
+        sets.append("lease_expires = now() + make_interval(secs => %s)")
+        params.append(lease_seconds)
     where = "task_id = %s AND state = %s"
     params += [task_id, old.value]
     if attempt is not None:
         where += " AND attempt = %s"
         params.append(attempt)
-    with _atomic(conn):
-        row = conn.execute(
-            f"UPDATE compaction_task SET {', '.join(sets)} WHERE {where} RETURNING attempt",
-            params,
-        ).fetchone()
-        if row is None:
-            return None
-        record_transition(conn, "task", task_id, old, new, int(row[0]), reason)
-    return int(row[0])
+    if due_only:
+        where += " AND (not_before IS NULL OR not_before <= now())"
+    row = conn.execute(
+        f"WITH moved AS (UPDATE compaction_task SET {', '.join(sets)} WHERE {where} "
+        f"RETURNING task_id, attempt), {_HISTORY.format(machine='task', entity='task_id')} "
+        "SELECT attempt FROM moved",
+        [*params, str(old), new.value, reason],
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def move_plan(
@@ -90,26 +94,24 @@ def move_plan(
 ) -> bool:
     """Move a plan if it is in ``old``; returns whether it moved."""
     PLAN.accept(old, new, by=by)
-    with _atomic(conn):
-        row = conn.execute(
-            "UPDATE compaction_plan SET state = %s, updated_at = now(), "
-            "error = coalesce(%s, error) WHERE plan_id = %s AND state = %s RETURNING plan_id",
-            (new.value, error, plan_id, old.value),
-        ).fetchone()
-        if row is None:
-            return False
-        record_transition(conn, "plan", plan_id, old, new, 0, reason)
-    return True
+    row = conn.execute(
+        "WITH moved AS (UPDATE compaction_plan SET state = %s, updated_at = now(), "
+        "error = coalesce(%s, error) WHERE plan_id = %s AND state = %s "
+        f"RETURNING plan_id, 0 AS attempt), {_HISTORY.format(machine='plan', entity='plan_id')} "
+        "SELECT plan_id FROM moved",
+        (new.value, error, plan_id, old.value, str(old), new.value, reason),
+    ).fetchone()
+    return row is not None
 
 
-def _atomic(conn: Connection) -> AbstractContextManager[object]:
-    """A transaction for a move made on its own; inside the caller's transaction,
-    nothing more: that one already makes the move and its history row one, and a
-    savepoint would cost two round trips per move (most moves are made inside
-    claims, results, plans and commits) to roll back what no caller recovers from."""
-    if conn.info.transaction_status == TransactionStatus.IDLE:
-        return conn.transaction()
-    return nullcontext()
+_HISTORY = (
+    "history AS (INSERT INTO state_transition "
+    "(machine, entity_id, from_state, to_state, attempt, reason) "
+    "SELECT '{machine}', {entity}, %s, %s, attempt, %s FROM moved)"
+)
+"""The history row of a move, written by the move's own statement: one round trip,
+and atomic without a transaction of its own (a statement is), so a move costs the
+same inside a claim, a result, a plan or a commit as on its own."""
 
 
 def record_transition(
