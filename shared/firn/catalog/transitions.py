@@ -1,7 +1,8 @@
 """Every state change of a task or plan in Postgres: a compare-and-set on the old
 state, with its history row (SPEC 5 step 6, SPEC 9).
 
-A move is ``UPDATE ... SET state = new WHERE id = ? AND state = old [AND attempt = ?]``:
+A move is ``UPDATE ... SET state = new WHERE id = ? AND state = old [AND attempt = ?]``,
+its history row inserted by the same statement (one round trip, atomic on its own):
 when a redelivered or stale event asks for a move that already happened (or that a
 newer attempt overtook), no row matches and the caller learns it was a no-op. The
 machine's table (``firn.model.states``) is consulted first, with the actor making the
@@ -12,7 +13,7 @@ Lock order, the same in every transaction that takes more than one of these row
 locks, so that no two of them can deadlock: the table row (producer commits, plan
 commits), then the partition row, then the plan row, then its task rows. Claiming a
 task and recording its result therefore lock the plan before the task
-(``lock_plan_of``). A deadlock or serialization failure that happens anyway is a
+(``lock_plans_of``). A deadlock or serialization failure that happens anyway is a
 transient error: the whole transaction is retried by its caller.
 """
 
@@ -129,11 +130,6 @@ def record_transition(
         "VALUES (%s, %s, %s, %s, %s, %s)",
         (machine, entity_id, str(old), new.value, attempt, reason),
     )
-
-
-def lock_plan_of(conn: Connection, task_id: int) -> None:
-    """Lock the plan of a task before the task itself (the lock order above)."""
-    lock_plans_of(conn, [task_id])
 
 
 def lock_plans_of(conn: Connection, task_ids: Sequence[int]) -> None:
