@@ -5,6 +5,7 @@ re-bucketing; bin-packing; idempotent and validated plan commits; state history.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -383,6 +384,61 @@ def test_a_batch_is_claimed_and_recorded_together_each_task_on_its_own_terms(
         ).fetchall()
     )
     assert states == {first: "Prepared", second: "Pending", third: "Executing"}
+
+
+def test_dispatchers_claiming_one_batch_in_opposite_orders_split_it_without_deadlock(
+    catalog: firn.Catalog, settings: FirnSettings
+) -> None:
+    """Two dispatchers take overlapping batches at once, one in the order the other
+    reverses: claims lock the batch's plans first, in plan id order, so neither waits
+    on the other in a cycle (Postgres would abort one with a deadlock), and every task
+    goes to exactly one of them, round after round."""
+    records = []
+    for n in range(6):
+        table = catalog.create_table(f"race_{next(_names)}", SCHEMA, ["day", "id"], [])
+        Model().upsert(table, [1] * 10, np.arange(10) + n, "v1")
+        records.append(_plan(table))
+    task_ids = [r.tasks[0].task_id for r in records]
+    plan_ids = [r.plan_id for r in records]
+    orders = {"forward": task_ids, "backward": task_ids[::-1]}
+    with (
+        firn.connect(warehouse=catalog.warehouse, settings=settings) as first,
+        firn.connect(warehouse=catalog.warehouse, settings=settings) as second,
+    ):
+        dispatchers = {"forward": first, "backward": second}
+        for _ in range(20):
+            start = threading.Barrier(2, timeout=30)
+            got: dict[str, list[int]] = {}
+            threads = [
+                threading.Thread(
+                    target=_claim_at_once, args=(dispatchers[o], o, orders[o], start, got)
+                )
+                for o in orders
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert set(got) == set(orders), "a claim raised (see the thread's error above)"
+            assert sorted(got["forward"] + got["backward"]) == sorted(task_ids)
+            # Back to the start for the next round.
+            catalog.conn.execute(
+                "UPDATE compaction_task SET state = 'Pending' WHERE task_id = ANY(%s)", (task_ids,)
+            )
+            catalog.conn.execute(
+                "UPDATE compaction_plan SET state = 'Planned' WHERE plan_id = ANY(%s)", (plan_ids,)
+            )
+
+
+def _claim_at_once(
+    catalog: firn.Catalog,
+    owner: str,
+    order: list[int],
+    start: threading.Barrier,
+    got: dict[str, list[int]],
+) -> None:
+    start.wait()
+    got[owner] = [spec.task_id for spec, _ in claim_tasks(catalog.conn, order, owner, 60)]
 
 
 def _backoff_passes(conn: Connection, task_id: int) -> None:
