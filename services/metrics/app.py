@@ -55,6 +55,9 @@ log = logging.getLogger(__name__)
 TABLE = "partitions"
 """The Faust table of tracked partitions."""
 
+METADATA_MAX_AGE_SECONDS = 30.0
+"""How old the worker's Kafka metadata may grow before it is asked for again."""
+
 
 def changelog_topic(settings: FirnSettings) -> str:
     """The Faust table's changelog topic, as Faust names it: ``<app id>-<table>-changelog``."""
@@ -85,6 +88,9 @@ def create_app(
         # Offsets are committed by Faust only after the agent has processed the event.
         broker_commit_every=100,
         broker_commit_interval=1.0,
+        # aiokafka asks again for a topic its metadata lacks only at this age (five
+        # minutes by default): see changelog_known.
+        consumer_metadata_max_age_ms=int(METADATA_MAX_AGE_SECONDS * 1000),
     )
     app.transport = IdempotentTransport(app.conf.broker_consumer, app)
     source = app.topic(topics.commits, topics.compactions, value_serializer="raw")
@@ -176,7 +182,28 @@ def create_app(
             except Exception as exc:  # a Faust agent that raises stops the worker
                 await park(event, exc)
 
+    changelog = changelog_topic(settings)
+
+    async def changelog_known() -> None:
+        """Wait while the consumer's metadata has no partitions for the changelog.
+
+        Faust compares the changelog's partition count with the updates topic's before
+        a table write, and a changelog missing from the consumer's metadata counts 0:
+        every write would fail (and its update be parked) until the metadata is next
+        asked for. A missing topic is weather, not a bad event: the agent waits."""
+        waited = 0.0
+        while app.consumer.topic_partitions(changelog) == 0:
+            if waited % 30 == 0:
+                log.warning(
+                    "%s is not in the consumer's metadata yet (%.0fs): updates wait",
+                    changelog,
+                    waited,
+                )
+            await asyncio.sleep(1.0)
+            waited += 1.0
+
     async def track_one(key: str, update: Update) -> None:
+        await changelog_known()
         properties = await _retrying(reader.properties, update["table"], update["table_id"])
         if properties is None:
             partitions.pop(key, None)  # the table is gone

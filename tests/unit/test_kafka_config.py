@@ -7,9 +7,10 @@ import re
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from firn.errors import ConfigError
+import firn.kafka.topics as topics_module
+from firn.errors import ConfigError, ServiceError
 from firn.kafka.clients import admin_config, consumer_config, producer_config
-from firn.kafka.topics import new_topics
+from firn.kafka.topics import new_topics, wait_until_visible
 from firn.settings import FirnSettings
 
 SECURED = {
@@ -120,3 +121,57 @@ def test_the_sasl_password_is_a_secret() -> None:
     settings = _settings(kafka_sasl_password=SecretStr("pw"))
     assert "pw" not in repr(settings)
     assert admin_config(settings)["sasl.password"] == "pw"
+
+
+class _Partition:
+    def __init__(self, leader: int) -> None:
+        self.leader = leader
+
+
+class _Topic:
+    def __init__(self, leaders: list[int], error: object = None) -> None:
+        self.partitions = {number: _Partition(leader) for number, leader in enumerate(leaders)}
+        self.error = error
+
+
+class _Metadata:
+    def __init__(self, topics: dict[str, _Topic]) -> None:
+        self.topics = topics
+
+
+class _AdminSeeingLater:
+    """A broker whose metadata shows each topic only after some requests, and then
+    first without a leader for its last partition."""
+
+    def __init__(self, absent_for: dict[str, int]) -> None:
+        self.absent_for = dict(absent_for)
+        self.asked: list[str] = []
+
+    def list_topics(self, *, topic: str, timeout: float) -> _Metadata:
+        self.asked.append(topic)
+        left = self.absent_for[topic]
+        self.absent_for[topic] = left - 1
+        if left > 1:
+            return _Metadata({})
+        if left == 1:
+            return _Metadata({topic: _Topic([0, -1])})
+        return _Metadata({topic: _Topic([0, 0])})
+
+
+def test_created_topics_are_waited_for_until_every_partition_has_a_leader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(topics_module, "VISIBLE_POLL_SECONDS", 0.0)
+    admin = _AdminSeeingLater({"a": 3, "b": 0})
+    wait_until_visible(admin, ("a", "b"), timeout=5.0)  # type: ignore[arg-type]
+    # "a" is absent twice, then leaderless once, then whole; "b" whole at once.
+    assert admin.asked == ["a", "a", "a", "a", "b"]
+
+
+def test_a_topic_that_never_gets_leaders_is_an_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(topics_module, "VISIBLE_POLL_SECONDS", 0.0)
+    admin = _AdminSeeingLater({"late": 10**9})
+    with pytest.raises(ServiceError, match=r"topic late .* no leader"):
+        wait_until_visible(admin, ("late",), timeout=0.05)  # type: ignore[arg-type]

@@ -9,10 +9,13 @@ repartitions or re-replicates a topic behind an operator's back.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._metadata import TopicMetadata
 from confluent_kafka.cimpl import NewTopic
 
 from firn.errors import ServiceError
@@ -20,6 +23,9 @@ from firn.kafka.clients import admin_client
 from firn.settings import FirnSettings
 
 log = logging.getLogger(__name__)
+
+VISIBLE_POLL_SECONDS = 0.05
+"""How often a created topic's metadata is asked for until every partition has a leader."""
 
 
 @dataclass(frozen=True)
@@ -139,3 +145,40 @@ def ensure_topics(
             raise ServiceError(f"cannot create topic {name}: {exc}") from exc
         except TimeoutError as exc:  # the broker is away: worth trying again
             raise ServiceError(f"no answer from Kafka creating topic {name}") from exc
+    wait_until_visible(admin, missing, timeout=timeout)
+
+
+def wait_until_visible(admin: AdminClient, names: tuple[str, ...], *, timeout: float) -> None:
+    """Wait until the broker's metadata shows every topic with a leader for each
+    partition.
+
+    A created topic is committed by the controller before every broker's metadata
+    cache holds it. A client whose first metadata request lands in between sees the
+    topic missing and may not ask again for minutes (aiokafka waits for
+    ``metadata_max_age_ms``): the metrics worker's Faust table once read "changelog
+    has 0 partitions" for four minutes and parked every update."""
+    deadline = time.monotonic() + timeout
+    waiting = list(names)
+    while waiting:
+        try:
+            topics = admin.list_topics(topic=waiting[0], timeout=timeout).topics
+        except KafkaException as exc:
+            raise ServiceError(f"cannot describe topic {waiting[0]}: {exc}") from exc
+        if _has_leaders(topics.get(waiting[0])):
+            waiting.pop(0)
+            continue
+        if time.monotonic() > deadline:
+            raise ServiceError(
+                f"topic {waiting[0]} was created but its partitions have no leader after "
+                f"{timeout:.0f}s"
+            )
+        time.sleep(VISIBLE_POLL_SECONDS)
+
+
+def _has_leaders(topic: TopicMetadata | None) -> bool:
+    return (
+        topic is not None
+        and topic.error is None
+        and bool(topic.partitions)
+        and all(partition.leader >= 0 for partition in topic.partitions.values())
+    )
