@@ -121,7 +121,7 @@ class Committer:
                 PLANS_FAILED.labels(table, "commit").inc()
                 return
             PLANS_COMMITTED.labels(table, kind).inc()
-            REWRITTEN_BYTES.labels(table).inc(outcome.added_bytes)
+            REWRITTEN_BYTES.labels(table).inc(outcome.written_bytes)
             latency = COMPACTION_LATENCY.labels(table)
             for seconds in compaction_latencies(self.conn, outcome.plan_id):
                 latency.observe(seconds)

@@ -125,6 +125,13 @@ def test_tiered_compactions_keep_the_merged_view(
             live = {f.file_id: f for f in table_files(table)}
             assert not inputs & live.keys(), "an input is still live"
             assert before - inputs <= live.keys(), "a file outside the plans was rewritten"
+            # A move task's file either became a base file as it was (same path) or,
+            # when its keys repeat, was merged like any fold.
+            to_move = {f.path for d in planned for t in d.tasks if t.move for f in t.change_files}
+            if to_move:
+                event("move task")
+            if to_move & {f.path for f in live.values() if f.store == "base"}:
+                event("a file moved into base by metadata")
             trigger = table.properties.minor_file_count
             for d in planned:
                 for t in d.tasks:

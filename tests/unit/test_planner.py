@@ -161,3 +161,34 @@ def test_every_change_reaches_every_node_it_projects_to_and_base_files_go_whole(
         assert (f in draft.untouched_base_files) == (
             not readers and any(n in tasks_by_node for n in projected)
         )
+
+
+def deletes(node: Node, seq: int, lo: int, hi: int) -> FileEntry:
+    return FileEntry(next(_ids), "", "change", "D", node, seq, f"d{seq}", 100, 10, [lo], [hi], seq)
+
+
+def test_a_change_file_overlapping_nothing_is_moved_and_outputs_are_cut_around_it() -> None:
+    old = base(Node(1, 0), 0, 99)
+    fresh = change(Node(1, 0), 5, 200, 299)
+    late = change(Node(1, 0), 6, 50, 60)
+    draft = plan([old, fresh, late], base_buckets=1, small_file_bytes=50)
+    moves = [t for t in draft.tasks if t.move]
+    folds = [t for t in draft.tasks if not t.move]
+    assert [t.change_files for t in moves] == [(fresh,)]
+    assert moves[0].base_files == ()
+    assert [(t.base_files, t.change_files) for t in folds] == [((old,), (late,))]
+    assert folds[0].cut_before == ([200],), "no output may span the moved file"
+
+
+def test_small_overlapping_deleted_or_shallower_files_are_not_moved() -> None:
+    level = {"base_buckets": 2, "small_file_bytes": 50}
+    cases = [
+        [change(Node(2, 0), 5, 0, 9, size=40)],  # small
+        [change(Node(2, 0), 5, 0, 9), change(Node(2, 0), 6, 5, 20)],  # overlapping changes
+        [change(Node(2, 0), 5, 0, 9), deletes(Node(2, 0), 5, 3, 3)],  # its own commit deletes
+        [change(Node(2, 0), 5, 0, 9), base(Node(2, 0), 9, 30)],  # overlapping base
+        [change(Node(1, 0), 5, 0, 9)],  # at another level than the node it folds into
+    ]
+    for files in cases:
+        assert not any(t.move for t in plan(files, **level).tasks), files
+    assert [t.move for t in plan([change(Node(2, 0), 5, 0, 9)], **level).tasks] == [True]

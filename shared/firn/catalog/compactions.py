@@ -44,6 +44,15 @@ class PlanCommit:
     added_files: int = 0
     added_bytes: int = 0
     added_rows: int = 0
+    moved_files: int = 0
+    moved_bytes: int = 0
+    """Of the added files, those moved from the change store as they were (counted in
+    ``added_*`` too, but not written again)."""
+
+    @property
+    def written_bytes(self) -> int:
+        """Bytes the plan's tasks wrote: the added files less the moved ones."""
+        return self.added_bytes - self.moved_bytes
 
 
 class _CheckFailedError(Exception):
@@ -162,6 +171,8 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
             "max_merged_seq) VALUES (%s, %s, %s, %s)",
             (table_id, partition, snapshot_id, to_seq),
         )
+    folded_paths = {f.path for s in specs for f in s.change_files}
+    moved = [o for o in outputs if o.path in folded_paths]
     result = PlanCommit(
         plan_id,
         "committed",
@@ -170,6 +181,8 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         added_files=len(outputs),
         added_bytes=sum(o.size_bytes for o in outputs),
         added_rows=sum(o.record_count for o in outputs),
+        moved_files=len(moved),
+        moved_bytes=sum(o.size_bytes for o in moved),
     )
     summary = {
         "plan_id": plan_id,
@@ -180,6 +193,8 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         "added_files": result.added_files,
         "added_bytes": result.added_bytes,
         "added_rows": result.added_rows,
+        "moved_files": result.moved_files,
+        "moved_bytes": result.moved_bytes,
     }
     conn.execute(
         "INSERT INTO snapshot (table_id, snapshot_id, kind, created_at, summary) "

@@ -171,13 +171,16 @@ def _expire_table(
     files = _expired_files(conn, table.table_id, keep_from, snapshot_cutoff)
     orphans = _expired_orphans(conn, table.table_id, orphan_cutoff, dry_run)
     storage = Storage(table.location)
-    if not dry_run and (files or orphans):
-        for start in range(0, len(files), BATCH):
-            batch = files[start : start + BATCH]
-            _delete(storage, [path for _, path, _ in batch])
+    if not dry_run and (files.rows or orphans):
+        # Storage first, then the rows: a run that dies in between leaves rows naming
+        # missing files, which the next run deletes again (deleting is idempotent).
+        for start in range(0, len(files.paths), BATCH):
+            _delete(storage, [path for path, _ in files.paths[start : start + BATCH]])
+        for start in range(0, len(files.rows), BATCH):
             with conn.transaction():
                 conn.execute(
-                    "DELETE FROM data_file WHERE file_id = ANY(%s)", ([f for f, _, _ in batch],)
+                    "DELETE FROM data_file WHERE file_id = ANY(%s)",
+                    (files.rows[start : start + BATCH],),
                 )
         for start in range(0, len(orphans), BATCH):
             paths = orphans[start : start + BATCH]
@@ -192,8 +195,8 @@ def _expire_table(
             table.name,
             expired,
             keep_from,
-            len(files),
-            sum(size for _, _, size in files),
+            len(files.paths),
+            sum(size for _, size in files.paths),
             len(orphans),
         )
     swept = SweepResult(0, (), 0)
@@ -211,8 +214,8 @@ def _expire_table(
         table=table.name,
         keep_from=keep_from,
         expired_snapshots=expired,
-        files=tuple(path for _, path, _ in files),
-        bytes=sum(size for _, _, size in files),
+        files=tuple(path for path, _ in files.paths),
+        bytes=sum(size for _, size in files.paths),
         orphans=tuple(orphans),
         swept=swept.unreferenced,
         swept_bytes=swept.bytes,
@@ -246,17 +249,38 @@ def _expire_snapshots(conn: Connection, table_id: int, keep_from: int, dry_run: 
         ).rowcount
 
 
+def _expired(alias: str) -> str:
+    """A file row (``alias``) removed by a snapshot older than what retention keeps."""
+    return (
+        f"{alias}.table_id = %(table)s AND {alias}.removed_snapshot <= %(keep)s AND EXISTS "
+        f"(SELECT 1 FROM snapshot s WHERE s.table_id = {alias}.table_id "
+        f"AND s.snapshot_id = {alias}.removed_snapshot AND s.created_at < %(cutoff)s)"
+    )
+
+
+@dataclass(frozen=True)
+class _ExpiredFiles:
+    """The rows retention drops, and their paths, which it deletes from storage."""
+
+    rows: list[int]
+    paths: list[tuple[str, int]]
+    """Path and size, once each."""
+
+
 def _expired_files(
     conn: Connection, table_id: int, keep_from: int, cutoff: dt.datetime
-) -> list[tuple[int, str, int]]:
+) -> _ExpiredFiles:
+    """Rows removed before what retention keeps, except those whose path a kept row
+    still names: a change file moved into base has a removed change row and a live
+    base row under one path, and both go (with the file) once neither is kept."""
     rows = conn.execute(
-        "SELECT f.file_id, f.path, f.size_bytes FROM data_file f JOIN snapshot s "
-        "ON s.table_id = f.table_id AND s.snapshot_id = f.removed_snapshot "
-        "WHERE f.table_id = %s AND f.removed_snapshot <= %s AND s.created_at < %s "
-        "ORDER BY f.file_id",
-        (table_id, keep_from, cutoff),
+        f"SELECT f.file_id, f.path, f.size_bytes FROM data_file f WHERE {_expired('f')} "
+        f"AND NOT EXISTS (SELECT 1 FROM data_file g WHERE g.path = f.path "
+        f"AND g.file_id <> f.file_id AND NOT ({_expired('g')})) ORDER BY f.file_id",
+        {"table": table_id, "keep": keep_from, "cutoff": cutoff},
     ).fetchall()
-    return [(int(fid), str(path), int(size)) for fid, path, size in rows]
+    paths = {str(path): int(size) for _, path, size in rows}
+    return _ExpiredFiles([int(fid) for fid, *_ in rows], sorted(paths.items()))
 
 
 _UNREFERENCED = (

@@ -258,10 +258,12 @@ class WrittenBytes:
 
 def written_bytes(conn: Connection, table_id: int, after_snapshot: int = 0) -> WrittenBytes:
     """Bytes of the files added after ``after_snapshot``, live or since removed
-    (files already expired by retention are no longer counted)."""
+    (files already expired by retention are no longer counted). A file a compaction
+    moved into base (an earlier row has its path) was not written again."""
     row = conn.execute(
         "SELECT coalesce(sum(f.size_bytes) FILTER (WHERE s.kind = 'commit'), 0), "
-        "coalesce(sum(f.size_bytes) FILTER (WHERE s.kind = 'compaction'), 0) "
+        "coalesce(sum(f.size_bytes) FILTER (WHERE s.kind = 'compaction' AND NOT EXISTS "
+        "(SELECT 1 FROM data_file m WHERE m.path = f.path AND m.file_id < f.file_id)), 0) "
         "FROM data_file f JOIN snapshot s "
         "ON s.table_id = f.table_id AND s.snapshot_id = f.added_snapshot "
         "WHERE f.table_id = %s AND f.added_snapshot > %s",

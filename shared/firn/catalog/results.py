@@ -155,11 +155,16 @@ def _record(conn: Connection, result: TaskResult, max_attempts: int, batch: _Bat
 def _outputs_outside_attempt(result: TaskResult, spec: TaskSpec | None) -> list[str]:
     """Output paths of ``result`` that are not under its own attempt directory (the
     only place an attempt may write, inside the table's location): a forged or broken
-    result must not register, or later delete, another file of the table."""
+    result must not register, or later delete, another file of the table. A move
+    task's result may instead name its own change files, exactly as
+    ``TaskSpec.moved_outputs`` describes them, and nothing else."""
     if not result.outputs:
         return []
     if spec is None:
         return [o.path for o in result.outputs]
+    moved = spec.moved_outputs()
+    if moved and result.outputs == moved:
+        return []
     own = spec.output_dir(result.attempt) + "/"
     return [
         o.path

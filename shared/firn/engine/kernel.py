@@ -51,7 +51,7 @@ from firn.model.keyhash import hash_keys
 from firn.model.keyorder import bound_scalars, count_below, in_range
 from firn.model.merge_on_read import SEQ
 from firn.model.schema import TableSchema
-from firn.model.tasks import InputFile, TaskResult, TaskSpec
+from firn.model.tasks import InputFile, TaskResult, TaskSpec, moved_output
 from firn.model.values import KeyTuple, key_from_json
 
 if TYPE_CHECKING:
@@ -83,6 +83,17 @@ def run_task(
     limits = limits or KernelLimits()
     started = time.monotonic()
     storage = Storage(spec.location)
+    if spec.move and table.keyed:
+        checked = _Inputs(storage, table, spec)
+        if checked.movable():
+            return TaskResult(
+                task_id=spec.task_id,
+                attempt=attempt,
+                outputs=tuple(moved_output(f, spec) for f in spec.change_files),
+                rows_read=checked.rows_read,
+                rows_written=0,
+                seconds=time.monotonic() - started,
+            )
     writers = _writers(storage, table, spec, attempt)
     reader = _Inputs(storage, table, spec)
     stats = SpillStats()
@@ -234,6 +245,38 @@ class _Inputs:
                 rows = self._keep(f, rows)
                 if rows.num_rows:
                     yield self._with_lsn(rows, rows.column(SEQ), rows.column(ORD), deleted)
+
+    def movable(self) -> bool:
+        """Whether this move task's change files can become base files as they are
+        (``TaskSpec.move``): insert files of the task's node with no base to merge,
+        keys unique and in ascending order, every row of this plan. Reads the key and
+        ``_seq`` columns only."""
+        spec = self.spec
+        if spec.base_files or spec.lower is not None or spec.upper is not None:
+            return False
+        key = self.table.primary_key
+        order = [(c, "ascending") for c in key]
+        for f in spec.change_files:
+            if f.file_type != "I" or f.node != spec.node:
+                return False
+            parts = list(self._batches(f, [*key, SEQ]))
+            rows = pa.concat_tables(parts) if parts else pa.table({})
+            if rows.num_rows != f.record_count:
+                return False
+            if SEQ in rows.column_names:
+                seqs = rows.column(SEQ)
+                low, high = pc.min(seqs).as_py(), pc.max(seqs).as_py()
+            else:
+                low = high = f.seq
+            if low is None or low <= spec.from_merged_seq or high > spec.to_seq:
+                return False
+            keys = rows.select(key)
+            in_order = pc.sort_indices(keys, sort_keys=order)
+            if not pc.all(pc.equal(in_order, pa.array(np.arange(len(keys))))).as_py():
+                return False
+            if keys.group_by(key).aggregate([]).num_rows != keys.num_rows:
+                return False
+        return True
 
     def base_file_runs(self) -> list[list[InputFile]]:
         """Base files as runs of key-disjoint files in key order (files written by one

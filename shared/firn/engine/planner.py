@@ -97,19 +97,59 @@ def fold_tasks(
     untouched: list[FileEntry] = []
     for node in sorted(targets):
         kept: list[FileEntry] = []
+        changed = node_changes[node]
+        moved = [] if full else movable(ranges, properties, node, changed, node_base[node])
+        if moved:
+            changed = [f for f in changed if f not in moved]
         if full or not node_changes[node]:
             rewritten = node_base[node]
+        elif not changed:
+            kept = node_base[node]
+            rewritten = [f for f in kept if f.node.m < level]  # re-bucketed all the same
+            kept = [f for f in kept if f.node.m >= level]
         else:
-            rewritten, kept = _incremental(ranges, level, node_changes[node], node_base[node])
+            rewritten, kept = _incremental(ranges, level, changed, node_base[node])
         untouched.extend(kept)
+        # Outputs are cut before each file that stays: untouched base and moved files.
         cuts = tuple(
             f.min_key
-            for f in sorted(kept, key=lambda f: ranges(f)[0])
+            for f in sorted((*kept, *moved), key=lambda f: ranges(f)[0])
             if f.node.m == level and f.min_key is not None
         )
-        for task in _split(ranges, properties, node, level, node_changes[node], rewritten):
-            tasks.append(replace(task, cut_before=cuts))
+        if changed or rewritten:
+            for task in _split(ranges, properties, node, level, changed, rewritten):
+                tasks.append(replace(task, cut_before=cuts))
+        tasks += [PlannedTask(node, None, None, (), (f,), move=True) for f in moved]
     return tasks, untouched
+
+
+def movable(
+    ranges: _Ranges,
+    properties: TableProperties,
+    node: Node,
+    changes: Sequence[FileEntry],
+    base: Sequence[FileEntry],
+) -> list[FileEntry]:
+    """The change files a fold of ``node`` can move into base by metadata alone
+    (RocksDB's trivial move, Paimon's upgrade): insert files at the node itself, not
+    small (a small file moved would only be rewritten by the small-file rule), whose
+    key range overlaps no other change file of the fold and no base file of the node.
+    Such a file's rows are the only rows of their keys, so it already is what a merge
+    would write, provided its keys are unique and in order: the kernel checks that
+    before moving (a producer's file may repeat a key) and merges otherwise."""
+    threshold = properties.small_file_threshold
+    candidates = [
+        f for f in changes if f.file_type == "I" and f.node == node and f.size_bytes >= threshold
+    ]
+    if not candidates:
+        return []
+    others = [*changes, *base]
+    found = []
+    for f in candidates:
+        lo, hi = ranges(f)
+        if not any(g is not f and lo <= ranges(g)[1] and ranges(g)[0] <= hi for g in others):
+            found.append(f)
+    return found
 
 
 @functools.lru_cache(maxsize=4096)

@@ -26,6 +26,8 @@ class PlannedTask:
     kind: Kind | None = None
     """What this task does when it differs from its plan: a tiered plan folds some
     units (``major``) and merges the runs of others (``minor``)."""
+    move: bool = False
+    """The change files become base files as they are (``TaskSpec.move``)."""
 
     @property
     def input_bytes(self) -> int:
@@ -80,6 +82,7 @@ class PlanDraft:
             to_seq=self.to_seq,
             target_file_size=target_file_size,
             output_prefix=f"{prefix}p{plan_id}-t{task_id}",
+            move=task.move,
         )
 
 

@@ -164,6 +164,11 @@ class TaskSpec:
     """Unique per task; the attempt is appended."""
     cut_before: tuple[list[Any], ...] = ()
     """Keys no output file may span (untouched files start there)."""
+    move: bool = False
+    """A trivial move: each change file, whose key range overlaps no other input of
+    its fold and no base file of its node, becomes a base file as it is (same path),
+    once the kernel has checked that its keys are unique and in order; otherwise the
+    files are merged into new base files like any fold."""
 
     @property
     def node(self) -> Node:
@@ -172,6 +177,11 @@ class TaskSpec:
     @property
     def input_bytes(self) -> int:
         return sum(f.size_bytes for f in (*self.base_files, *self.change_files))
+
+    def moved_outputs(self) -> tuple[OutputFile, ...]:
+        """The outputs a result of this task may name outside its attempt directory:
+        its change files as base files, when it is a move."""
+        return tuple(moved_output(f, self) for f in self.change_files) if self.move else ()
 
     def output_dir(self, attempt: int) -> str:
         """Where one attempt writes: never shared with another attempt or task."""
@@ -198,6 +208,23 @@ class TaskSpec:
     @classmethod
     def from_json(cls, text: str | bytes) -> TaskSpec:
         return cls.from_dict(json.loads(text))
+
+
+def moved_output(f: InputFile, spec: TaskSpec) -> OutputFile:
+    """What a move task reports for one of its change files: the same file, now a
+    base file of the task's plan. The committer registers a move only when the result
+    says exactly this (a forged result cannot claim another file)."""
+    return OutputFile(
+        path=f.path,
+        file_type="B",
+        node_m=f.node_m,
+        node_i=f.node_i,
+        seq=spec.to_seq,
+        size_bytes=f.size_bytes,
+        record_count=f.record_count,
+        min_key=f.min_key,
+        max_key=f.max_key,
+    )
 
 
 def attempt_dir(output_prefix: str, attempt: int) -> str:
