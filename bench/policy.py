@@ -13,7 +13,8 @@ means is in `policy_report.py` and bench/README.md.
 
 Workloads (the demo's --distribution): uniform (random order ids over --keys, 10 %
 deletes: today's demo), ordered (new order ids in increasing order, 3 % late updates
-of older orders, no deletes: an event log), skewed (90 % of upserts to 1 % of the
+of older orders, no deletes: an event log), appends (the same without late updates:
+an insert-only log, where folds can move runs into base), skewed (90 % of upserts to 1 % of the
 keys, 1 % deletes).
 
     .venv/bin/python bench/policy.py --duration 300 --workloads uniform --out policy.json
@@ -52,6 +53,7 @@ MiB = 1 << 20
 WORKLOADS: dict[str, dict[str, Any]] = {
     "uniform": {"distribution": "uniform", "delete_ratio": 0.1},
     "ordered": {"distribution": "ordered", "delete_ratio": 0.0},
+    "appends": {"distribution": "appends", "delete_ratio": 0.0},
     # Few deletes: at 10 % they would outpace the cold inserts (9 % of the rows) and
     # hold the table near 60k live rows, a base too small to say anything.
     "skewed": {"distribution": "skewed", "delete_ratio": 0.01},

@@ -49,10 +49,11 @@ SCHEMA = pa.schema(
 PRIMARY_KEY = ("day", "order_id")
 PARTITION_BY = ("day",)
 
-Distribution = Literal["uniform", "ordered", "skewed"]
+Distribution = Literal["uniform", "ordered", "appends", "skewed"]
 DISTRIBUTIONS: tuple[str, ...] = get_args(Distribution)
 LATE_UPDATE_SHARE = 0.03
-"""ordered: the share of upserts that update an older order instead of inserting."""
+"""ordered: the share of upserts that update an older order instead of inserting
+(appends: none, an insert-only log)."""
 HOT_KEY_SHARE = 0.01
 """skewed: the share of the key space that is hot."""
 HOT_UPDATE_SHARE = 0.9
@@ -117,8 +118,9 @@ class Workload:
             if victim is not None:
                 ops.append(Op("D", victim, (day_of(victim), None, None, None)))
                 continue
-            if self.distribution == "ordered":
-                late = model.random_key(rng) if rng.random() < LATE_UPDATE_SHARE else None
+            if self.distribution in ("ordered", "appends"):
+                late_share = LATE_UPDATE_SHARE if self.distribution == "ordered" else 0.0
+                late = model.random_key(rng) if rng.random() < late_share else None
                 if late is None:
                     late, next_new = next_new, next_new + 1
                 order_id = late

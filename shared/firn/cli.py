@@ -130,10 +130,10 @@ def _add_demo_options(parser: argparse.ArgumentParser, *, flag: bool = True) -> 
     )
     demo.add_argument(
         "--distribution",
-        choices=("uniform", "ordered", "skewed"),
+        choices=("uniform", "ordered", "appends", "skewed"),
         help="how upserts pick order ids: uniform over the key space (default); ordered, "
         "new ids in increasing order with 3%% late updates of older ones (an event log); "
-        "skewed, 90%% of upserts to 1%% of the keys",
+        "appends, new ids in increasing order only; skewed, 90%% of upserts to 1%% of the keys",
     )
     demo.add_argument(
         "--duration",

@@ -169,6 +169,17 @@ def test_ordered_inserts_new_keys_in_order_with_a_few_late_updates() -> None:
     assert model.applied["update"] == late
 
 
+def test_appends_inserts_only_new_keys_in_order() -> None:
+    workload = Workload(keys=10, batch=500, delete_ratio=0.0, distribution="appends")
+    model, rng = ReferenceModel(), random.Random(4)
+    for _ in range(5):
+        high = model.high_key
+        ops = workload.next_batch(model, rng)
+        assert [op.order_id for op in ops] == list(range(high + 1, high + 1 + len(ops)))
+        model.apply(ops)
+    assert model.applied["update"] == 0
+
+
 def test_ordered_deletes_live_orders_and_continues_after_a_kept_table() -> None:
     workload = Workload(keys=10, batch=400, delete_ratio=0.2, distribution="ordered")
     model = _filled(range(100))
@@ -221,5 +232,6 @@ def test_a_table_fed_each_distribution_reads_equal_to_the_model(
     check = model.compare(table.read())
     assert check.matches, check
     assert check.actual_rows == len(model) > 0
-    assert model.applied["update"] > 0
+    # appends only inserts (deletes aside): every other distribution updates too.
+    assert (model.applied["update"] > 0) == (distribution != "appends")
     assert model.applied["delete"] > 0
