@@ -136,7 +136,9 @@ class FakeConsumer:
     def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
         return [TopicPartition(p.topic, p.partition, 5) for p in partitions]
 
-    def get_watermark_offsets(self, tp: TopicPartition, **_: Any) -> tuple[int, int]:
+    def get_watermark_offsets(self, tp: TopicPartition, **options: Any) -> tuple[int, int]:
+        # The loop's lag must not wait for the broker: only cached watermarks.
+        assert options == {"cached": True}
         return (0, {0: 50, 1: 8}[tp.partition])
 
 
