@@ -275,8 +275,9 @@ def _expired_files(
     base row under one path, and both go (with the file) once neither is kept."""
     rows = conn.execute(
         f"SELECT f.file_id, f.path, f.size_bytes FROM data_file f WHERE {_expired('f')} "
-        f"AND NOT EXISTS (SELECT 1 FROM data_file g WHERE g.path = f.path "
-        f"AND g.file_id <> f.file_id AND NOT ({_expired('g')})) ORDER BY f.file_id",
+        f"AND NOT EXISTS (SELECT 1 FROM data_file g WHERE g.table_id = f.table_id "
+        f"AND g.path = f.path AND g.file_id <> f.file_id AND NOT ({_expired('g')})) "
+        f"ORDER BY f.file_id",
         {"table": table_id, "keep": keep_from, "cutoff": cutoff},
     ).fetchall()
     paths = {str(path): int(size) for _, path, size in rows}

@@ -263,7 +263,8 @@ def written_bytes(conn: Connection, table_id: int, after_snapshot: int = 0) -> W
     row = conn.execute(
         "SELECT coalesce(sum(f.size_bytes) FILTER (WHERE s.kind = 'commit'), 0), "
         "coalesce(sum(f.size_bytes) FILTER (WHERE s.kind = 'compaction' AND NOT EXISTS "
-        "(SELECT 1 FROM data_file m WHERE m.path = f.path AND m.file_id < f.file_id)), 0) "
+        "(SELECT 1 FROM data_file m WHERE m.table_id = f.table_id AND m.path = f.path "
+        "AND m.file_id < f.file_id)), 0) "
         "FROM data_file f JOIN snapshot s "
         "ON s.table_id = f.table_id AND s.snapshot_id = f.added_snapshot "
         "WHERE f.table_id = %s AND f.added_snapshot > %s",
