@@ -103,11 +103,7 @@ def fold_tasks(
             changed = [f for f in changed if f not in moved]
         if full or not node_changes[node]:
             rewritten = node_base[node]
-        elif not changed:
-            kept = node_base[node]
-            rewritten = [f for f in kept if f.node.m < level]  # re-bucketed all the same
-            kept = [f for f in kept if f.node.m >= level]
-        else:
+        else:  # with every change moved, only shallower base files are rewritten
             rewritten, kept = _incremental(ranges, level, changed, node_base[node])
         untouched.extend(kept)
         # Outputs are cut before each file that stays: untouched base and moved files.
