@@ -1,13 +1,24 @@
-"""Checks of a table's files that several model tests share."""
+"""Checks of a table's files that several model tests share, and deletion vectors
+given by hand (the readers' tests need base files that carry one)."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import uuid
+from collections.abc import Sequence
 from typing import Any
+
+import pyarrow.parquet as pq
 
 import firn
 from firn.catalog.files import files_at
+from firn.catalog.table_catalog import PostgresTableCatalog
+from firn.catalog.vectors import replace_vectors
+from firn.io.deletion_vectors import write_positions
+from firn.model.files import FileEntry
 from firn.model.values import key_from_json
+from firn.postgres.connection import Connection
 
 
 def check_base_files(table: firn.Table) -> None:
@@ -31,4 +42,43 @@ def check_base_files(table: firn.Table) -> None:
 
 
 def _entries(table: firn.Table) -> list[Any]:
-    return files_at(table.catalog.conn, table.table_id, table.current_snapshot())
+    return files_at(catalog_conn(table), table.table_id, table.current_snapshot())
+
+
+def catalog_conn(table: firn.Table) -> Connection:
+    catalog = table.catalog
+    assert isinstance(catalog, PostgresTableCatalog)
+    return catalog.conn
+
+
+def base_entries(table: firn.Table) -> list[FileEntry]:
+    """The live base files, with their deletion vectors, by path."""
+    entries = files_at(catalog_conn(table), table.table_id, table.current_snapshot())
+    return sorted((e for e in entries if e.store == "base"), key=lambda e: e.path)
+
+
+def rows_at(table: firn.Table, entry: FileEntry, positions: Sequence[int]) -> list[dict[str, Any]]:
+    """The rows stored at ``positions`` of a data file (hidden or not)."""
+    rows = pq.read_table(table.storage.full_path(entry.path)).to_pylist()
+    return [rows[p] for p in positions]
+
+
+def hide_rows(table: firn.Table, entry: FileEntry, positions: Sequence[int]) -> int:
+    """Give base file ``entry`` a deletion vector hiding ``positions``, in a snapshot
+    of its own, as a compaction commit would; returns the snapshot."""
+    path = f"test-vectors/{uuid.uuid4().hex}.dv.parquet"
+    vector = write_positions(table.storage, path, positions)
+    conn = catalog_conn(table)
+    with conn.transaction():
+        (snapshot,) = conn.execute(
+            "UPDATE catalog_table SET last_snapshot = last_snapshot + 1 WHERE table_id = %s "
+            "RETURNING last_snapshot",
+            (table.table_id,),
+        ).fetchone() or (0,)
+        conn.execute(
+            "INSERT INTO snapshot (table_id, snapshot_id, kind, summary) "
+            "VALUES (%s, %s, 'compaction', %s)",
+            (table.table_id, snapshot, json.dumps({"deletion_vectors": 1})),
+        )
+        replace_vectors(conn, table.table_id, snapshot, {entry.file_id: vector})
+    return int(snapshot)

@@ -45,6 +45,7 @@ from tests.changesets import (
     operations,
     table_schema,
 )
+from tests.integration.table_checks import base_entries, hide_rows, rows_at
 
 _names = itertools.count()
 
@@ -386,6 +387,24 @@ def test_a_snapshot_read_during_a_compaction(
     assert keyed(pa.Table.from_batches(rows)) == model
     assert keyed(arrow(load(spark, settings, table.name, snapshot=before))) == model
     assert keyed(arrow(load(spark, settings, table.name))) == model
+
+
+def test_executors_skip_the_rows_a_deletion_vector_hides(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    table, model = orders(shared_catalog, f"vectors_{next(_names)}")
+    before = table.current_snapshot()
+    for entry in base_entries(table)[:3]:
+        positions = [0, entry.record_count - 1]
+        for row in rows_at(table, entry, positions):
+            if row["k"] >= 40:  # keys below 40 have newer change rows, which stay
+                model.pop((row["part"], row["k"]), None)
+        hide_rows(table, entry, positions)
+    assert keyed(arrow(load(spark, settings, table.name))) == model
+    assert keyed(table.read()) == model
+    older = keyed(arrow(load(spark, settings, table.name, snapshot=before)))
+    assert older == keyed(table.read(snapshot=before))
+    assert len(older) > len(model)
 
 
 def test_a_loaded_dataframe_reads_the_snapshot_of_its_first_query(

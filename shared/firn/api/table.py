@@ -448,7 +448,8 @@ class Table:
         )
 
     def files(self, snapshot: int | None = None) -> pa.Table:
-        """The live files: store, type, partition, node, seq, size, records, ..."""
+        """The live files: store, type, partition, node, seq, size, records, ...,
+        and ``deleted_records``, the rows of a base file its deletion vector hides."""
         snapshot = self._readable(snapshot)
         entries = self.catalog.files_at(self.table_id, snapshot)
         return pa.table(
@@ -465,6 +466,10 @@ class Table:
                 "records": pa.array([e.record_count for e in entries], pa.int64()),
                 "path": pa.array([e.path for e in entries], pa.string()),
                 "added_snapshot": pa.array([e.added_snapshot for e in entries], pa.int64()),
+                # Rows a deletion vector hides (a read skips them; 0: none).
+                "deleted_records": pa.array(
+                    [e.record_count - e.live_rows for e in entries], pa.int64()
+                ),
             }
         )
 

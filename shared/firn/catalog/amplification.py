@@ -93,7 +93,9 @@ class FileGroup:
     node_i: int
     seq: int
     size_bytes: int
+    """With the bytes of their deletion vectors."""
     record_count: int
+    """Live rows: those deletion vectors hide left out."""
 
 
 def store_shape(
@@ -154,7 +156,9 @@ def read_store_shape(conn: Connection, table_id: int) -> StoreShape:
         ).fetchall()
     }
     rows = conn.execute(
-        "SELECT partition_key, store, node_m, node_i, seq, sum(size_bytes), sum(record_count) "
+        # A deletion vector's bytes are stored bytes; the rows it hides are not live.
+        "SELECT partition_key, store, node_m, node_i, seq, "
+        "sum(size_bytes + coalesce(dv_size_bytes, 0)), sum(record_count - coalesce(dv_rows, 0)) "
         "FROM data_file WHERE table_id = %s AND removed_snapshot IS NULL "
         "GROUP BY partition_key, store, node_m, node_i, seq",
         (table_id,),

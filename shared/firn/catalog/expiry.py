@@ -171,7 +171,7 @@ def _expire_table(
     files = _expired_files(conn, table.table_id, keep_from, snapshot_cutoff)
     orphans = _expired_orphans(conn, table.table_id, orphan_cutoff, dry_run)
     storage = Storage(table.location)
-    if not dry_run and (files.rows or orphans):
+    if not dry_run and (files.rows or files.forgotten_vectors or orphans):
         # Storage first, then the rows: a run that dies in between leaves rows naming
         # missing files, which the next run deletes again (deleting is idempotent).
         for start in range(0, len(files.paths), BATCH):
@@ -181,6 +181,13 @@ def _expire_table(
                 conn.execute(
                     "DELETE FROM data_file WHERE file_id = ANY(%s)",
                     (files.rows[start : start + BATCH],),
+                )
+        for start in range(0, len(files.forgotten_vectors), BATCH):
+            with conn.transaction():
+                conn.execute(
+                    "UPDATE data_file SET dv_path = NULL, dv_size_bytes = NULL, dv_rows = NULL "
+                    "WHERE file_id = ANY(%s)",
+                    (files.forgotten_vectors[start : start + BATCH],),
                 )
         for start in range(0, len(orphans), BATCH):
             paths = orphans[start : start + BATCH]
@@ -260,11 +267,14 @@ def _expired(alias: str) -> str:
 
 @dataclass(frozen=True)
 class _ExpiredFiles:
-    """The rows retention drops, and their paths, which it deletes from storage."""
+    """The rows retention drops, and the paths it deletes from storage."""
 
     rows: list[int]
     paths: list[tuple[str, int]]
-    """Path and size, once each."""
+    """Path and size, once each: data files and deletion vectors."""
+    forgotten_vectors: list[int]
+    """Rows kept back (their data path is still named) whose deletion vector goes:
+    their vector columns are cleared once the vector file is deleted."""
 
 
 def _expired_files(
@@ -272,25 +282,41 @@ def _expired_files(
 ) -> _ExpiredFiles:
     """Rows removed before what retention keeps, except those whose path a kept row
     still names: a change file moved into base has a removed change row and a live
-    base row under one path, and both go (with the file) once neither is kept."""
+    base row under one path, and both go (with the file) once neither is kept. A
+    deletion vector goes with the first expired row naming it that no kept row
+    names: a base file given a new vector keeps its path but not its old vector."""
+    params = {"table": table_id, "keep": keep_from, "cutoff": cutoff}
     rows = conn.execute(
         f"SELECT f.file_id, f.path, f.size_bytes FROM data_file f WHERE {_expired('f')} "
         f"AND NOT EXISTS (SELECT 1 FROM data_file g WHERE g.table_id = f.table_id "
         f"AND g.path = f.path AND g.file_id <> f.file_id AND NOT ({_expired('g')})) "
         f"ORDER BY f.file_id",
-        {"table": table_id, "keep": keep_from, "cutoff": cutoff},
+        params,
     ).fetchall()
+    vectors = conn.execute(
+        f"SELECT f.file_id, f.dv_path, f.dv_size_bytes FROM data_file f WHERE {_expired('f')} "
+        f"AND f.dv_path IS NOT NULL AND NOT EXISTS (SELECT 1 FROM data_file g "
+        f"WHERE g.table_id = f.table_id AND g.dv_path = f.dv_path AND NOT ({_expired('g')})) "
+        f"ORDER BY f.file_id",
+        params,
+    ).fetchall()
+    dropped = [int(fid) for fid, *_ in rows]
     paths = {str(path): int(size) for _, path, size in rows}
-    return _ExpiredFiles([int(fid) for fid, *_ in rows], sorted(paths.items()))
+    paths.update({str(path): int(size) for _, path, size in vectors})
+    gone = set(dropped)
+    forgotten = [int(fid) for fid, *_ in vectors if int(fid) not in gone]
+    return _ExpiredFiles(dropped, sorted(paths.items()), forgotten)
 
 
 _UNREFERENCED = (
     "NOT EXISTS (SELECT 1 FROM data_file d WHERE d.path = o.path) "
+    "AND NOT EXISTS (SELECT 1 FROM data_file d WHERE d.dv_path = o.path) "
     "AND NOT (right(o.path, 1) = '/' AND EXISTS (SELECT 1 FROM data_file d "
-    "WHERE d.table_id = o.table_id AND left(d.path, length(o.path)) = o.path))"
+    "WHERE d.table_id = o.table_id AND (left(d.path, length(o.path)) = o.path "
+    "OR left(d.dv_path, length(o.path)) = o.path)))"
 )
-"""A recorded orphan the catalog does not list as a data file (nor, for a directory,
-any data file under it)."""
+"""A recorded orphan the catalog does not list as a data file or deletion vector (nor,
+for a directory, any under it)."""
 
 
 def _expired_orphans(

@@ -14,19 +14,23 @@ from __future__ import annotations
 from typing import Any
 
 from firn.errors import ConfigError, SnapshotExpiredError
-from firn.model.files import FileEntry
+from firn.model.files import DeletionVector, FileEntry
 from firn.model.tree import Node
 from firn.postgres.connection import Connection
 
 _FILE_COLUMNS = (
     "file_id, partition_key, store, file_type, node_m, node_i, seq, path, "
-    "size_bytes, record_count, min_key, max_key, added_snapshot"
+    "size_bytes, record_count, min_key, max_key, added_snapshot, dv_path, dv_size_bytes, dv_rows"
 )
 
 
 def _entry(row: tuple[Any, ...]) -> FileEntry:
-    fid, part, store, ftype, m, i, seq, path, size, records, lo, hi, added = row
-    return FileEntry(fid, part, store, ftype, Node(m, i), seq, path, size, records, lo, hi, added)
+    fid, part, store, ftype, m, i, seq, path, size, records, lo, hi, added, *vector_columns = row
+    dv, dv_size, hidden = vector_columns
+    vector = None if dv is None else DeletionVector(dv, int(dv_size), int(hidden))
+    return FileEntry(
+        fid, part, store, ftype, Node(m, i), seq, path, size, records, lo, hi, added, vector
+    )
 
 
 def current_snapshot(conn: Connection, table_id: int) -> int:

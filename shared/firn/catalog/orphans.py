@@ -10,7 +10,8 @@ the files in batches, so a table with millions of files is never held in memory.
 
 A listed file is kept when the catalog knows it, checked after the batch was listed:
 
-- a data file, live or removed but not yet expired (``data_file``);
+- a data file or a base file's deletion vector, live or removed but not yet expired
+  (``data_file``);
 - a recorded path (``orphan_file``): a producer's staged file, whose record exists
   before the file does and is replaced by its ``data_file`` row in the commit's own
   transaction, or an orphan that expiry deletes after the retention on its own;
@@ -154,6 +155,7 @@ def _unknown(conn: Connection, table_id: int, files: Sequence[StoredFile]) -> li
         for (path,) in conn.execute(
             "SELECT p FROM unnest(%s::text[]) AS p WHERE "
             "NOT EXISTS (SELECT 1 FROM data_file d WHERE d.path = p) "
+            "AND NOT EXISTS (SELECT 1 FROM data_file d WHERE d.dv_path = p) "
             "AND NOT EXISTS (SELECT 1 FROM orphan_file o WHERE o.table_id = %s AND o.path = p)",
             (candidates, table_id),
         ).fetchall()

@@ -8,7 +8,8 @@ Vectorised Arrow throughout; no Python loop touches rows. For a keyed task:
    one row per key and sorted, spilling to disk past the memory budget
    (``firn.engine.runs``);
 2. base files are grouped into runs of disjoint files in key order and streamed batch
-   by batch, filtered the same way;
+   by batch, filtered the same way, without the rows their deletion vectors hide
+   (``firn.io.deletion_vectors``);
 3. the runs are merged window by window: per key the greatest LSN wins, winning
    deletes drop the key (major) or are kept (minor: change files only, written back
    as one insert and one delete file that keep each row's ``_seq`` and ``_ord``);
@@ -23,7 +24,7 @@ a Spark task, in a test, or in a benchmark.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,7 @@ from firn.engine.runs import (
 )
 from firn.engine.scan import change_schema, stored_schema
 from firn.engine.writer import SizedWriter
+from firn.io.deletion_vectors import live_batches, read_positions
 from firn.io.integrity import read_batches
 from firn.io.storage import Storage
 from firn.model.changes import ORD
@@ -199,7 +201,13 @@ class _Inputs:
         count and columns the catalog recorded (``firn.io.integrity``): a damaged
         input fails the task, never a merge that silently loses its rows."""
         required = stored_schema(self.table, f.file_type)
-        for batch in read_batches(self.storage, f, columns, READ_BATCH_ROWS, required):
+        batches: Iterable[pa.RecordBatch] = read_batches(
+            self.storage, f, columns, READ_BATCH_ROWS, required
+        )
+        if f.deletion_vector is not None:  # a base file: skip the rows it hides
+            hidden = read_positions(self.storage, f.deletion_vector, f.record_count)
+            batches = live_batches(batches, hidden)
+        for batch in batches:
             self.rows_read += batch.num_rows
             yield pa.Table.from_batches([batch])
 

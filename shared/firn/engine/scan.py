@@ -12,6 +12,9 @@ file are counted as they stream by and compared with its record count after the
 scan; key and ``_ord`` columns may hold no null (a file lacking one reads as nulls).
 A dataset scan's errors do not always name the file, so on a failure the files are
 checked one by one to name the bad one (only on that error path).
+
+A base file with a deletion vector (``firn.io.deletion_vectors``) is read on its own,
+in file order, without the rows its vector hides; the vector is checked too.
 """
 
 from __future__ import annotations
@@ -25,12 +28,16 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from firn.errors import CorruptFileError, StorageError
-from firn.io.integrity import IO, RECORD_COUNT, SCHEMA, check_sizes, inspect_file
+from firn.io.deletion_vectors import live_batches, read_positions
+from firn.io.integrity import IO, RECORD_COUNT, SCHEMA, check_sizes, inspect_file, read_batches
 from firn.io.storage import Storage
 from firn.model.changes import ORD
 from firn.model.files import FileEntry
 from firn.model.merge_on_read import SEQ
 from firn.model.schema import TableSchema
+
+DV_BATCH_ROWS = 65_536
+"""Rows per batch when a base file with a deletion vector is read on its own."""
 
 
 @dataclass(frozen=True)
@@ -80,9 +87,10 @@ def read_inputs(
     changes = unmerged_changes(entries, merged_seqs)
     inserts = [e for e in changes if e.file_type == "I"]
     deletes = [e for e in changes if e.file_type == "D"]
-    check_sizes(storage, [*base, *changes])
+    vectors = [e.deletion_vector for e in base if e.deletion_vector is not None]
+    check_sizes(storage, [*base, *changes, *vectors])
     return MergeInputs(
-        base=_scan(storage, table, base, base_filter) if base else None,
+        base=scan_base(storage, table, base, base_filter) if base else None,
         inserts=scan_changes(storage, table, inserts, "I", merged_seqs, change_filter),
         deletes=scan_changes(storage, table, deletes, "D", merged_seqs, change_filter),
     )
@@ -165,16 +173,46 @@ def _culprit(
     )
 
 
-def _scan(
+def scan_base(
     storage: Storage,
     table: TableSchema,
     entries: Sequence[FileEntry],
     row_filter: pc.Expression | None = None,
 ) -> pa.Table:
-    batches = [
-        batch for _, batch in _checked_batches(storage, table, entries, table.schema, row_filter)
-    ]
+    """The live rows of base files: all their rows, but those their deletion vectors
+    hide. Files without a vector are one dataset scan (``row_filter`` pushed into
+    it); a file with one is read in file order, the only order its positions mean,
+    and filtered after the vector is applied."""
+    plain = [e for e in entries if e.deletion_vector is None]
+    batches = (
+        [batch for _, batch in _checked_batches(storage, table, plain, table.schema, row_filter)]
+        if plain
+        else []
+    )
+    for entry in entries:
+        if entry.deletion_vector is not None:
+            batches += _live_rows(storage, table, entry, row_filter)
     return pa.Table.from_batches(batches, table.schema)
+
+
+def _live_rows(
+    storage: Storage, table: TableSchema, entry: FileEntry, row_filter: pc.Expression | None
+) -> list[pa.RecordBatch]:
+    assert entry.deletion_vector is not None
+    hidden = read_positions(storage, entry.deletion_vector, entry.record_count)
+    required = stored_schema(table, entry.file_type)
+    rows = read_batches(storage, entry, table.schema.names, DV_BATCH_ROWS, required)
+    not_null = [f.name for f in table.schema if not f.nullable]
+    out = []
+    for batch in live_batches(rows, hidden):
+        nulls = [c for c in not_null if batch.column(c).null_count]
+        if nulls:
+            path = storage.full_path(entry.path)
+            raise CorruptFileError(path, SCHEMA, f"has nulls (or lacks) {', '.join(nulls)}")
+        if row_filter is not None:
+            batch = batch.filter(row_filter)
+        out.append(batch.select(table.schema.names))
+    return out
 
 
 def scan_changes(

@@ -7,7 +7,8 @@ footer's record count is the one recorded, and it holds the columns its type nee
 counts them, which finds a damaged data page behind a sound footer, at the cost of
 reading the whole table. Problems of one file are all reported (a truncated file is
 both the wrong size and unreadable), so a damaged file and a catalog row that lies
-about a sound file can be told apart.
+about a sound file can be told apart. A base file's deletion vector is checked the
+same way, and its positions decoded (they must fit the base file).
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from firn.engine.scan import stored_schema
-from firn.io.integrity import inspect_file
+from firn.errors import CorruptFileError
+from firn.io.deletion_vectors import SCHEMA as VECTOR_SCHEMA
+from firn.io.deletion_vectors import read_positions
+from firn.io.integrity import Problem, inspect_file
 from firn.io.storage import Storage
 from firn.model.files import FileEntry
 from firn.model.schema import TableSchema
@@ -75,6 +79,20 @@ class VerifyReport:
         }
 
 
+def _vector_problems(storage: Storage, entry: FileEntry) -> list[Problem]:
+    """What is wrong with a base file's deletion vector: the file as any other, then
+    its positions (few, so always decoded)."""
+    vector = entry.deletion_vector
+    assert vector is not None
+    problems = inspect_file(storage, vector, VECTOR_SCHEMA)
+    if not problems:
+        try:
+            read_positions(storage, vector, entry.record_count)
+        except CorruptFileError as exc:
+            problems.append(Problem(exc.problem, exc.detail))
+    return problems
+
+
 def verify_files(
     storage: Storage,
     table: TableSchema,
@@ -88,10 +106,13 @@ def verify_files(
     problems: list[FileProblem] = []
     for done, entry in enumerate(entries, start=1):
         required = stored_schema(table, entry.file_type)
-        for problem in inspect_file(storage, entry, required, deep=deep):
+        found = [(entry.path, p) for p in inspect_file(storage, entry, required, deep=deep)]
+        if entry.deletion_vector is not None:
+            found += [(entry.deletion_vector.path, p) for p in _vector_problems(storage, entry)]
+        for path, problem in found:
             problems.append(
                 FileProblem(
-                    path=storage.full_path(entry.path),
+                    path=storage.full_path(path),
                     file_id=entry.file_id,
                     partition=entry.partition_key,
                     store=entry.store,

@@ -10,6 +10,31 @@ from firn.model.tree import Node
 
 
 @dataclass(frozen=True)
+class DeletionVector:
+    """The rows of one base file a later compaction hid without rewriting the file
+    (their keys were updated or deleted since): a Parquet file of their positions
+    (``firn.io.deletion_vectors``), recorded on the base file's catalog row."""
+
+    path: str
+    """Relative to the table's location."""
+    size_bytes: int
+    rows: int
+    """How many positions it holds: rows of the base file it hides."""
+
+    @property
+    def record_count(self) -> int:
+        """The vector file's own rows (one per hidden position)."""
+        return self.rows
+
+    @classmethod
+    def of(cls, data: Any) -> DeletionVector | None:
+        """From its JSON form (a task spec's), or ``None``."""
+        if data is None or isinstance(data, DeletionVector):
+            return data
+        return cls(str(data["path"]), int(data["size_bytes"]), int(data["rows"]))
+
+
+@dataclass(frozen=True)
 class FileEntry:
     """One data file as the catalog records it (SPEC 2, file entry)."""
 
@@ -28,3 +53,11 @@ class FileEntry:
     min_key: list[Any] | None
     max_key: list[Any] | None
     added_snapshot: int
+    deletion_vector: DeletionVector | None = None
+    """Base files only: the rows compactions since hid (None: every row is live)."""
+
+    @property
+    def live_rows(self) -> int:
+        """Rows a read returns: all but those its deletion vector hides."""
+        hidden = self.deletion_vector.rows if self.deletion_vector else 0
+        return self.record_count - hidden

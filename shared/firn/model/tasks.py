@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from firn.model.files import FileEntry
+from firn.model.files import DeletionVector, FileEntry
 from firn.model.tree import Node
 
 Kind = Literal["major", "minor", "full", "bin-pack"]
@@ -77,6 +77,8 @@ class InputFile:
     record_count: int
     min_key: list[Any] | None = None
     max_key: list[Any] | None = None
+    deletion_vector: DeletionVector | None = None
+    """Base files: the rows to skip (``firn.io.deletion_vectors``)."""
 
     @property
     def node(self) -> Node:
@@ -95,16 +97,21 @@ class InputFile:
             record_count=entry.record_count,
             min_key=entry.min_key,
             max_key=entry.max_key,
+            deletion_vector=entry.deletion_vector,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_dict(self)
+        out = _to_dict(self)
+        if out["deletion_vector"] is None:
+            del out["deletion_vector"]  # most files have none: specs stay as they were
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> InputFile:
         values = _fields_of(cls, data)
         for bound in ("min_key", "max_key"):
             values[bound] = _key(values.get(bound))
+        values["deletion_vector"] = DeletionVector.of(values.get("deletion_vector"))
         return cls(**values)
 
 
@@ -188,7 +195,10 @@ class TaskSpec:
         return attempt_dir(self.output_prefix, attempt)
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_dict(self)
+        out = _to_dict(self)
+        for name in ("base_files", "change_files"):
+            out[name] = [f.to_dict() for f in getattr(self, name)]
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))

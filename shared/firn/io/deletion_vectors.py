@@ -1,0 +1,84 @@
+"""Deletion vectors: the rows of a base file that later compactions hid without
+rewriting the file (Paimon's and Iceberg v3's deletion vectors, Doris's delete bitmap).
+
+A compaction that updates or deletes a few keys of a large base file need not
+rewrite it: it writes the keys' new rows to a new base file and records, for the old
+one, the positions of the rows they replace. A read of the base file then skips those
+rows, so every key still has one live base row.
+
+On storage a deletion vector is a Parquet file with one column, ``pos`` (int64): the
+0-based positions, in file order, of the hidden rows, ascending and unique. The
+catalog records it on the base file's row (``data_file.dv_path``, ``dv_size_bytes``,
+``dv_rows``); giving a base file a new vector is a new catalog row for the same data
+file, so each snapshot reads the vector it had. A vector replaces the previous one
+whole: it holds every hidden position, not only the new ones.
+
+Integrity, as for data files (``firn.io.integrity``): a vector's size must be what
+the catalog recorded, and its positions must number ``rows``, be ascending and
+unique, and lie inside the base file; otherwise ``CorruptFileError`` naming the
+vector, since a wrong vector would hide or resurrect rows without any error.
+
+Executor-safe: pyarrow and numpy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from firn.errors import CorruptFileError
+from firn.io.integrity import RECORD_COUNT, read_batches
+from firn.io.storage import Storage
+from firn.model.files import DeletionVector
+
+POSITION = "pos"
+SCHEMA = pa.schema([pa.field(POSITION, pa.int64(), nullable=False)])
+Positions = npt.NDArray[np.int64]
+
+
+def read_positions(storage: Storage, vector: DeletionVector, base_rows: int) -> Positions:
+    """The positions ``vector`` hides in a base file of ``base_rows`` rows, checked
+    (see the module doc)."""
+    parts = [
+        batch.column(0).to_numpy(zero_copy_only=False)
+        for batch in read_batches(storage, vector, [POSITION], 1 << 20, SCHEMA)
+    ]
+    positions = np.concatenate(parts).astype(np.int64) if parts else np.empty(0, np.int64)
+    problem = _problem(positions, base_rows)
+    if problem:
+        raise CorruptFileError(storage.full_path(vector.path), RECORD_COUNT, problem)
+    return positions
+
+
+def _problem(positions: Positions, base_rows: int) -> str | None:
+    if len(positions) and (positions[0] < 0 or positions[-1] >= base_rows):
+        return f"names a position outside the base file's {base_rows} rows"
+    if len(positions) > 1 and not bool(np.all(positions[1:] > positions[:-1])):
+        return "positions are not ascending and unique"
+    return None
+
+
+def write_positions(storage: Storage, path: str, positions: Iterable[int]) -> DeletionVector:
+    """Write a vector hiding ``positions`` (any order; repeats are one) at ``path``."""
+    unique = np.unique(np.fromiter(positions, dtype=np.int64))
+    size = storage.write_parquet(path, pa.table([pa.array(unique, pa.int64())], schema=SCHEMA))
+    return DeletionVector(path, size, len(unique))
+
+
+def live_batches(batches: Iterable[pa.RecordBatch], hidden: Positions) -> Iterator[pa.RecordBatch]:
+    """``batches`` (a base file's rows in file order, unfiltered) without the rows at
+    ``hidden`` positions."""
+    offset = 0
+    for batch in batches:
+        n = batch.num_rows
+        lo, hi = np.searchsorted(hidden, [offset, offset + n])
+        if lo == hi:
+            yield batch
+        else:
+            keep = np.ones(n, dtype=bool)
+            keep[hidden[lo:hi] - offset] = False
+            yield batch.filter(pa.array(keep))
+        offset += n

@@ -1,0 +1,178 @@
+"""Deletion vectors on a real catalog (``firn.io.deletion_vectors``): once a base file
+carries one, every read skips the rows it hides (``read``, filtered scans, splits,
+compaction's merge), a read pinned at an older snapshot still sees them, ``verify``
+checks the vector, and retention deletes a replaced vector but never a live one.
+
+The vectors here are given by hand (``hide_rows``: ``replace_vectors`` in a snapshot
+of the test's own, as a compaction commit does): hiding a row without writing a newer one makes its
+key disappear, which the model below follows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import firn
+from firn.catalog.expiry import expire
+from firn.catalog.files import files_at
+from firn.errors import CommitError, CorruptFileError
+from firn.model.files import FileEntry
+from tests.integration.table_checks import base_entries, catalog_conn, hide_rows, rows_at
+
+SCHEMA = pa.schema(
+    [pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string(), nullable=False)]
+)
+PROPERTIES = {"base.buckets": 1, "change.buckets": 1, "snapshot.retention": 0}
+
+
+def _rows(keys: Sequence[int] | range, tag: str) -> pa.Table:
+    return pa.table({"k": list(keys), "v": [f"{tag}{k}" for k in keys]}, schema=SCHEMA)
+
+
+def _view(table: firn.Table, snapshot: int | None = None) -> dict[int, str]:
+    return {r["k"]: r["v"] for r in table.read(snapshot=snapshot).to_pylist()}
+
+
+def _compact(table: firn.Table) -> None:
+    summary = firn.compact(table, kind="major", engine="local")
+    assert summary["failed_attempts"] == 0, summary["errors"]
+
+
+def _keys_at(table: firn.Table, entry: FileEntry, positions: Sequence[int]) -> list[int]:
+    return [r["k"] for r in rows_at(table, entry, positions)]
+
+
+def _table(
+    catalog: firn.Catalog, name: str, commits: int = 1, props: dict[str, Any] | None = None
+) -> firn.Table:
+    """Keys 0..299 in base: one file per commit (disjoint commits move into base)."""
+    props = {**PROPERTIES, **(props or {})}
+    if commits > 1:
+        props["target-file-size"] = "2KiB"
+    table = catalog.create_table(name, SCHEMA, ["k"], [], props)
+    step = 300 // commits
+    for start in range(0, 300, step):
+        table.upsert(_rows(range(start, start + step), "a"))
+    _compact(table)
+    return table
+
+
+def test_reads_skip_hidden_rows_and_older_snapshots_still_see_them(
+    shared_catalog: firn.Catalog,
+) -> None:
+    table = _table(shared_catalog, "dv_reads")
+    (base,) = base_entries(table)
+    before = table.current_snapshot()
+    model = _view(table)
+    positions = [0, 1, 2, 150, 299]
+    hidden = _keys_at(table, base, positions)
+    hide_rows(table, base, positions)
+    for k in hidden:
+        del model[k]
+
+    assert _view(table) == model
+    assert _view(table, before) == {k: f"a{k}" for k in range(300)}
+    (row,) = [r for r in table.files().to_pylist() if r["store"] == "base"]
+    assert row["deleted_records"] == len(positions)
+    assert row["path"] == base.path
+
+    # A filter is applied after the vector; splits read the same rows.
+    scanned = table.scan(filter="k >= 100").to_arrow().to_pylist()
+    assert {r["k"]: r["v"] for r in scanned} == {k: v for k, v in model.items() if k >= 100}
+    split_rows = [
+        r
+        for split in table.scan().splits()
+        for r in firn.engine.splits.read_merged(split).to_pylist()
+    ]
+    assert {r["k"]: r["v"] for r in split_rows} == model
+
+    # A newer change for a hidden key brings it back, on top of the vector.
+    table.upsert(_rows([hidden[0]], "b"))
+    model[hidden[0]] = f"b{hidden[0]}"
+    assert _view(table) == model
+
+
+def test_compaction_reads_base_files_without_their_hidden_rows(
+    shared_catalog: firn.Catalog,
+) -> None:
+    table = _table(shared_catalog, "dv_compaction", commits=3)
+    files = base_entries(table)
+    assert len(files) == 3
+    model = _view(table)
+    for entry in files[:2]:
+        hidden = _keys_at(table, entry, [0, entry.record_count - 1])
+        hide_rows(table, entry, [0, entry.record_count - 1])
+        for k in hidden:
+            del model[k]
+    # Changes overlapping the first file only: it is rewritten, the second keeps its vector.
+    first_keys = _keys_at(table, files[0], [1, 2])
+    table.upsert(_rows(first_keys, "c"))
+    model.update({k: f"c{k}" for k in first_keys})
+    _compact(table)
+    assert _view(table) == model
+    after = {e.path: e for e in base_entries(table)}
+    assert files[0].path not in after, "the overlapped file was rewritten"
+    kept = after[files[1].path]
+    assert kept.deletion_vector is not None
+    assert kept.deletion_vector.rows == 2
+    assert table.verify().problems == ()
+
+
+def test_verify_and_reads_refuse_a_damaged_vector(shared_catalog: firn.Catalog) -> None:
+    table = _table(shared_catalog, "dv_damaged")
+    (base,) = base_entries(table)
+    hide_rows(table, base, [5, 6])
+    (entry,) = base_entries(table)
+    assert entry.deletion_vector is not None
+    # Same size and row count, but a position past the end of the base file.
+    damaged = pa.table({"pos": pa.array([5, 10_000], pa.int64())})
+    table.storage.write_parquet(entry.deletion_vector.path, damaged)
+    report = table.verify()
+    (problem,) = report.problems
+    assert problem.path.endswith(entry.deletion_vector.path)
+    with pytest.raises(CorruptFileError) as caught:
+        table.read()
+    assert caught.value.path.endswith(entry.deletion_vector.path)
+
+
+def test_a_vector_only_attaches_to_a_live_base_file(shared_catalog: firn.Catalog) -> None:
+    table = _table(shared_catalog, "dv_refused")
+    table.upsert(_rows([1], "z"))
+    entries = files_at(catalog_conn(table), table.table_id, table.current_snapshot())
+    change = next(e for e in entries if e.store == "change")
+    (base,) = base_entries(table)
+    for entry, positions in ((change, [0]), (base, list(range(301)))):
+        with pytest.raises(CommitError):
+            hide_rows(table, entry, positions)
+    assert base_entries(table)[0].deletion_vector is None
+
+
+def test_retention_deletes_replaced_vectors_and_keeps_the_live_one(
+    shared_catalog: firn.Catalog,
+) -> None:
+    # Orphans of any age are swept: the live vector must be known to the catalog.
+    table = _table(shared_catalog, "dv_retention", props={"orphan.retention": 0})
+    (base,) = base_entries(table)
+    hide_rows(table, base, [1])
+    (first,) = base_entries(table)
+    hide_rows(table, first, [1, 2])
+    (second,) = base_entries(table)
+    assert first.deletion_vector is not None
+    assert second.deletion_vector is not None
+    model = _view(table)
+
+    (report,) = expire(catalog_conn(table), table.name).tables
+    assert first.deletion_vector.path in report.files
+    assert not table.storage.exists(first.deletion_vector.path)
+    assert base.path not in report.files
+    assert table.storage.exists(base.path)
+    assert table.storage.exists(second.deletion_vector.path), "the live vector stays"
+    assert report.swept == (), "the storage sweep knows the live vector"
+    assert _view(table) == model
+
+    # A second run finds nothing more to delete.
+    (again,) = expire(catalog_conn(table), table.name).tables
+    assert again.files == ()

@@ -1,0 +1,74 @@
+"""Deletion vectors on local storage: written and read back, applied to a base file's
+batches across batch boundaries, and refused when they do not fit the base file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from firn.errors import CorruptFileError
+from firn.io.deletion_vectors import SCHEMA, live_batches, read_positions, write_positions
+from firn.io.storage import Storage
+from firn.model.files import DeletionVector
+
+
+def _batches(sizes: list[int]) -> list[pa.RecordBatch]:
+    out, start = [], 0
+    for n in sizes:
+        out.append(pa.record_batch({"pos": pa.array(range(start, start + n), pa.int64())}))
+        start += n
+    return out
+
+
+@settings(deadline=None)  # timing is not what this checks
+@given(
+    sizes=st.lists(st.integers(0, 7), min_size=1, max_size=6),
+    picks=st.lists(st.integers(0, 41), max_size=20),
+)
+def test_live_batches_skip_exactly_the_hidden_positions(sizes: list[int], picks: list[int]) -> None:
+    rows = sum(sizes)
+    hidden = np.unique(np.array([p for p in picks if p < rows], dtype=np.int64))
+    kept = [v for b in live_batches(_batches(sizes), hidden) for v in b.column(0).to_pylist()]
+    assert kept == [i for i in range(rows) if i not in set(hidden.tolist())]
+
+
+def test_a_vector_round_trips_through_storage(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path))
+    vector = write_positions(storage, "t/dv-1.parquet", [7, 3, 3, 0])
+    assert vector.rows == 3, "repeats are one position"
+    assert vector.size_bytes == (tmp_path / "t/dv-1.parquet").stat().st_size
+    assert read_positions(storage, vector, base_rows=8).tolist() == [0, 3, 7]
+
+
+@pytest.mark.parametrize(
+    ("positions", "base_rows", "recorded_rows", "problem"),
+    [
+        ([0, 8], 8, 2, "outside the base file"),
+        ([-1, 2], 8, 2, "outside the base file"),
+        ([3, 1], 8, 2, "not ascending and unique"),
+        ([2, 2], 8, 2, "not ascending and unique"),
+        ([1, 2], 8, 3, "catalog says 3"),
+    ],
+)
+def test_a_vector_that_does_not_fit_its_base_file_is_corrupt(
+    tmp_path: Path, positions: list[int], base_rows: int, recorded_rows: int, problem: str
+) -> None:
+    storage = Storage(str(tmp_path))
+    # Written raw: write_positions would sort and deduplicate.
+    size = storage.write_parquet("dv.parquet", pa.table({"pos": positions}, schema=SCHEMA))
+    vector = DeletionVector("dv.parquet", size, recorded_rows)
+    with pytest.raises(CorruptFileError, match=problem) as caught:
+        read_positions(storage, vector, base_rows)
+    assert caught.value.path.endswith("dv.parquet")
+
+
+def test_a_vector_of_the_wrong_size_is_corrupt(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path))
+    vector = write_positions(storage, "dv.parquet", [1, 2])
+    with pytest.raises(CorruptFileError, match=r"the catalog says \d+"):
+        read_positions(storage, DeletionVector(vector.path, vector.size_bytes + 1, 2), 8)
