@@ -3,42 +3,49 @@ given by hand (the readers' tests need base files that carry one)."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import firn
 from firn.catalog.files import files_at
 from firn.catalog.table_catalog import PostgresTableCatalog
 from firn.catalog.vectors import replace_vectors
+from firn.engine.scan import scan_base
 from firn.io.deletion_vectors import write_positions
 from firn.model.files import FileEntry
-from firn.model.values import key_from_json
+from firn.model.values import key_at, key_from_json
 from firn.postgres.connection import Connection
 
 
 def check_base_files(table: firn.Table) -> None:
-    """Base files of one node never overlap in key range; change files are gone
-    from partitions that were just compacted (checked by the caller)."""
-    files = table.files()
-    rows = [r for r in files.to_pylist() if r["store"] == "base"]
-    entries = {e.file_id: e for e in _entries(table)}
-    by_node: dict[tuple[str, str], list[Any]] = {}
+    """Every key has at most one live base row, and each base file's recorded key
+    range holds its keys. (Base files of one node may overlap in key range: a fold
+    that keeps a file, hiding replaced rows with a deletion vector, writes the new
+    rows to files of their own.)"""
+    entries = [e for e in _entries(table) if e.store == "base"]
+    key = list(table.definition.primary_key)
     key_schema = table.definition.key_schema
-    for r in rows:
-        e = entries[r["file_id"]]
+    order = [(c, "ascending") for c in key]
+    for e in entries:
+        keys = scan_base(table.storage, table.definition, [e]).select(key)
+        assert e.min_key is not None
+        assert e.max_key is not None
+        if keys.num_rows == 0:
+            continue
+        keys = keys.take(pc.sort_indices(keys, sort_keys=order))
+        first = key_from_json(key_at(keys, key, 0), key_schema)
+        last = key_from_json(key_at(keys, key, keys.num_rows - 1), key_schema)
         lo = key_from_json(e.min_key, key_schema)
         hi = key_from_json(e.max_key, key_schema)
-        assert lo <= hi
-        by_node.setdefault((r["partition"], r["node"]), []).append((lo, hi))
-    for ranges in by_node.values():
-        ranges.sort()
-        for (_, hi), (lo, _) in itertools.pairwise(ranges):
-            assert hi < lo, "base files of one node overlap"
+        assert lo <= first <= last <= hi, e.path
+    live = scan_base(table.storage, table.definition, entries).select(key)
+    distinct = live.group_by(key).aggregate([]).num_rows
+    assert distinct == live.num_rows, "a key has two live base rows"
 
 
 def _entries(table: firn.Table) -> list[Any]:

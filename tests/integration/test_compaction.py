@@ -134,7 +134,11 @@ def test_major_compaction_leaves_sorted_sized_base_files_and_keeps_untouched_one
     kept = before & {e.path for e in after}
     rewritten = before - kept
     assert {e.partition_key for e in after if e.path in kept} == {"day=1", "day=2"}
-    assert 1 <= len(rewritten) <= 2, "only the files holding the changed keys are rewritten"
+    # Those files are kept with a deletion vector for the 50 rows (deletion-vectors.max-ratio).
+    vectored = {e.path for e in after if e.path in kept and e.deletion_vector is not None}
+    assert not rewritten
+    assert 1 <= len(vectored) <= 2, "only the files holding the changed keys are touched"
+    assert sum(e.deletion_vector.rows for e in after if e.deletion_vector) == 50
     assert sum(e.partition_key == "day=1" for e in after) == sum(
         1 for p in before if "/day=1/" in f"/{p}"
     )

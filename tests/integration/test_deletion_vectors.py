@@ -10,17 +10,30 @@ key disappear, which the model below follows."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import firn
+from firn.catalog.claiming import claim_task, release_tasks
 from firn.catalog.expiry import expire
 from firn.catalog.files import files_at
+from firn.catalog.progress import written_bytes
+from firn.catalog.results import record_result
+from firn.engine.kernel import run_task
+from firn.engine.planning import plan_now
 from firn.errors import CommitError, CorruptFileError
-from firn.model.files import FileEntry
-from tests.integration.table_checks import base_entries, catalog_conn, hide_rows, rows_at
+from firn.model.files import DeletionVector, FileEntry
+from firn.model.plans import PlanRecord
+from tests.integration.table_checks import (
+    base_entries,
+    catalog_conn,
+    check_base_files,
+    hide_rows,
+    rows_at,
+)
 
 SCHEMA = pa.schema(
     [pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string(), nullable=False)]
@@ -98,7 +111,10 @@ def test_reads_skip_hidden_rows_and_older_snapshots_still_see_them(
 def test_compaction_reads_base_files_without_their_hidden_rows(
     shared_catalog: firn.Catalog,
 ) -> None:
-    table = _table(shared_catalog, "dv_compaction", commits=3)
+    # Vectors off for the fold: touched files are rewritten, read through their vectors.
+    table = _table(
+        shared_catalog, "dv_compaction", commits=3, props={"deletion-vectors.max-ratio": 0}
+    )
     files = base_entries(table)
     assert len(files) == 3
     model = _view(table)
@@ -176,3 +192,131 @@ def test_retention_deletes_replaced_vectors_and_keeps_the_live_one(
     # A second run finds nothing more to delete.
     (again,) = expire(catalog_conn(table), table.name).tables
     assert again.files == ()
+
+
+# -- folds that keep base files (firn.engine.vectors) ---------------------------------
+
+
+def _log(catalog: firn.Catalog, name: str, ratio: float = 0.3) -> firn.Table:
+    """Three base files of 100 keys each (0-99, 100-199, 200-299), not small."""
+    table = _table(catalog, name, commits=3)
+    table.set_properties({"deletion-vectors.max-ratio": ratio})
+    assert [e.record_count for e in base_entries(table)] == [100, 100, 100]
+    return table
+
+
+def _in_key_order(table: firn.Table) -> list[str]:
+    return [e.path for e in sorted(base_entries(table), key=lambda e: e.min_key or [])]
+
+
+def _hidden(table: firn.Table) -> dict[str, int]:
+    return {r["path"]: r["deleted_records"] for r in table.files().to_pylist()}
+
+
+def test_late_updates_keep_the_base_files_they_touch(shared_catalog: firn.Catalog) -> None:
+    table = _log(shared_catalog, "dv_late")
+    files = _in_key_order(table)
+    model = _view(table)
+    snapshots = [(table.current_snapshot(), dict(model))]
+    written = written_bytes(catalog_conn(table), table.table_id).compacted
+
+    table.upsert(_rows([5, 150, 400], "late"))  # two old keys and a new one
+    model.update({k: f"late{k}" for k in (5, 150, 400)})
+    _compact(table)
+    check_base_files(table)
+    assert _view(table) == model
+    snapshots.append((table.current_snapshot(), dict(model)))
+    hidden = _hidden(table)
+    assert [hidden[p] for p in files] == [1, 1, 0], "kept, the replaced rows hidden"
+    (new,) = set(hidden) - set(files)
+    assert hidden[new] == 0
+    after = written_bytes(catalog_conn(table), table.table_id).compacted
+    (fresh,) = [e for e in base_entries(table) if e.path == new]
+    vectors = [e.deletion_vector for e in base_entries(table) if e.deletion_vector]
+    assert after - written == fresh.size_bytes + sum(v.size_bytes for v in vectors)
+
+    # A delete of a key in a kept file grows its vector; nothing else is written.
+    table.delete(pa.table({"k": [7]}))
+    del model[7]
+    _compact(table)
+    check_base_files(table)
+    assert _view(table) == model
+    assert _hidden(table)[files[0]] == 2
+    assert new in _hidden(table)
+    snapshots.append((table.current_snapshot(), dict(model)))
+
+    # Updating a key again hides its row in the file the last fold wrote.
+    table.upsert(_rows([5], "again"))
+    model[5] = "again5"
+    _compact(table)
+    check_base_files(table)
+    assert _view(table) == model
+    snapshots.append((table.current_snapshot(), dict(model)))
+
+    for snapshot, view in snapshots:
+        assert _view(table, snapshot) == view
+    assert table.verify().problems == ()
+
+
+def test_a_file_past_the_ratio_is_rewritten_and_zero_turns_vectors_off(
+    shared_catalog: firn.Catalog,
+) -> None:
+    table = _log(shared_catalog, "dv_ratio")
+    files = _in_key_order(table)
+    model = _view(table)
+    table.upsert(_rows(range(0, 40), "many"))  # 40 % of the first file
+    model.update({k: f"many{k}" for k in range(40)})
+    _compact(table)
+    check_base_files(table)
+    assert _view(table) == model
+    paths = set(_hidden(table))
+    assert files[0] not in paths, "a vector would hide 40 % > 30 %: rewritten"
+    assert {files[1], files[2]} <= paths
+
+    table.set_properties({"deletion-vectors.max-ratio": 0})
+    table.upsert(_rows([150], "off"))
+    model[150] = "off150"
+    _compact(table)
+    check_base_files(table)
+    assert _view(table) == model
+    assert files[1] not in set(_hidden(table)), "with vectors off, a touched file is rewritten"
+    assert all(e.deletion_vector is None for e in base_entries(table))
+
+
+def test_a_result_cannot_keep_a_file_it_did_not_read(shared_catalog: firn.Catalog) -> None:
+    """A fold's result may name its own base inputs as kept, as they are, with their
+    vector or a larger one of its own; naming another file, changing its stats, or
+    shrinking its vector fails the attempt."""
+    table = _log(shared_catalog, "dv_forged")
+    other = _log(shared_catalog, "dv_forged_other")
+    table.upsert(_rows([5], "late"))
+    conn = catalog_conn(table)
+    record = plan_now(conn, table, "", "major")
+    assert isinstance(record, PlanRecord)
+    release_tasks(conn, record)
+    (task,) = record.tasks
+    spec, attempt = claim_task(conn, task.task_id, "test", 60) or (None, 0)
+    assert spec is not None
+    honest = run_task(table.definition, spec, attempt)
+    kept = [o for o in honest.outputs if o.carried]
+    assert kept, "the fold kept base files"
+    first = kept[0]
+    foreign = base_entries(other)[0]
+    forgeries = [
+        replace(first, replaces=foreign.file_id, path=foreign.path),
+        replace(first, record_count=first.record_count + 1),
+        replace(first, deletion_vector=None)
+        if first.deletion_vector is not None
+        else replace(first, deletion_vector=DeletionVector("../elsewhere.parquet", 1, 1)),
+    ]
+    for forged in forgeries:
+        outputs = tuple(forged if o is first else o for o in honest.outputs)
+        result = replace(honest, attempt=attempt, outputs=outputs)
+        assert record_result(conn, result, max_attempts=9) == "retry"
+        conn.execute(
+            "UPDATE compaction_task SET not_before = NULL WHERE task_id = %s", (task.task_id,)
+        )
+        spec, attempt = claim_task(conn, task.task_id, "test", 60) or (None, 0)
+        assert spec is not None
+    result = run_task(table.definition, spec, attempt)
+    assert record_result(conn, result, max_attempts=9) == "prepared"

@@ -201,6 +201,8 @@ def _summary(
                 "added_files": by_plan[p.plan_id].added_files,
                 "added_bytes": by_plan[p.plan_id].added_bytes,
                 "added_rows": by_plan[p.plan_id].added_rows,
+                "kept_files": by_plan[p.plan_id].kept_files,
+                "vector_files": by_plan[p.plan_id].vector_files,
                 "reason": by_plan[p.plan_id].reason,
             }
             for p in plans

@@ -5,8 +5,8 @@ compaction tasks did (``compaction_work``: bytes read and seconds spent executin
 ``firn up --demo`` shows both, and ``bench/policy.py`` builds its numbers from them.
 
 Sorted runs (read amplification): a read of one node at the base write level
-(``base.buckets``) merges one run for the node's base files, if it has any (the base
-files of a node are sorted and disjoint), plus one run per distinct unmerged change
+(``base.buckets``) merges one run for the node's base files, if it has any (no key
+has two live rows among them), plus one run per distinct unmerged change
 seq: a producer commit writes one run per node, and a minor compaction's insert and
 delete outputs carry the minor plan's seq, so they count as one run too. Files at
 another level are projected onto the write level as the planner does (a deeper file

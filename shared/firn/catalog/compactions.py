@@ -4,7 +4,8 @@ The transaction takes the table row's lock first (to allocate the snapshot id), 
 producer commits do, so the two never deadlock; then the partition row. It checks
 that the plan is still the partition's current plan, that ``max_merged_seq`` is still
 the one the plan started from, and that every input file is still live; then it
-removes the inputs (the base files rewritten and the change files folded in), adds
+removes the inputs (the base files rewritten and the change files folded in; base
+files a fold kept stay, with the new deletion vector it gave them), adds
 the outputs, sets ``max_merged_seq = S`` with its history row once no change file at
 or below S is left (a tiered plan that folds some units and merges the runs of
 others leaves it), creates the snapshot, and moves tasks and plan to Committed. A
@@ -24,6 +25,8 @@ from typing import Any
 
 from firn.catalog.plans import fail_plan
 from firn.catalog.transitions import move_plan, move_task
+from firn.catalog.vectors import replace_vectors
+from firn.errors import CommitError
 from firn.events.compactions import CompactionEvent
 from firn.model.states import Actor, PlanState, TaskState
 from firn.model.tasks import OutputFile, TaskSpec
@@ -48,11 +51,17 @@ class PlanCommit:
     moved_bytes: int = 0
     """Of the added files, those moved from the change store as they were (counted in
     ``added_*`` too, but not written again)."""
+    kept_files: int = 0
+    """Base files the plan's folds read but kept (not rewritten, not in ``added_*``)."""
+    vector_files: int = 0
+    vector_bytes: int = 0
+    """New deletion vectors given to kept base files."""
 
     @property
     def written_bytes(self) -> int:
-        """Bytes the plan's tasks wrote: the added files less the moved ones."""
-        return self.added_bytes - self.moved_bytes
+        """Bytes the plan's tasks wrote: the added files less the moved ones, and the
+        deletion vectors."""
+        return self.added_bytes - self.moved_bytes + self.vector_bytes
 
 
 class _CheckFailedError(Exception):
@@ -116,7 +125,16 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     if any(TaskState(t[1]) != TaskState.PREPARED for t in tasks):
         return PlanCommit(plan_id, "waiting", reason="not every task is Prepared")
     specs = [TaskSpec.from_dict(t[3]) for t in tasks]
-    outputs = [OutputFile.from_dict(o) for t in tasks for o in (t[4] or [])]
+    everything = [OutputFile.from_dict(o) for t in tasks for o in (t[4] or [])]
+    # Base inputs a fold kept (firn.engine.vectors): not new files, and not removed.
+    outputs = [o for o in everything if not o.carried]
+    kept = {o.replaces: o for o in everything if o.replaces is not None}
+    inputs_of = {f.file_id: f for s in specs for f in s.base_files}
+    vectors = {
+        fid: o.deletion_vector
+        for fid, o in kept.items()
+        if o.deletion_vector is not None and o.deletion_vector != inputs_of[fid].deletion_vector
+    }
 
     snapshot_id, now = conn.execute(
         "UPDATE catalog_table SET last_snapshot = last_snapshot + 1 WHERE table_id = %s "
@@ -144,11 +162,17 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     # Exactly the inputs leave the live set: each task's change files, and a fold's
     # base files (a merge of runs leaves the base alone). Nothing else is hidden, so a
     # plan that folds some units never touches another unit's changes.
-    folded = sorted({f.file_id for s in specs if s.kind != "minor" for f in s.base_files})
+    folded = sorted(
+        {f.file_id for s in specs if s.kind != "minor" for f in s.base_files} - set(kept)
+    )
     removed = conn.execute(
         "UPDATE data_file SET removed_snapshot = %s WHERE file_id = ANY(%s)",
         (snapshot_id, change_inputs + folded),
     ).rowcount
+    try:
+        replace_vectors(conn, table_id, snapshot_id, vectors)
+    except CommitError as exc:
+        raise _CheckFailedError(str(exc)) from exc
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
@@ -183,6 +207,9 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         added_rows=sum(o.record_count for o in outputs),
         moved_files=len(moved),
         moved_bytes=sum(o.size_bytes for o in moved),
+        kept_files=len(kept),
+        vector_files=len(vectors),
+        vector_bytes=sum(v.size_bytes for v in vectors.values()),
     )
     summary = {
         "plan_id": plan_id,
@@ -195,6 +222,9 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         "added_rows": result.added_rows,
         "moved_files": result.moved_files,
         "moved_bytes": result.moved_bytes,
+        "kept_files": result.kept_files,
+        "vector_files": result.vector_files,
+        "vector_bytes": result.vector_bytes,
     }
     conn.execute(
         "INSERT INTO snapshot (table_id, snapshot_id, kind, created_at, summary) "

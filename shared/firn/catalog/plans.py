@@ -18,6 +18,7 @@ from firn.catalog.orphans import record_orphans
 from firn.catalog.transitions import move_plan, move_task, record_transition
 from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
 from firn.model.states import PLAN, TASK, Actor, PlanState, TaskState
+from firn.model.tasks import OutputFile
 from firn.postgres.connection import Connection
 
 OPEN_PLAN_STATES = (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)
@@ -32,6 +33,8 @@ def create_plan(
     *,
     planned_snapshot: int,
     target_file_size: int,
+    vector_ratio: float = 0.0,
+    small_file_bytes: int = 0,
     reason: Mapping[str, Any] | None = None,
     score: float = 0.0,
 ) -> PlanRecord | PlanSkipped:
@@ -84,6 +87,8 @@ def create_plan(
                 table_id=table_id,
                 location=location,
                 target_file_size=target_file_size,
+                vector_ratio=vector_ratio,
+                small_file_bytes=small_file_bytes,
             )
             for task, task_id in zip(draft.tasks, task_ids, strict=True)
         ]
@@ -168,7 +173,7 @@ def fail_plan(conn: Connection, plan_id: int, reason: str, *, by: Actor) -> bool
             old = TaskState(task_state)
             if old == TaskState.PREPARED:
                 move_task(conn, task_id, old, TaskState.FAILED, by=by, reason=why)
-                paths = [o["path"] for o in outputs or []]
+                paths = [p for o in outputs or [] for p in OutputFile.from_dict(o).written_paths()]
                 record_orphans(conn, table_id, paths, f"plan {plan_id} failed")
             elif TASK.try_accept(old, TaskState.REPLACED, by=by):
                 move_task(conn, task_id, old, TaskState.REPLACED, by=by, reason=why)

@@ -259,12 +259,13 @@ class WrittenBytes:
 def written_bytes(conn: Connection, table_id: int, after_snapshot: int = 0) -> WrittenBytes:
     """Bytes of the files added after ``after_snapshot``, live or since removed
     (files already expired by retention are no longer counted). A file a compaction
-    moved into base (an earlier row has its path) was not written again."""
+    moved into base, or kept with a new deletion vector (an earlier row has its
+    path), was not written again; the new vector was."""
     row = conn.execute(
         "SELECT coalesce(sum(f.size_bytes) FILTER (WHERE s.kind = 'commit'), 0), "
-        "coalesce(sum(f.size_bytes) FILTER (WHERE s.kind = 'compaction' AND NOT EXISTS "
-        "(SELECT 1 FROM data_file m WHERE m.table_id = f.table_id AND m.path = f.path "
-        "AND m.file_id < f.file_id)), 0) "
+        "coalesce(sum(CASE WHEN EXISTS (SELECT 1 FROM data_file m WHERE m.table_id = f.table_id "
+        "AND m.path = f.path AND m.file_id < f.file_id) THEN 0 ELSE f.size_bytes END "
+        "+ coalesce(f.dv_size_bytes, 0)) FILTER (WHERE s.kind = 'compaction'), 0) "
         "FROM data_file f JOIN snapshot s "
         "ON s.table_id = f.table_id AND s.snapshot_id = f.added_snapshot "
         "WHERE f.table_id = %s AND f.added_snapshot > %s",

@@ -21,7 +21,7 @@ from firn.catalog.orphans import record_orphans
 from firn.catalog.plans import fail_plan
 from firn.catalog.transitions import lock_plans_of, move_task
 from firn.model.states import Actor, PlanState, TaskState
-from firn.model.tasks import OutputFile, TaskResult, TaskSpec
+from firn.model.tasks import OutputFile, TaskResult, TaskSpec, carries
 from firn.postgres.connection import Connection
 
 RETRY_BACKOFF_SECONDS = 5.0
@@ -82,7 +82,8 @@ class _BatchRows:
     ) -> None:
         plan_id = self.plan_of.get(task_id)
         if plan_id is not None and outputs:
-            record_orphans(conn, self.table_of[plan_id], [o.path for o in outputs], reason)
+            paths = [p for o in outputs for p in o.written_paths()]
+            record_orphans(conn, self.table_of[plan_id], paths, reason)
 
 
 def _record(conn: Connection, result: TaskResult, max_attempts: int, batch: _BatchRows) -> str:
@@ -157,7 +158,9 @@ def _outputs_outside_attempt(result: TaskResult, spec: TaskSpec | None) -> list[
     only place an attempt may write, inside the table's location): a forged or broken
     result must not register, or later delete, another file of the table. A move
     task's result may instead name its own change files, exactly as
-    ``TaskSpec.moved_outputs`` describes them, and nothing else."""
+    ``TaskSpec.moved_outputs`` describes them, and nothing else; a fold's result may
+    name its own base inputs as kept, each once and as it is, with its vector or a
+    larger one written in the attempt directory (``firn.engine.vectors``)."""
     if not result.outputs:
         return []
     if spec is None:
@@ -166,8 +169,13 @@ def _outputs_outside_attempt(result: TaskResult, spec: TaskSpec | None) -> list[
     if moved and result.outputs == moved:
         return []
     own = spec.output_dir(result.attempt) + "/"
-    return [
-        o.path
-        for o in result.outputs
-        if not o.path.startswith(own) or posixpath.normpath(o.path) != o.path
-    ]
+    inputs = {f.file_id: f for f in spec.base_files} if spec.kind != "minor" else {}
+    stray = []
+    for o in result.outputs:
+        if o.carried:
+            f = inputs.pop(o.replaces, None) if o.replaces is not None else None
+            if f is None or not carries(o, f, own):
+                stray.append(o.path)
+        elif not o.path.startswith(own) or posixpath.normpath(o.path) != o.path:
+            stray.append(o.path)
+    return stray

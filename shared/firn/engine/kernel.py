@@ -9,7 +9,8 @@ Vectorised Arrow throughout; no Python loop touches rows. For a keyed task:
    (``firn.engine.runs``);
 2. base files are grouped into runs of disjoint files in key order and streamed batch
    by batch, filtered the same way, without the rows their deletion vectors hide
-   (``firn.io.deletion_vectors``);
+   (``firn.io.deletion_vectors``); with ``TaskSpec.vector_ratio`` set, base files the
+   changes barely touch are kept instead, with a vector (``firn.engine.vectors``);
 3. the runs are merged window by window: per key the greatest LSN wins, winning
    deletes drop the key (major) or are kept (minor: change files only, written back
    as one insert and one delete file that keep each row's ``_seq`` and ``_ord``);
@@ -44,6 +45,7 @@ from firn.engine.runs import (
     work_schema,
 )
 from firn.engine.scan import change_schema, stored_schema
+from firn.engine.vectors import BaseChoice, choose_base, may_keep
 from firn.engine.writer import SizedWriter
 from firn.io.deletion_vectors import live_batches, read_positions
 from firn.io.integrity import read_batches
@@ -99,17 +101,24 @@ def run_task(
     writers = _writers(storage, table, spec, attempt)
     reader = _Inputs(storage, table, spec)
     stats = SpillStats()
+    choice = BaseChoice(rewrite=list(spec.base_files))
     try:
         if table.keyed:
+            if any(may_keep(spec, f) for f in spec.base_files):
+                choice = choose_base(storage, table, spec, attempt, reader.change_keys())
             with SpillDir(limits.spill_dir, f"firn-task-{spec.task_id}-") as spill_dir:
-                _merge(table, reader, writers, limits.memory_budget, spill_dir, stats)
+                _merge(
+                    table, reader, choice.rewrite, writers, limits.memory_budget, spill_dir, stats
+                )
         else:
             for batch in reader.all_rows():
                 writers[0].write(batch)
-        outputs = [o for w in writers for o in w.close()]
+        outputs = [o for w in writers for o in w.close()] + choice.kept
     except BaseException:
         for w in writers:
             w.abort()
+        for path in choice.written:
+            storage.delete(path)
         raise
     return TaskResult(
         task_id=spec.task_id,
@@ -148,6 +157,7 @@ def _writers(
 def _merge(
     table: TableSchema,
     reader: _Inputs,
+    base_files: Sequence[InputFile],
     writers: list[SizedWriter],
     memory_budget: int,
     spill_dir: SpillDir,
@@ -157,7 +167,9 @@ def _merge(
     change_runs = spill_runs(
         reader.change_rows(), table, reader.schema, memory_budget, spill_dir, stats
     )
-    base_runs = [SortedRun(reader.base_rows(run), table) for run in reader.base_file_runs()]
+    base_runs = [
+        SortedRun(reader.base_rows(run), table) for run in reader.base_file_runs(base_files)
+    ]
     cuts = [bound_scalars(c, table.key_schema) for c in reader.spec.cut_before]
     pool = pa.default_memory_pool()
     for n, parts in enumerate(windows([*base_runs, *change_runs])):
@@ -254,6 +266,23 @@ class _Inputs:
                 if rows.num_rows:
                     yield self._with_lsn(rows, rows.column(SEQ), rows.column(ORD), deleted)
 
+    def change_keys(self) -> pa.Table:
+        """The distinct keys of this task's change rows (key columns only)."""
+        spec = self.spec
+        key = list(self.table.primary_key)
+        parts = [self.table.key_schema.empty_table()]
+        for f in spec.change_files:
+            for rows in self._batches(f, [*key, SEQ]):
+                if SEQ in rows.column_names:
+                    seq = pc.fill_null(rows.column(SEQ), f.seq)
+                    rows = rows.filter(
+                        pc.and_(
+                            pc.greater(seq, spec.from_merged_seq), pc.less_equal(seq, spec.to_seq)
+                        )
+                    )
+                parts.append(self._keep(f, rows).select(key))
+        return pa.concat_tables(parts).group_by(key).aggregate([])
+
     def movable(self) -> bool:
         """Whether this move task's change files can become base files as they are
         (``TaskSpec.move``): insert files of the task's node with no base to merge,
@@ -286,14 +315,15 @@ class _Inputs:
                 return False
         return True
 
-    def base_file_runs(self) -> list[list[InputFile]]:
-        """Base files as runs of key-disjoint files in key order (files written by one
-        task at one node form one run; files of other levels make more runs)."""
+    def base_file_runs(self, files: Sequence[InputFile]) -> list[list[InputFile]]:
+        """``files`` (base files) as runs of key-disjoint files in key order (files
+        written by one task at one node form one run; files of other levels, and
+        files whose deletion vectors hide the rows they overlap in, make more runs)."""
         key_schema = self.table.key_schema
         ranged = sorted(
             (
                 (key_from_json(f.min_key, key_schema), key_from_json(f.max_key, key_schema), f)
-                for f in self.spec.base_files
+                for f in files
                 if f.min_key is not None and f.max_key is not None
             ),
             key=lambda r: r[0],

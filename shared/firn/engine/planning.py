@@ -56,6 +56,8 @@ def plan_now(
         draft,
         planned_snapshot=snapshot,
         target_file_size=table.properties.target_file_size,
+        vector_ratio=table.properties.deletion_vector_ratio,
+        small_file_bytes=table.properties.small_file_threshold,
         reason=reason,
         score=score,
     )

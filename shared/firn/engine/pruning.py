@@ -13,9 +13,10 @@ Two questions are asked of a bound filter (``firn.model.filters``):
   narrow it further), those keys are hashed (FirnHash64, ``firn.model.keyhash``), and
   a file is kept only if one of the keys of its partition falls in its tree node
   (``Node.contains`` at the file's own level: a change file at a shallow node covers
-  many deep ones) and inside its recorded min/max key. So a point lookup opens at
-  most one base file of a node (base files of a node are disjoint in key range) and
-  the change files of that node's line of the tree.
+  many deep ones) and inside its recorded min/max key. So a point lookup opens the
+  base files of one node whose range holds the key (one, unless folds kept files
+  with deletion vectors, whose ranges may overlap the new files') and the change
+  files of that node's line of the tree.
 
 Pruning only ever drops files that cannot hold a row the filter accepts, and rows of
 one key live in files of one partition and one line of the tree, so the merge of the

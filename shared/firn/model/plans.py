@@ -59,6 +59,8 @@ class PlanDraft:
         table_id: int,
         location: str,
         target_file_size: int,
+        vector_ratio: float = 0.0,
+        small_file_bytes: int = 0,
     ) -> TaskSpec:
         """What an executor needs to run ``task``, once plan and task have ids."""
         kind = task.kind or self.kind
@@ -83,6 +85,8 @@ class PlanDraft:
             target_file_size=target_file_size,
             output_prefix=f"{prefix}p{plan_id}-t{task_id}",
             move=task.move,
+            vector_ratio=vector_ratio if kind in ("major", "full") else 0.0,
+            small_file_bytes=small_file_bytes,
         )
 
 

@@ -96,6 +96,7 @@ RANGES: dict[str, Range] = {
     "minor.file-count": Range(1, 10_000, "count"),
     "minor.size-ratio": Range(0, 100, "ratio"),
     "write.stall-runs": Range(0, 10_000, "count"),
+    "deletion-vectors.max-ratio": Range(0, 1, "ratio"),
     "compaction.quota": Range(0, 10_000, "ratio", above=True),
     "task.max-bytes": Range(KiB, TiB, "bytes"),
     "task.max-attempts": Range(1, 100, "count"),
@@ -152,6 +153,12 @@ class TableProperties(BaseModel):
     )
     write_stall_runs: _Count = Field(
         20, alias="write.stall-runs", description="sorted runs of a node that stall writers"
+    )
+    deletion_vector_ratio: _Ratio = Field(
+        0.3,
+        alias="deletion-vectors.max-ratio",
+        description="share of a base file's rows a fold may hide with a deletion vector "
+        "instead of rewriting the file; 0 turns deletion vectors off",
     )
     compaction_quota: _Ratio = Field(
         0.5,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -130,15 +131,38 @@ class OutputFile:
     record_count: int
     min_key: list[Any] | None
     max_key: list[Any] | None
+    deletion_vector: DeletionVector | None = None
+    """The rows of the file a read skips (base files only)."""
+    replaces: int | None = None
+    """A base file the task read and kept instead of rewriting it: its ``file_id``.
+    The file is not new (``path`` is the input's); the output says which vector it
+    carries from this plan on, a new one written by the task or the one it had."""
+
+    @property
+    def carried(self) -> bool:
+        """Whether this names an input base file kept, not a file the task wrote."""
+        return self.replaces is not None
+
+    def written_paths(self) -> list[str]:
+        """The files this output stands for that its attempt may have written: the
+        data file, or for a carried base file its vector (never the base file)."""
+        if not self.carried:
+            return [self.path]
+        return [] if self.deletion_vector is None else [self.deletion_vector.path]
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_dict(self)
+        out = _to_dict(self)
+        for optional in ("deletion_vector", "replaces"):
+            if out[optional] is None:
+                del out[optional]  # most outputs have neither: results stay as they were
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OutputFile:
         values = _fields_of(cls, data)
         for bound in ("min_key", "max_key"):
             values[bound] = _key(values[bound])
+        values["deletion_vector"] = DeletionVector.of(values.get("deletion_vector"))
         return cls(**values)
 
 
@@ -176,6 +200,13 @@ class TaskSpec:
     its fold and no base file of its node, becomes a base file as it is (same path),
     once the kernel has checked that its keys are unique and in order; otherwise the
     files are merged into new base files like any fold."""
+    vector_ratio: float = 0.0
+    """Base files of the task's node that the changes touch may be kept, the rows
+    they replace hidden by a deletion vector, while the vector hides less than this
+    share of the file's rows (``firn.engine.vectors``); 0: every touched file is
+    rewritten."""
+    small_file_bytes: int = 0
+    """A touched base file smaller than this is rewritten, never given a vector."""
 
     @property
     def node(self) -> Node:
@@ -277,3 +308,29 @@ class TaskResult:
     @classmethod
     def from_json(cls, text: str | bytes) -> TaskResult:
         return cls.from_dict(json.loads(text))
+
+
+def carries(output: OutputFile, f: InputFile, own_dir: str) -> bool:
+    """Whether ``output`` is a faithful account of keeping base file ``f``: the same
+    file, and either its current vector or a vector inside the attempt's own
+    directory that hides more rows (``own_dir`` ends with ``/``): what a fold that
+    kept ``f`` reports (``firn.engine.vectors``)."""
+    if not (
+        output.replaces == f.file_id
+        and f.file_type == "B"
+        and (output.path, output.file_type, output.node_m, output.node_i, output.seq)
+        == (f.path, f.file_type, f.node_m, f.node_i, f.seq)
+        and (output.size_bytes, output.record_count) == (f.size_bytes, f.record_count)
+        and (output.min_key, output.max_key) == (f.min_key, f.max_key)
+    ):
+        return False
+    vector = output.deletion_vector
+    if vector == f.deletion_vector:
+        return True
+    previous = 0 if f.deletion_vector is None else f.deletion_vector.rows
+    return (
+        vector is not None
+        and vector.path.startswith(own_dir)
+        and posixpath.normpath(vector.path) == vector.path
+        and previous < vector.rows <= f.record_count
+    )

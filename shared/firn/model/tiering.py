@@ -8,8 +8,8 @@ After Paimon's universal compaction for primary-key tables, applied to Firn's tr
   Units never share keys, so each is compacted on its own.
 - A **sorted run** is what one seq wrote into a unit: a producer commit's insert and
   delete files, or the output of an earlier merge of runs. The unit's base files are
-  one more run (disjoint, sorted), the oldest. A read of the unit merges all of them,
-  so the number of runs is the unit's read amplification.
+  one more run (no key has two live rows among them), the oldest. A read of the unit
+  merges all of them, so the number of runs is the unit's read amplification.
 - A unit **folds** (major: runs and base become new base) when its runs are large next
   to the base the fold would rewrite (base files whose key range no change meets stay
   as they are): the SPEC 4 major rules (delete bytes, delete ratio, change ratio)

@@ -1,0 +1,137 @@
+"""Folding changes into base files without rewriting them: which base files a fold
+task keeps, each with a deletion vector (``firn.io.deletion_vectors``), and which it
+rewrites. Paimon's deletion-vector mode, Iceberg v3's deletion vectors, the delete
+bitmap of Doris's merge-on-write tables.
+
+A fold task reads every base file whose key range its changes meet. Rewriting them
+all costs the whole base each time a few keys change (an event log's late updates
+touch every file); with ``TaskSpec.vector_ratio`` above 0 the kernel first looks up,
+per base file of the task's node, which of its rows the task's changes replace (its
+key columns against the keys of the task's change rows), and then:
+
+- none: the file is kept as it is;
+- some: the file is kept with a vector hiding them too, while the vector then hides
+  less than ``vector_ratio`` of its rows and the file is not small
+  (``small_file_bytes``); the changes' rows for those keys go to the task's new base
+  files like any other. Otherwise the file is rewritten, as before.
+
+Base files at a shallower level are always rewritten (they are re-bucketed, and
+several tasks read them). A kept file is an output naming its input
+(``OutputFile.replaces``): the committer leaves it live, or gives it the new vector
+(``firn.catalog.vectors``), and removes only the rewritten ones. Every key keeps one
+live base row: a replaced row is hidden in the same commit that adds its successor.
+
+Executor-safe: pyarrow and numpy only.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from firn.io.deletion_vectors import Positions, read_positions, write_positions
+from firn.io.integrity import read_batches
+from firn.io.storage import Storage
+from firn.model.files import DeletionVector
+from firn.model.schema import TableSchema
+from firn.model.tasks import InputFile, OutputFile, TaskSpec
+
+POSITION = "_pos"
+KEY_BATCH_ROWS = 1 << 16
+
+
+@dataclass
+class BaseChoice:
+    """What a fold task does with its base files."""
+
+    rewrite: list[InputFile] = field(default_factory=list)
+    """Merged with the changes into new base files."""
+    kept: list[OutputFile] = field(default_factory=list)
+    """Kept as they are, each with the vector it has from now on."""
+    written: list[str] = field(default_factory=list)
+    """Vector files this attempt wrote (to delete if the attempt fails)."""
+
+
+def choose_base(
+    storage: Storage, table: TableSchema, spec: TaskSpec, attempt: int, changed: pa.Table
+) -> BaseChoice:
+    """Keep or rewrite each of ``spec``'s base files, given ``changed``: the distinct
+    keys of the task's change rows (key columns only)."""
+    choice = BaseChoice()
+    for f in spec.base_files:
+        if not may_keep(spec, f):
+            choice.rewrite.append(f)
+            continue
+        hidden = (
+            np.empty(0, np.int64)
+            if f.deletion_vector is None
+            else read_positions(storage, f.deletion_vector, f.record_count)
+        )
+        hits = np.setdiff1d(_replaced_rows(storage, table, f, changed), hidden)
+        if len(hits) == 0:
+            choice.kept.append(_kept(f, f.deletion_vector))
+            continue
+        hidden = np.union1d(hidden, hits)
+        if len(hidden) >= spec.vector_ratio * f.record_count:
+            choice.rewrite.append(f)
+            continue
+        path = posixpath.join(spec.output_dir(attempt), f"dv-{f.file_id}.parquet")
+        choice.written.append(path)
+        choice.kept.append(_kept(f, write_positions(storage, path, hidden.tolist())))
+    return choice
+
+
+def may_keep(spec: TaskSpec, f: InputFile) -> bool:
+    """Whether ``spec`` may keep base file ``f`` with a vector: vectors on, ``f`` at
+    the task's node (not a shallower one, which is re-bucketed) and not small."""
+    return (
+        spec.kind != "minor"
+        and spec.vector_ratio > 0
+        and f.node_m == spec.node_m
+        and f.size_bytes >= spec.small_file_bytes
+    )
+
+
+def _replaced_rows(
+    storage: Storage, table: TableSchema, f: InputFile, changed: pa.Table
+) -> Positions:
+    """Positions of the rows of ``f`` whose key is in ``changed`` (hidden or not)."""
+    key = list(table.primary_key)
+    if changed.num_rows == 0:
+        return np.empty(0, np.int64)
+    parts, offset = [], 0
+    for batch in _key_batches(storage, table, f):
+        n = batch.num_rows
+        positions = pa.array(np.arange(offset, offset + n, dtype=np.int64))
+        parts.append(pa.Table.from_batches([batch]).select(key).append_column(POSITION, positions))
+        offset += n
+    if not parts:
+        return np.empty(0, np.int64)
+    rows = pa.concat_tables(parts)
+    found = rows.join(changed.select(key), keys=key, join_type="inner")
+    return np.sort(found.column(POSITION).to_numpy())
+
+
+def _key_batches(storage: Storage, table: TableSchema, f: InputFile) -> Iterable[pa.RecordBatch]:
+    """Every row's key columns in file order (integrity-checked like any read)."""
+    return read_batches(storage, f, list(table.primary_key), KEY_BATCH_ROWS, table.key_schema)
+
+
+def _kept(f: InputFile, vector: DeletionVector | None) -> OutputFile:
+    return OutputFile(
+        path=f.path,
+        file_type=f.file_type,
+        node_m=f.node_m,
+        node_i=f.node_i,
+        seq=f.seq,
+        size_bytes=f.size_bytes,
+        record_count=f.record_count,
+        min_key=f.min_key,
+        max_key=f.max_key,
+        deletion_vector=vector,
+        replaces=f.file_id,
+    )
