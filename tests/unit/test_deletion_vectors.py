@@ -1,8 +1,10 @@
 """Deletion vectors on local storage: written and read back, applied to a base file's
-batches across batch boundaries, and refused when they do not fit the base file."""
+batches across batch boundaries, and refused when they do not fit the base file; and
+what a fold's result may claim about a base file it kept."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from firn.errors import CorruptFileError
 from firn.io.deletion_vectors import SCHEMA, live_batches, read_positions, write_positions
 from firn.io.storage import Storage
 from firn.model.files import DeletionVector
+from firn.model.tasks import InputFile, OutputFile, carries
 
 
 def _batches(sizes: list[int]) -> list[pa.RecordBatch]:
@@ -72,3 +75,36 @@ def test_a_vector_of_the_wrong_size_is_corrupt(tmp_path: Path) -> None:
     vector = write_positions(storage, "dv.parquet", [1, 2])
     with pytest.raises(CorruptFileError, match=r"the catalog says \d+"):
         read_positions(storage, DeletionVector(vector.path, vector.size_bytes + 1, 2), 8)
+
+
+def _base_input(vector: DeletionVector | None = None) -> InputFile:
+    return InputFile(7, "base/b.parquet", "B", 2, 1, 4, 1000, 100, [0], [99], vector)
+
+
+def _kept(f: InputFile, vector: DeletionVector | None) -> OutputFile:
+    return OutputFile(
+        f.path, "B", 2, 1, 4, 1000, 100, [0], [99], deletion_vector=vector, replaces=f.file_id
+    )
+
+
+def test_a_result_may_keep_its_own_input_only_as_it_is() -> None:
+    own = "base/p1-t2-a3/"
+    old = DeletionVector("base/p0-t0-a1/dv-7.parquet", 50, 2)
+    f = _base_input(old)
+    grown = DeletionVector(own + "dv-7.parquet", 60, 5)
+    assert carries(_kept(f, old), f, own), "kept as it was"
+    assert carries(_kept(f, grown), f, own), "kept with a larger vector of its own"
+    forged = [
+        replace(_kept(f, grown), replaces=8),
+        replace(_kept(f, grown), path="base/other.parquet"),
+        replace(_kept(f, grown), record_count=101),
+        replace(_kept(f, grown), max_key=[200]),
+        _kept(f, None),  # drops the rows the old vector hid
+        _kept(f, replace(grown, rows=2)),  # hides no more than before
+        _kept(f, replace(grown, rows=101)),  # more rows than the file has
+        _kept(f, replace(grown, path="base/p9-t9-a9/dv-7.parquet")),  # another attempt's
+        _kept(f, replace(grown, path=own + "../p9/dv-7.parquet")),
+    ]
+    for output in forged:
+        assert not carries(output, f, own), output
+    assert _kept(f, grown).written_paths() == [grown.path], "never the base file itself"
