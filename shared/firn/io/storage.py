@@ -71,10 +71,22 @@ class Storage:
     def full_path(self, relative: str) -> str:
         return posixpath.join(self._base, relative) if relative else self._base
 
-    def write_parquet(self, relative: str, table: pa.Table) -> int:
-        """Write ``table`` as one Parquet file; returns its size in bytes."""
+    def write_parquet(
+        self, relative: str, table: pa.Table, column_encoding: dict[str, str] | None = None
+    ) -> int:
+        """Write ``table`` as one Parquet file; returns its size in bytes.
+        ``column_encoding`` names a Parquet encoding per column (no dictionary then)."""
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd")
+        if column_encoding:
+            pq.write_table(
+                table,
+                sink,
+                compression="zstd",
+                use_dictionary=False,
+                column_encoding=column_encoding,
+            )
+        else:
+            pq.write_table(table, sink, compression="zstd")
         data = sink.getvalue()
         path = self.full_path(relative)
         try:
