@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -13,11 +14,18 @@ from hypothesis import strategies as st
 
 from firn.engine.tiered import plan_tiered, runs
 from firn.errors import ConfigError
-from firn.model.files import FileEntry
+from firn.model.files import DeletionVector, FileEntry
 from firn.model.plans import PlanDraft
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
-from firn.model.tiering import Run, Unit, fold_reasons, plan_unit, runs_to_merge
+from firn.model.tiering import (
+    Run,
+    Unit,
+    fold_reasons,
+    kept_by_vector,
+    plan_unit,
+    runs_to_merge,
+)
 from firn.model.tree import Node
 from firn.model.windows import Window
 
@@ -200,6 +208,32 @@ def test_keys_in_order_fold_as_they_come_without_rewriting_older_base() -> None:
     merged = tiered([old, *updates], base_buckets=1, minor_file_count=5)
     assert merged is not None
     assert merged.kind == "minor"
+
+
+def test_base_files_a_deletion_vector_is_sure_to_cover_do_not_count_as_rewritten() -> None:
+    node = Node(1, 0)
+    large = replace(base(node, 2 * MiB), record_count=10_000)
+    # Five runs of 10 rows over the base's keys: at most 50 of its 10,000 rows hidden,
+    # far under the 0.3 ratio, so the fold keeps the file and costs what a merge does.
+    updates = [change(node, s, 10, lo=10 * s, hi=10 * s + 9) for s in range(2, 7)]
+    on = dict(base_buckets=1, minor_file_count=5, small_file_bytes=MiB)
+    folded = tiered([large, *updates], **on)
+    assert folded is not None
+    assert folded.kind == "major"
+    assert folded.tasks[0].base_files == (large,), "the executor still decides per file"
+    # Vectors off: the file would be rewritten, so the runs merge among themselves.
+    merged = tiered([large, *updates], **on, deletion_vector_ratio=0.0)
+    assert merged is not None
+    assert merged.kind == "minor"
+    # A file whose vector could pass the ratio counts as rewritten...
+    nearly = replace(large, deletion_vector=DeletionVector("dv", 100, 2_960))
+    assert kept_by_vector(large, 50, 1, props(**on))
+    assert not kept_by_vector(nearly, 50, 1, props(**on))
+    assert (d := tiered([nearly, *updates], **on)) is not None
+    assert d.kind == "minor"
+    # ...and so does a small file or one at a shallower level, which folds rewrite.
+    assert not kept_by_vector(large, 50, 1, props(**{**on, "small_file_bytes": 4 * MiB}))
+    assert not kept_by_vector(large, 50, 2, props(**on))
 
 
 def test_the_window_parses_runs_past_midnight_and_takes_a_zone() -> None:

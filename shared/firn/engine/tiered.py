@@ -33,7 +33,7 @@ from firn.model.plans import PlanDraft, PlannedTask
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
 from firn.model.tasks import Kind
-from firn.model.tiering import Run, Unit, UnitPlan, plan_unit, runs_to_merge
+from firn.model.tiering import Run, Unit, UnitPlan, kept_by_vector, plan_unit, runs_to_merge
 from firn.model.tree import Node
 
 
@@ -73,14 +73,15 @@ def plan_tiered(
     # What folding each unit would do: the tasks, and the base files they leave
     # untouched (no change meets their key range). A fold costs the base it rewrites,
     # so that, not the whole base, is what the unit's runs are weighed against: keys
-    # that arrive in order fold as they come, without rewriting older base.
+    # that arrive in order fold as they come, without rewriting older base, and base
+    # files a deletion vector will cover do not count either.
     folds = {
         node: fold_tasks(table, properties, files_of_unit, unit_base.get(node, []))
         for node, files_of_unit in unit_changes.items()
     }
     decided: dict[Node, UnitPlan] = {}
     for node, files_of_unit in unit_changes.items():
-        rewritten = sum(f.size_bytes for t in folds[node][0] for f in t.base_files)
+        rewritten = sum(_rewritten_bytes(t, properties) for t in folds[node][0])
         unit = Unit(runs(files_of_unit), rewritten, nodes)
         if (plan := plan_unit(unit, properties)) is not None:
             decided[node] = plan
@@ -182,6 +183,18 @@ def _off_peak(
         elif merge := runs_to_merge(unit_runs, properties):
             kept[node] = UnitPlan(False, merge, (f"outside {properties.major_window}",))
     return kept
+
+
+def _rewritten_bytes(task: PlannedTask, properties: TableProperties) -> int:
+    """The base bytes a fold task is expected to rewrite: its base files but those it
+    is sure to keep with a deletion vector."""
+    change_rows = sum(f.record_count for f in task.change_files)
+    level = properties.base_buckets
+    return sum(
+        f.size_bytes
+        for f in task.base_files
+        if not kept_by_vector(f, change_rows, level, properties)
+    )
 
 
 def unit_level(base_buckets: int, files: Sequence[FileEntry]) -> int:

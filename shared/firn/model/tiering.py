@@ -12,7 +12,8 @@ After Paimon's universal compaction for primary-key tables, applied to Firn's tr
   merges all of them, so the number of runs is the unit's read amplification.
 - A unit **folds** (major: runs and base become new base) when its runs are large next
   to the base the fold would rewrite (base files whose key range no change meets stay
-  as they are): the SPEC 4 major rules (delete bytes, delete ratio, change ratio)
+  as they are, and so do those a deletion vector is sure to cover, ``kept_by_vector``):
+  the SPEC 4 major rules (delete bytes, delete ratio, change ratio)
   applied to the unit, with per-node thresholds scaled by the nodes it covers. A
   unit with no such base folds whenever it would merge: writing base then costs no
   more than writing a run, which is what keys arriving in order (an event log) get.
@@ -31,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
 
 
@@ -100,6 +102,21 @@ def fold_reasons(unit: Unit, p: TableProperties) -> list[str]:
     if base > 0 and unit.change_bytes / base >= p.major_change_ratio:
         reasons.append(f"change ratio {unit.change_bytes / base:.3f} >= {p.major_change_ratio}")
     return reasons
+
+
+def kept_by_vector(f: FileEntry, change_rows: int, level: int, p: TableProperties) -> bool:
+    """Whether a fold task whose change files hold ``change_rows`` rows is sure to keep
+    base file ``f`` with a deletion vector rather than rewrite it: vectors on, ``f`` at
+    the write level ``level`` and not small, and its vector would hide less than
+    ``deletion-vectors.max-ratio`` of its rows even if every change row replaced one of
+    them. The executor decides on the keys themselves (``firn.engine.vectors``); this
+    bound needs no read, so a file it is unsure of counts as rewritten."""
+    return (
+        p.deletion_vector_ratio > 0
+        and f.node.m == level
+        and f.size_bytes >= p.small_file_threshold
+        and f.record_count - f.live_rows + change_rows < p.deletion_vector_ratio * f.record_count
+    )
 
 
 def runs_to_merge(runs: Sequence[Run], p: TableProperties) -> int:
