@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
+from concurrent.futures import Future
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.cimpl import NewTopic
 from pydantic import SecretStr, ValidationError
 
 import firn.kafka.topics as topics_module
 from firn.errors import ConfigError, ServiceError
 from firn.kafka.clients import admin_config, consumer_config, producer_config
-from firn.kafka.topics import new_topics, wait_until_visible
+from firn.kafka.topics import create_topics, new_topics, wait_until_visible
 from firn.settings import FirnSettings
 
 SECURED = {
@@ -175,3 +178,48 @@ def test_a_topic_that_never_gets_leaders_is_an_error_naming_it(
     admin = _AdminSeeingLater({"late": 10**9})
     with pytest.raises(ServiceError, match=r"topic late .* no leader"):
         wait_until_visible(admin, ("late",), timeout=0.05)  # type: ignore[arg-type]
+
+
+class _AdminOfAFencedBroker:
+    """A broker that refuses topics as fenced for its first ``fenced`` requests
+    (just restarted: fenced until its first heartbeat), and says "exists" for one."""
+
+    def __init__(self, fenced: int, existing: str = "") -> None:
+        self.fenced = fenced
+        self.existing = existing
+        self.asked: list[list[str]] = []
+
+    def create_topics(self, topics: list[NewTopic], **_: float) -> dict[str, Future[None]]:
+        self.asked.append([t.topic for t in topics])
+        futures: dict[str, Future[None]] = {}
+        for t in topics:
+            future: Future[None] = Future()
+            if self.fenced > 0:
+                code = KafkaError.INVALID_REPLICATION_FACTOR
+                future.set_exception(KafkaException(KafkaError(code, "all brokers are fenced")))
+            elif t.topic == self.existing:
+                future.set_exception(KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS)))
+            else:
+                future.set_result(None)
+            futures[t.topic] = future
+        self.fenced -= 1
+        return futures
+
+
+def test_topics_a_fenced_broker_refuses_are_asked_for_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(topics_module, "CREATE_RETRY_SECONDS", 0.0)
+    admin = _AdminOfAFencedBroker(fenced=2, existing="b")
+    wanted = new_topics(_settings(), ("a", "b"))
+    create_topics(admin, wanted, timeout=5.0)  # type: ignore[arg-type]
+    assert admin.asked == [["a", "b"], ["a", "b"], ["a", "b"]]
+
+
+def test_a_broker_fenced_past_the_timeout_is_an_error_naming_the_topic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(topics_module, "CREATE_RETRY_SECONDS", 0.0)
+    admin = _AdminOfAFencedBroker(fenced=10**9)
+    with pytest.raises(ServiceError, match=r"cannot create topic a: .*fenced"):
+        create_topics(admin, new_topics(_settings(), ("a",)), timeout=0.05)  # type: ignore[arg-type]

@@ -130,22 +130,48 @@ def ensure_topics(
     missing = tuple(name for name in names if name not in existing)
     if not missing:
         return
-    futures = admin.create_topics(
-        new_topics(settings, missing, partitions=partitions, config=config),
-        operation_timeout=timeout,
-        request_timeout=timeout,
+    create_topics(
+        admin, new_topics(settings, missing, partitions=partitions, config=config), timeout
     )
-    for name, future in futures.items():
-        try:
-            future.result(timeout=timeout)
-            log.info("created topic %s", name)
-        except KafkaException as exc:
-            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                continue  # another process created it meanwhile
-            raise ServiceError(f"cannot create topic {name}: {exc}") from exc
-        except TimeoutError as exc:  # the broker is away: worth trying again
-            raise ServiceError(f"no answer from Kafka creating topic {name}") from exc
     wait_until_visible(admin, missing, timeout=timeout)
+
+
+CREATE_RETRY_SECONDS = 0.5
+
+
+def create_topics(admin: AdminClient, topics: list[NewTopic], timeout: float) -> None:
+    """Create ``topics``; one another process created meanwhile is fine. A broker
+    that just restarted stays fenced until its first heartbeat and refuses every
+    topic meanwhile (``INVALID_REPLICATION_FACTOR``: "all brokers are currently
+    fenced"), like any retriable error: those are asked again until ``timeout``
+    (a cluster with too few brokers for the replication is reported then)."""
+    deadline = time.monotonic() + timeout
+    pending = topics
+    while pending:
+        futures = admin.create_topics(pending, operation_timeout=timeout, request_timeout=timeout)
+        again: list[str] = []
+        for name, future in futures.items():
+            try:
+                future.result(timeout=timeout)
+                log.info("created topic %s", name)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue  # another process created it meanwhile
+                if _transient(error) and time.monotonic() < deadline:
+                    again.append(name)
+                    continue
+                raise ServiceError(f"cannot create topic {name}: {exc}") from exc
+            except TimeoutError as exc:  # the broker is away: worth trying again
+                raise ServiceError(f"no answer from Kafka creating topic {name}") from exc
+        if again:
+            log.warning("Kafka cannot create %s yet; trying again", ", ".join(again))
+            time.sleep(CREATE_RETRY_SECONDS)
+        pending = [t for t in pending if t.topic in again]
+
+
+def _transient(error: KafkaError) -> bool:
+    return bool(error.retriable()) or error.code() == KafkaError.INVALID_REPLICATION_FACTOR
 
 
 def wait_until_visible(admin: AdminClient, names: tuple[str, ...], *, timeout: float) -> None:
