@@ -189,11 +189,10 @@ def _rewritten_bytes(task: PlannedTask, properties: TableProperties) -> int:
     """The base bytes a fold task is expected to rewrite: its base files but those it
     is sure to keep with a deletion vector."""
     change_rows = sum(f.record_count for f in task.change_files)
-    level = properties.base_buckets
     return sum(
         f.size_bytes
         for f in task.base_files
-        if not kept_by_vector(f, change_rows, level, properties)
+        if not kept_by_vector(f, change_rows, task.node.m, properties)
     )
 
 

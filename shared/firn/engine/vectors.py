@@ -38,7 +38,7 @@ from firn.io.integrity import read_batches
 from firn.io.storage import Storage
 from firn.model.files import DeletionVector
 from firn.model.schema import TableSchema
-from firn.model.tasks import InputFile, OutputFile, TaskSpec
+from firn.model.tasks import InputFile, OutputFile, TaskSpec, may_carry_vector
 
 POSITION = "_pos"
 KEY_BATCH_ROWS = 1 << 16
@@ -88,11 +88,8 @@ def choose_base(
 def may_keep(spec: TaskSpec, f: InputFile) -> bool:
     """Whether ``spec`` may keep base file ``f`` with a vector: vectors on, ``f`` at
     the task's node (not a shallower one, which is re-bucketed) and not small."""
-    return (
-        spec.kind != "minor"
-        and spec.vector_ratio > 0
-        and f.node_m == spec.node_m
-        and f.size_bytes >= spec.small_file_bytes
+    return spec.kind != "minor" and may_carry_vector(
+        spec.vector_ratio, f.node_m, spec.node_m, f.size_bytes, spec.small_file_bytes
     )
 
 

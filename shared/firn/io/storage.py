@@ -77,16 +77,13 @@ class Storage:
         """Write ``table`` as one Parquet file; returns its size in bytes.
         ``column_encoding`` names a Parquet encoding per column (no dictionary then)."""
         sink = pa.BufferOutputStream()
-        if column_encoding:
-            pq.write_table(
-                table,
-                sink,
-                compression="zstd",
-                use_dictionary=False,
-                column_encoding=column_encoding,
-            )
-        else:
-            pq.write_table(table, sink, compression="zstd")
+        pq.write_table(
+            table,
+            sink,
+            compression="zstd",
+            use_dictionary=column_encoding is None,
+            column_encoding=column_encoding,
+        )
         data = sink.getvalue()
         path = self.full_path(relative)
         try:

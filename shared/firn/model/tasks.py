@@ -310,6 +310,16 @@ class TaskResult:
         return cls.from_dict(json.loads(text))
 
 
+def may_carry_vector(
+    vector_ratio: float, file_level: int, task_level: int, size_bytes: int, small_file_bytes: int
+) -> bool:
+    """Whether a fold task may keep one of its base files with a deletion vector at all:
+    vectors on, the file at the task's node level (a shallower one is re-bucketed) and
+    not small. The executor (``firn.engine.vectors``) and the planner's cost estimate
+    (``firn.model.tiering``) both ask this."""
+    return vector_ratio > 0 and file_level == task_level and size_bytes >= small_file_bytes
+
+
 def carries(output: OutputFile, f: InputFile, own_dir: str) -> bool:
     """Whether ``output`` is a faithful account of keeping base file ``f``: the same
     file, and either its current vector or a vector inside the attempt's own
