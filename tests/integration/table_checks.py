@@ -22,6 +22,13 @@ from firn.model.values import key_at, key_from_json
 from firn.postgres.connection import Connection
 
 
+def live_paths(table: firn.Table) -> set[str]:
+    """Every object the table's latest snapshot reads: its files and their vectors."""
+    files = table.files()
+    vectors = files.column("deletion_vector").drop_null().to_pylist()
+    return set(files.column("path").to_pylist()) | set(vectors)
+
+
 def check_base_files(table: firn.Table) -> None:
     """Every key has at most one live base row, and each base file's recorded key
     range holds its keys. (Base files of one node may overlap in key range: a fold

@@ -32,6 +32,7 @@ from tests.integration.table_checks import (
     catalog_conn,
     check_base_files,
     hide_rows,
+    live_paths,
     rows_at,
 )
 
@@ -188,6 +189,9 @@ def test_retention_deletes_replaced_vectors_and_keeps_the_live_one(
     assert table.storage.exists(second.deletion_vector.path), "the live vector stays"
     assert report.swept == (), "the storage sweep knows the live vector"
     assert _view(table) == model
+    (listed,) = table.files().column("deletion_vector").to_pylist()
+    assert listed == second.deletion_vector.path
+    assert {f.path for f in table.storage.walk()} == live_paths(table) == {base.path, listed}
 
     # A second run finds nothing more to delete.
     (again,) = expire(catalog_conn(table), table.name).tables

@@ -48,7 +48,7 @@ from tests.changesets import (
     operations,
     table_schema,
 )
-from tests.integration.test_compaction_model import check_base_files
+from tests.integration.table_checks import check_base_files, live_paths
 
 KIND = KEY_KINDS[0]  # int64: Spark's rows come back as the same Python values
 SCHEMA = table_schema(KIND)
@@ -258,7 +258,7 @@ def test_commit_compact_read_expire_and_sweep_on_s3_with_a_cluster(
 
         # Retention: the pre-compaction files expire; a killed executor's output is
         # swept from the bucket. Retentions are 1 s, so poll until both are gone.
-        live = set(table.files().column("path").to_pylist())
+        live = live_paths(table)
         stray = "base/p9-t9-a1/B-1-0-00000.parquet"
         table.storage.write_parquet(stray, as_change_set([row("a", 9, "U")], SCHEMA))
         assert live | {stray} < {f.path for f in table.storage.walk()}
@@ -267,7 +267,7 @@ def test_commit_compact_read_expire_and_sweep_on_s3_with_a_cluster(
             assert time.monotonic() < deadline, "expiry left files the catalog does not list"
             expire(catalog.conn, name)
             time.sleep(0.3)
-        assert set(table.files().column("path").to_pylist()) == live
+        assert live_paths(table) == live
         with pytest.raises(SnapshotExpiredError):
             table.read(snapshot=before_compaction)
         assert as_view(table.read()) == model.view()

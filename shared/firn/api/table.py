@@ -449,7 +449,9 @@ class Table:
 
     def files(self, snapshot: int | None = None) -> pa.Table:
         """The live files: store, type, partition, node, seq, size, records, ...,
-        and ``deleted_records``, the rows of a base file its deletion vector hides."""
+        ``deleted_records``, the rows of a base file its deletion vector hides, and
+        ``deletion_vector``, that vector's own path (null: none); a live table's
+        storage holds exactly the paths and vector paths listed here."""
         snapshot = self._readable(snapshot)
         entries = self.catalog.files_at(self.table_id, snapshot)
         return pa.table(
@@ -469,6 +471,10 @@ class Table:
                 # Rows a deletion vector hides (a read skips them; 0: none).
                 "deleted_records": pa.array(
                     [e.record_count - e.live_rows for e in entries], pa.int64()
+                ),
+                "deletion_vector": pa.array(
+                    [e.deletion_vector.path if e.deletion_vector else None for e in entries],
+                    pa.string(),
                 ),
             }
         )
