@@ -1,11 +1,12 @@
 """The planner's one handler: a plan request becomes a stored plan whose tasks are
-announced on firn.plan-tasks and then released (Init -> Pending).
+released (Init -> Pending) and then announced on firn.plan-tasks.
 
 Idempotent by construction: a repeated or late request finds the partition's open
 plan (``covered``/``busy``) or nothing to do. Because a crash can fall between
-announcing and releasing, a skipped request re-announces the open plan's Init and
-Pending tasks and releases the Init ones: duplicate plan-task events are harmless,
-since only one claim of a Pending task can win.
+storing, releasing and announcing, a skipped request releases the open plan's Init
+tasks and re-announces its Init and Pending ones (so does the dispatcher's sweep, a
+minute on): duplicate plan-task events are harmless, since only one claim of a
+Pending task can win.
 """
 
 from __future__ import annotations
@@ -117,15 +118,12 @@ class Planner:
         return now is not None and too_many_small_base_files(now, table.properties)
 
     def _announce(self, table: firn.Table, partition: str) -> None:
-        """Publish every waiting task of the partition's open plan, then release."""
+        """Release every waiting task of the partition's open plan, then publish them.
+        Released first: an idle dispatcher reads the event within milliseconds, and
+        one that found its task still Init would do nothing (the event is a wake-up),
+        leaving the task to the sweep a minute later."""
         conn = self.catalog.conn
         tasks = waiting_tasks(conn, table.table_id, partition)
-        key = f"{table.name}/{partition}".encode()
-        for task in tasks:
-            event = task.event(table.name, table.table_id, partition)
-            self.producer.produce(self.topic, key=key, value=event.to_json())
-        if self.producer.flush(30) > 0:
-            raise FirnError("plan-task events were not acknowledged", retryable=True)
         for task in tasks:
             if task.state == TaskState.INIT:
                 move_task(
@@ -136,3 +134,9 @@ class Planner:
                     by=Actor.PLANNER,
                     reason="announced",
                 )
+        key = f"{table.name}/{partition}".encode()
+        for task in tasks:
+            event = task.event(table.name, table.table_id, partition)
+            self.producer.produce(self.topic, key=key, value=event.to_json())
+        if self.producer.flush(30) > 0:
+            raise FirnError("plan-task events were not acknowledged", retryable=True)

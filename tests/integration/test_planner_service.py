@@ -7,10 +7,11 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import Producer
 
 import firn
 from firn.errors import ConfigError, EventMismatchError
@@ -70,10 +71,29 @@ def test_a_plan_request_is_planned_announced_and_released_once(
         table.upsert(
             pa.table({"id": list(range(n, 100, 3)), "v": [f"v{n}"] * len(range(n, 100, 3))})
         )
-    planner = Planner(catalog, producer(settings), topics.plan_tasks)
+    real = producer(settings)
+    claimable_when_sent: list[str] = []
+
+    class Watching:
+        """The producer, noting the task's state when its event goes out: an idle
+        dispatcher reads it at once, and a wake-up finding an Init task does nothing."""
+
+        def produce(self, topic: str, key: bytes, value: bytes) -> None:
+            task_id = json.loads(value)["task_id"]
+            (state,) = catalog.conn.execute(
+                "SELECT state FROM compaction_task WHERE task_id = %s", (task_id,)
+            ).fetchone() or (None,)
+            claimable_when_sent.append(state)
+            real.produce(topic, key=key, value=value)
+
+        def flush(self, timeout: float) -> int:
+            return real.flush(timeout)
+
+    planner = Planner(catalog, cast(Producer, Watching()), topics.plan_tasks)
     request = plan_request(table, score=1.5, reasons=["small files 24 >= 24"])
     planner.plan_request(json.loads(request.to_json()))
     planner.plan_request(json.loads(request.to_json()))  # redelivered: nothing new
+    assert claimable_when_sent == ["Pending"] * 4
 
     plans = catalog.conn.execute(
         "SELECT plan_id, state, to_seq, score FROM compaction_plan WHERE table_id = %s",
