@@ -126,13 +126,14 @@ class Dispatcher:
         self._flush()
 
     def sweep(self, min_age_seconds: float = 60.0) -> list[int]:
-        """Expire leases; announce Init and Pending tasks untouched for
-        ``min_age_seconds`` (Init ones are then Pending)."""
+        """Expire leases and announce those tasks again at once (their executor is
+        gone); announce Init and Pending tasks untouched for ``min_age_seconds``
+        (Init ones are then Pending)."""
         conn = self.catalog.conn
         expired = expire_leases(conn)
         if expired:
             log.warning("leases expired, tasks back to Pending: %s", expired)
-        waiting = stale_waiting_tasks(conn, min_age_seconds)
+        waiting = stale_waiting_tasks(conn, min_age_seconds, now_due=expired)
         for task in waiting:
             self._announce(task)
         self._flush()

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pytest
 
 import firn
-from firn.catalog.claiming import claim_task, claim_tasks, release_tasks
+from firn.catalog.claiming import claim_task, claim_tasks, release_tasks, stale_waiting_tasks
 from firn.catalog.compactions import commit_plan
 from firn.catalog.files import files_at
 from firn.catalog.leasing import expire_leases, extend_lease
@@ -26,7 +26,7 @@ from firn.engine.execution import run_local
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now
 from firn.model.plans import PlanRecord
-from firn.model.states import Actor
+from firn.model.states import Actor, TaskState
 from firn.model.tasks import TaskResult
 from firn.model.values import key_from_json
 from firn.postgres.connection import Connection
@@ -512,6 +512,10 @@ def test_an_expired_lease_returns_the_task_and_its_late_result_is_stale(
     )
     assert expire_leases(conn) == [task_id]
     assert not extend_lease(conn, task_id, 1, "dying", 60)
+    # Back to Pending just now, so not stale; announced again at once as just expired.
+    assert stale_waiting_tasks(conn, 3600) == []
+    (again,) = stale_waiting_tasks(conn, 3600, now_due=[task_id])
+    assert (again.task_id, again.state, again.attempt) == (task_id, TaskState.PENDING, 1)
     # A second executor takes attempt 2 and finishes; the first one's result is stale.
     second = claim_task(conn, task_id, "healthy", 60)
     assert second is not None

@@ -79,22 +79,27 @@ def waiting_tasks(conn: Connection, table_id: int, partition_key: str) -> list[W
     return [WaitingTask(int(p), int(t), TaskState(s), int(a), int(b)) for p, t, s, a, b in rows]
 
 
-def stale_waiting_tasks(conn: Connection, min_age_seconds: float) -> list[WaitingTask]:
+def stale_waiting_tasks(
+    conn: Connection, min_age_seconds: float, now_due: Sequence[int] = ()
+) -> list[WaitingTask]:
     """Init and Pending tasks of open plans to announce (again): retries whose backoff
-    just passed, and tasks untouched for ``min_age_seconds`` (their event was lost, or
-    the planner died between storing the plan and announcing it); each is touched, so
-    the next sweep does not announce it again at once."""
+    just passed, tasks untouched for ``min_age_seconds`` (their event was lost, or
+    the planner died between storing the plan and announcing it), and those of
+    ``now_due`` (their lease just expired: their executor is gone, and the event that
+    sent them to it was consumed); each is touched, so the next sweep does not
+    announce it again at once."""
     rows = conn.execute(
         "UPDATE compaction_task t SET updated_at = now() FROM compaction_plan p "
         "WHERE p.plan_id = t.plan_id AND p.state = ANY(%s) AND t.state = ANY(%s) "
         "AND coalesce(t.not_before, '-infinity') <= now() "
         "AND (t.updated_at < now() - make_interval(secs => %s) "
-        "     OR t.updated_at < t.not_before) "
+        "     OR t.updated_at < t.not_before OR t.task_id = ANY(%s)) "
         "RETURNING t.plan_id, t.task_id, t.state, t.attempt, t.input_bytes",
         (
             [s.value for s in OPEN_PLAN_STATES],
             [TaskState.INIT.value, TaskState.PENDING.value],
             min_age_seconds,
+            list(now_due),
         ),
     ).fetchall()
     return [WaitingTask(int(p), int(t), TaskState(s), int(a), int(b)) for p, t, s, a, b in rows]
