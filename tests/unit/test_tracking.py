@@ -117,6 +117,25 @@ def test_one_request_until_a_compaction_or_the_resend_time() -> None:
     assert tracked.request(props, now=613.0, resend_after=600) is not None
 
 
+def test_a_request_unanswered_is_sent_again_after_minor_file_count_more_commits() -> None:
+    # The planner found nothing due (the runs counted here are an upper bound) and
+    # answered nothing: new commits, not only time, make the partition worth asking.
+    props = TableProperties.parse({"base.buckets": 1, "minor.file-count": 2})
+    tracked = TrackedPartition("t", 1, "", last_major_at=0.0)
+    base = PartitionMetrics(0, 0, 0, 10**9, 1, 0, 0, None)
+    tracked.apply_reading(Reading(1, base, max_seq=1, max_merged_seq=1, last_major_at=0.0))
+    for n in (2, 3, 4):
+        tracked.apply_commit(Increment(n, n, 100, 0, 1, 0))
+    assert tracked.request(props, now=10.0, resend_after=600) is not None
+    tracked.apply_commit(Increment(5, 5, 100, 0, 1, 0))
+    assert tracked.request(props, now=11.0, resend_after=600) is None  # one newer commit
+    tracked.apply_commit(Increment(6, 6, 100, 0, 1, 0))
+    again = tracked.request(props, now=12.0, resend_after=600)
+    assert again is not None
+    assert again.max_seq == 6
+    assert tracked.request(props, now=13.0, resend_after=600) is None  # pending again
+
+
 def test_an_older_reading_is_ignored() -> None:
     tracked = TrackedPartition("t", 1, "")
     new = PartitionMetrics(0, 0, 0, 1000, 1, 0, 0, None)

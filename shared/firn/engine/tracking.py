@@ -80,6 +80,8 @@ class TrackedPartition:
     requested_at: float | None = None
     """When a plan request was last sent; cleared by a reading that shows a newer
     committed plan."""
+    requested_seq: int = 0
+    """The partition's newest seq when that request was sent."""
 
     def apply_commit(self, increment: Increment) -> bool:
         """Count a commit; False when it is already counted (or already merged)."""
@@ -144,15 +146,21 @@ class TrackedPartition:
         self, properties: TableProperties, now: float, resend_after: float
     ) -> Request | None:
         """The plan request to send now, if the partition is due and no request is
-        pending; marks it sent. A request unanswered for ``resend_after`` seconds (lost,
-        or its plan failed) no longer counts as pending."""
-        if self.requested_at is not None and now - self.requested_at < resend_after:
+        pending; marks it sent. A request no longer counts as pending once it is
+        ``resend_after`` seconds old (lost, or its plan failed) or ``minor.file-count``
+        commits newer than it arrived: the runs counted here are an upper bound (a
+        commit is counted as a run in every node), so the planner may have found
+        nothing due yet, and it sends no answer; waiting out ``resend_after`` would
+        let a busy partition's runs pile up meanwhile."""
+        pending = self.requested_at is not None and now - self.requested_at < resend_after
+        if pending and self.max_seq - self.requested_seq < properties.minor_file_count:
             return None
         metrics = self.metrics(now)
         decision = decide(metrics, properties)
         if decision.kind is None:
             return None
         self.requested_at = now
+        self.requested_seq = self.max_seq
         return Request(
             kind=decision.kind.value,
             max_seq=self.max_seq,
