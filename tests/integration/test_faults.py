@@ -19,8 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import ConsumerGroupTopicPartitions
+
 import firn
-from firn.kafka import Topics, consumer, ensure_topics, producer
+from firn.commands.compact import request_compaction
+from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
 from firn.postgres import connect
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
@@ -35,6 +38,15 @@ from tests.integration.service_processes import running_services
 
 SERVICES = ["metrics", "planner", "dispatcher", "committer"]
 ENV = {"FIRN_METRICS_CHECK_INTERVAL": "5"}
+
+
+FREE_PARTITIONS = (
+    "SELECT partition_key FROM catalog_partition c WHERE table_id = %s AND NOT EXISTS "
+    "(SELECT 1 FROM compaction_plan p WHERE p.table_id = c.table_id "
+    "AND p.partition_key = c.partition_key AND p.state IN ('Planned', 'Executing', "
+    "'Committing')) FOR UPDATE"
+)
+"""Row locks on a table's partitions that no open plan holds."""
 
 
 def _exists(conn: Connection, sql: str, *args: Any) -> bool:
@@ -141,6 +153,26 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
                 _wait_for(lambda: _waiting(conn, f"firn-{service}"), 90, what)
                 services.kill(service)
 
+        def kill_planner_storing_a_plan() -> None:
+            """Hold the partitions no open plan holds: the planner's next plan for one
+            blocks inside its transaction, after drafting and before storing anything.
+            The producer is paused meanwhile, so ask for their compaction as metrics
+            would on its next commit events (partitions with an open plan would only
+            be answered busy, and that plan cannot commit while its row is held)."""
+            with connect(settings) as holder, holder.transaction():
+                free: list[str] = []
+                while not free:
+                    rows = holder.execute(FREE_PARTITIONS, (table.table_id,)).fetchall()
+                    free = [key for (key,) in rows]
+                    time.sleep(0 if free else 0.2)
+                deadline = time.monotonic() + 90
+                while not _waiting(conn, "firn-planner"):
+                    assert time.monotonic() < deadline, "never saw a plan being stored"
+                    for key in free:
+                        request_compaction(settings, table, key, "major")
+                    time.sleep(1.0)
+                services.kill("planner")
+
         def faults(n: int) -> None:
             services.assert_running()
             if n == 60:
@@ -161,9 +193,7 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
             elif n == 120:
                 services.start("committer")
             elif n == 140:
-                # Hold the partitions: the planner's next plan blocks inside its
-                # transaction, after drafting and before storing anything.
-                kill_blocked("planner", "catalog_partition", "a plan being stored")
+                kill_planner_storing_a_plan()
                 killed["planner"] = "inside a plan transaction"
             elif n == 160:
                 services.start("planner")
@@ -199,11 +229,37 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
         before = _state(conn, table.table_id)
         replayed = _replay_everything(settings, topics, f"replay-{unique}")
         assert replayed > 220
-        time.sleep(20)  # long enough for every service to have handled the replay
+        _wait_until_consumed(settings, SERVICES, timeout=120)
         wait_until_settled(table, services, timeout=120)
         assert _state(conn, table.table_id) == before, "the replay changed something"
         workload.check()
         assert_committed_once(conn, table.table_id)
+
+
+def _wait_until_consumed(settings: FirnSettings, services: list[str], timeout: float) -> None:
+    """Wait until each service's consumer group has committed the end offset of every
+    partition it reads, twice in a row a second apart: every event, including any its
+    handlers published in turn, has been handled (offsets are stored after handling)."""
+    admin = admin_client(settings)
+    probe = consumer(settings, group_id=f"{settings.topic_prefix}lag-probe")
+    deadline = time.monotonic() + timeout
+    behind: list[str] = []
+    caught_up = 0
+    while caught_up < 2:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still behind after {timeout:.0f}s: {behind}")
+        time.sleep(1.0)
+        behind = []
+        for service in services:
+            group = f"{settings.topic_prefix}{service}"
+            request = [ConsumerGroupTopicPartitions(group)]
+            offsets = admin.list_consumer_group_offsets(request)[group].result()
+            for tp in offsets.topic_partitions:
+                _, end = probe.get_watermark_offsets(tp, timeout=10)
+                if tp.offset < end:
+                    behind.append(f"{service} {tp.topic}[{tp.partition}] {tp.offset}/{end}")
+        caught_up = caught_up + 1 if not behind else 0
+    probe.close()
 
 
 def _dead_letters(
