@@ -35,7 +35,6 @@ from tenacity import AsyncRetrying
 from firn.errors import FirnError
 from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
 from firn.kafka import Topics
-from firn.kafka.clients import SESSION_TIMEOUT_MS
 from firn.kafka.loop import UnhandledEventError, decode
 from firn.observability.instruments import DEAD_LETTERS, LOST_DEAD_LETTERS, reason_kind
 from firn.postgres.retry import transient_retries
@@ -58,6 +57,7 @@ TABLE = "partitions"
 
 METADATA_MAX_AGE_SECONDS = 30.0
 """How old the worker's Kafka metadata may grow before it is asked for again."""
+SESSION_TIMEOUT_SECONDS = 10.0
 
 
 def changelog_topic(settings: FirnSettings) -> str:
@@ -92,10 +92,10 @@ def create_app(
         # aiokafka asks again for a topic its metadata lacks only at this age (five
         # minutes by default): see changelog_known.
         consumer_metadata_max_age_ms=int(METADATA_MAX_AGE_SECONDS * 1000),
-        # As for the other services' consumers (firn.kafka.clients): a killed metrics
-        # process would hold its partitions for Faust's 60 s default; the catalog work
-        # runs on threads (_retrying), so the loop's heartbeats are not held up.
-        broker_session_timeout=SESSION_TIMEOUT_MS / 1000,
+        # A killed metrics process holds its partitions until its session times out:
+        # Faust's 60 s default stalled every plan request that long after a restart.
+        # The catalog work runs on threads (_retrying), so heartbeats are not held up.
+        broker_session_timeout=SESSION_TIMEOUT_SECONDS,
     )
     app.transport = IdempotentTransport(app.conf.broker_consumer, app)
     source = app.topic(topics.commits, topics.compactions, value_serializer="raw")
