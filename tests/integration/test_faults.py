@@ -44,9 +44,9 @@ FREE_PARTITIONS = (
     "SELECT partition_key FROM catalog_partition c WHERE table_id = %s AND NOT EXISTS "
     "(SELECT 1 FROM compaction_plan p WHERE p.table_id = c.table_id "
     "AND p.partition_key = c.partition_key AND p.state IN ('Planned', 'Executing', "
-    "'Committing')) FOR UPDATE"
+    "'Committing'))"
 )
-"""Row locks on a table's partitions that no open plan holds."""
+"""A table's partitions that no open plan holds."""
 
 
 def _exists(conn: Connection, sql: str, *args: Any) -> bool:
@@ -156,24 +156,35 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
                 services.kill(service)
 
         def kill_planner_storing_a_plan() -> None:
-            """Hold the partitions no open plan holds: the planner's next plan for one
+            """Hold partitions no open plan holds: the planner's next plan for one
             blocks inside its transaction, after drafting and before storing anything.
-            The producer is paused meanwhile, so ask for their compaction as metrics
-            would on its next commit events (partitions with an open plan would only
-            be answered busy, and that plan cannot commit while its row is held)."""
-            with connect(settings) as holder, holder.transaction():
-                free: list[str] = []
-                while not free:
-                    rows = holder.execute(FREE_PARTITIONS, (table.table_id,)).fetchall()
-                    free = [key for (key,) in rows]
-                    time.sleep(0 if free else 0.2)
-                deadline = time.monotonic() + 90
-                while not _waiting(conn, "firn-planner"):
-                    assert time.monotonic() < deadline, "never saw a plan being stored"
-                    for key in free:
-                        request_compaction(settings, table, key, "major")
-                    time.sleep(1.0)
-                services.kill("planner")
+            The producer is paused here, so commit once more (something to compact)
+            and ask for their compaction as metrics would. Partitions with an open
+            plan are left alone: the planner would only answer busy, and their plan
+            could not commit while its row was held. If the services planned the new
+            commit first, or nothing was asked for, let go and try again."""
+            deadline = time.monotonic() + 120
+            while True:
+                assert time.monotonic() < deadline, "never saw a plan being stored"
+                workload.commit_one()
+                with connect(settings) as holder, holder.transaction():
+                    rows = holder.execute(f"{FREE_PARTITIONS} FOR UPDATE", (table.table_id,))
+                    locked = {key for (key,) in rows.fetchall()}
+                    # Read again: a plan stored while the lock was awaited counts.
+                    rows = holder.execute(FREE_PARTITIONS, (table.table_id,))
+                    free = sorted(locked & {key for (key,) in rows.fetchall()})
+                    asked = [
+                        r
+                        for key in free
+                        for r in request_compaction(settings, table, key, "major").data["requested"]
+                    ]
+                    waited = time.monotonic() + 15
+                    while asked and time.monotonic() < waited:
+                        if _waiting(conn, "firn-planner"):
+                            services.kill("planner")
+                            return
+                        time.sleep(0.05)
+                time.sleep(0.5)
 
         def faults(n: int) -> None:
             services.assert_running()
