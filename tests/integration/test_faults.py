@@ -19,11 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions
-
 import firn
 from firn.commands.compact import request_compaction
-from firn.kafka import Topics, admin_client, consumer, ensure_topics, producer
+from firn.kafka import Topics, consumer, ensure_topics, producer
+from firn.kafka.lag import group_lag
 from firn.postgres import connect
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
@@ -253,26 +252,21 @@ def _wait_until_consumed(settings: FirnSettings, services: list[str], timeout: f
     """Wait until each service's consumer group has committed the end offset of every
     partition it reads, twice in a row a second apart: every event, including any its
     handlers published in turn, has been handled (offsets are stored after handling)."""
-    admin = admin_client(settings)
-    probe = consumer(settings, group_id=f"{settings.topic_prefix}lag-probe")
+    topics = Topics.from_settings(settings).all()
+    probes = {s: consumer(settings, group_id=f"{settings.topic_prefix}{s}") for s in services}
     deadline = time.monotonic() + timeout
-    behind: list[str] = []
+    behind: dict[str, Any] = {}
     caught_up = 0
     while caught_up < 2:
         if time.monotonic() > deadline:
             raise AssertionError(f"still behind after {timeout:.0f}s: {behind}")
         time.sleep(1.0)
-        behind = []
-        for service in services:
-            group = f"{settings.topic_prefix}{service}"
-            request = [ConsumerGroupTopicPartitions(group)]
-            offsets = admin.list_consumer_group_offsets(request)[group].result()
-            for tp in offsets.topic_partitions:
-                _, end = probe.get_watermark_offsets(tp, timeout=10)
-                if tp.offset < end:
-                    behind.append(f"{service} {tp.topic}[{tp.partition}] {tp.offset}/{end}")
+        lags = {s: group_lag(probe, topics) for s, probe in probes.items()}
+        behind = {s: {tp: n for tp, n in lag.items() if n} for s, lag in lags.items()}
+        behind = {s: lag for s, lag in behind.items() if lag}
         caught_up = caught_up + 1 if not behind else 0
-    probe.close()
+    for probe in probes.values():
+        probe.close()
 
 
 def _dead_letters(
