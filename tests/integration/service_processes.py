@@ -25,9 +25,7 @@ SERVICE_NAMES = ("metrics", "planner", "dispatcher", "committer")
 def fast_failover(settings: FirnSettings) -> dict[str, str]:
     """Environment for tests that kill services: a 10 s consumer session, so a killed
     member's partitions move to its restart in 10 s rather than librdkafka's 45 s (what
-    an operator who wants fast failover sets through FIRN_KAFKA_CONFIG). Not for tests
-    that restart brokers: there a dispatcher with a 10 s session was seen to stop
-    consuming for good (an open weakness, not yet understood)."""
+    an operator who wants fast failover sets through FIRN_KAFKA_CONFIG)."""
     config = {**settings.kafka_config, "session.timeout.ms": 10_000}
     return {"FIRN_KAFKA_CONFIG": json.dumps(config)}
 

@@ -253,3 +253,67 @@ def test_a_consumer_whose_group_finds_no_coordinator_is_replaced_and_consumes(
             thread.join(30)
     finally:
         broker.stop()
+
+
+def test_a_partition_that_leaves_and_returns_during_a_handler_is_consumed_again(
+    settings: FirnSettings, unique: str
+) -> None:
+    """While a handler runs, the loop pauses its assignment. A partition that goes to
+    another member meanwhile, and comes back after the handler ended, must be fetched
+    again: librdkafka keeps a partition paused by the application across a revocation
+    and a new assignment, so a loop that resumed only what it still held when the
+    handler ended never consumed that partition again (seen as a dispatcher consuming
+    nothing after broker restarts, its session having timed out mid-handler)."""
+    topics = Topics.from_settings(settings)
+    ensure_topics(settings, topics.all(), partitions=2)
+    out = producer(settings)
+    out.produce(topics.commits, partition=0, value=_event("slow", -1))
+    assert out.flush(10) == 0
+    group = f"return-{unique}"
+    tight = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+    handling = threading.Event()
+    release = threading.Event()
+    pinged: set[int] = set()
+    both = threading.Event()
+
+    def slow(event: Mapping[str, Any]) -> None:
+        handling.set()
+        release.wait(60)
+
+    def ping(event: Mapping[str, Any]) -> None:
+        pinged.add(event["n"])
+        if pinged == {0, 1}:
+            both.set()
+
+    loop = ConsumeLoop(
+        lambda **extra: consumer(settings, group, **tight, **extra),
+        producer(settings),
+        topics=[topics.commits],
+        handlers={"slow": slow, "ping": ping},
+        dlq_topic=topics.dlq,
+        service="test",
+    )
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    try:
+        assert handling.wait(60), "the slow event was never handled"
+        time.sleep(1.0)  # the loop pauses its assignment after half a second
+        # A second member takes one partition (cooperative rebalancing: the other
+        # stays with the loop); it neither handles nor commits anything.
+        other = consumer(settings, group, **tight, **{"enable.auto.commit": False})
+        other.subscribe([topics.commits])
+        deadline = time.monotonic() + 60
+        while not other.assignment() and time.monotonic() < deadline:
+            other.poll(0.2)
+        assert other.assignment(), "the second member got no partition"
+        release.set()  # the handler ends while one partition is the other member's
+        time.sleep(2.0)
+        other.close()  # it leaves: both partitions return to the loop
+        for partition in (0, 1):
+            out.produce(topics.commits, partition=partition, value=_event("ping", partition))
+        assert out.flush(10) == 0
+        assert both.wait(60), f"only partitions {sorted(pinged)} were consumed after"
+    finally:
+        release.set()
+        loop.stopping.set()
+        thread.join(30)

@@ -284,10 +284,12 @@ class ConsumeLoop:
                         self._held.append(stray)
                         paused |= self._pause_all()
         finally:
-            assigned = {(p.topic, p.partition) for p in self._consumer.assignment()}
-            resume = [TopicPartition(t, p) for t, p in paused if (t, p) in assigned]
-            if resume:
-                self._consumer.resume(resume)
+            # Every partition paused here is resumed, still held or not: librdkafka keeps
+            # an application's pause across a revocation and a later assignment, so a
+            # partition that left during the handler (a rebalance, a session timeout)
+            # would come back paused and never be fetched again.
+            if paused:
+                self._consumer.resume([TopicPartition(t, p) for t, p in paused])
 
     def _pause_all(self) -> set[tuple[str, int]]:
         assignment = self._consumer.assignment()
