@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import firn
@@ -79,3 +80,48 @@ def test_spilling_gives_the_in_memory_result(table: firn.Table, tmp_path: Path) 
         assert (np.diff(ids) > 0).all(), "output is not sorted and unique by key"
         outputs.append(on_disk)
     assert pa.concat_tables(outputs).sort_by("id").equals(reference.cast(SCHEMA))
+
+
+def test_outputs_store_integer_keys_and_run_columns_delta_encoded(table: firn.Table) -> None:
+    """Compaction outputs (a fold's base files, a merge's runs) store the integer key,
+    ``_seq`` and ``_ord`` delta-encoded and the payload string with a dictionary; the
+    rows read back are the table's."""
+    rng = np.random.default_rng(3)
+    for commit in range(3):
+        ids = rng.integers(0, 5_000, 2_000)
+        payload = [f"c{commit}-{i % 7}" for i in ids]
+        table.commit(pa.table({"id": ids, "payload": payload, "_op": ["U"] * len(ids)}))
+    reference = table.read().sort_by("id")
+    entries = files_at(table.catalog.conn, table.table_id, table.current_snapshot())
+    for kind, delta_columns in (("minor", {"id", "_seq", "_ord"}), ("major", {"id"})):
+        draft = plan_partition(table.definition, table.properties, "", 0, entries, kind)
+        assert draft is not None
+        folded = []
+        for n, task in enumerate(draft.tasks):
+            spec = draft.task_spec(
+                task,
+                plan_id=1,
+                task_id=100 * len(kind) + n,
+                table_id=table.table_id,
+                location=table.location,
+                target_file_size=1 << 30,
+            )
+            result = run_task(table.definition, spec, 1, KernelLimits())
+            assert result.ok
+            assert result.outputs
+            for output in result.outputs:
+                with table.storage.fs.open_input_file(
+                    table.storage.full_path(output.path)
+                ) as source:
+                    metadata = pq.ParquetFile(source).metadata
+                chunks = {
+                    metadata.row_group(0).column(c).path_in_schema: metadata.row_group(0).column(c)
+                    for c in range(metadata.num_columns)
+                }
+                assert delta_columns <= set(chunks), f"{kind}: columns {sorted(chunks)}"
+                for name in delta_columns:
+                    assert "DELTA_BINARY_PACKED" in chunks[name].encodings, (kind, name)
+                assert "RLE_DICTIONARY" in chunks["payload"].encodings
+                if kind == "major":
+                    folded.append(table.storage.read_parquet(output.path))
+    assert pa.concat_tables(folded).sort_by("id").equals(reference.cast(SCHEMA))
