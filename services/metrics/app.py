@@ -35,6 +35,7 @@ from tenacity import AsyncRetrying
 from firn.errors import FirnError
 from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
 from firn.kafka import Topics
+from firn.kafka.clients import SESSION_TIMEOUT_MS
 from firn.kafka.loop import UnhandledEventError, decode
 from firn.observability.instruments import DEAD_LETTERS, LOST_DEAD_LETTERS, reason_kind
 from firn.postgres.retry import transient_retries
@@ -57,7 +58,8 @@ TABLE = "partitions"
 
 METADATA_MAX_AGE_SECONDS = 30.0
 """How old the worker's Kafka metadata may grow before it is asked for again."""
-SESSION_TIMEOUT_SECONDS = 10.0
+SESSION_TIMEOUT_SECONDS = SESSION_TIMEOUT_MS / 1000
+"""Faust's default is 60 s; the same as every other service's consumers."""
 
 
 def changelog_topic(settings: FirnSettings) -> str:

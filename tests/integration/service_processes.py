@@ -22,14 +22,6 @@ REPO = Path(__file__).resolve().parents[2]
 SERVICE_NAMES = ("metrics", "planner", "dispatcher", "committer")
 
 
-def fast_failover(settings: FirnSettings) -> dict[str, str]:
-    """Environment for tests that kill services: a 10 s consumer session, so a killed
-    member's partitions move to its restart in 10 s rather than librdkafka's 45 s (what
-    an operator who wants fast failover sets through FIRN_KAFKA_CONFIG)."""
-    config = {**settings.kafka_config, "session.timeout.ms": 10_000}
-    return {"FIRN_KAFKA_CONFIG": json.dumps(config)}
-
-
 def service_env(settings: FirnSettings, **extra: str) -> dict[str, str]:
     """The environment that makes a child process use exactly ``settings``."""
     assert settings.database_url is not None

@@ -21,7 +21,7 @@ from tests.integration.cdc_workload import (
     assert_committed_once,
     wait_until_settled,
 )
-from tests.integration.service_processes import fast_failover, running_services
+from tests.integration.service_processes import running_services
 
 SERVICES = ["metrics", "planner", "dispatcher", "committer"]
 SEED = 20261123
@@ -35,9 +35,7 @@ def test_random_kills_lose_nothing(stack_settings: FirnSettings, tmp_path: Path)
     kills: list[tuple[int, str]] = []
     with (
         firn.connect(settings=settings) as catalog,
-        running_services(
-            settings, tmp_path, SERVICES, FIRN_METRICS_CHECK_INTERVAL="5", **fast_failover(settings)
-        ) as svc,
+        running_services(settings, tmp_path, SERVICES, FIRN_METRICS_CHECK_INTERVAL="5") as svc,
     ):
         table = catalog.create_table("orders", SCHEMA, ["day", "id"], ["day"], PROPERTIES)
         workload = CdcProducer(table, seed=SEED)

@@ -33,7 +33,7 @@ from tests.integration.cdc_workload import (
     assert_committed_once,
     wait_until_settled,
 )
-from tests.integration.service_processes import fast_failover, running_services
+from tests.integration.service_processes import running_services
 
 SERVICES = ["metrics", "planner", "dispatcher", "committer"]
 ENV = {"FIRN_METRICS_CHECK_INTERVAL": "5"}
@@ -135,9 +135,7 @@ def test_killed_services_lose_nothing_and_replays_change_nothing(
     ensure_topics(settings, topics.all())
     with (
         firn.connect(settings=settings) as catalog,
-        running_services(
-            settings, tmp_path, SERVICES, **ENV, **fast_failover(settings)
-        ) as services,
+        running_services(settings, tmp_path, SERVICES, **ENV) as services,
     ):
         table = catalog.create_table("orders", SCHEMA, ["day", "id"], ["day"], PROPERTIES)
         conn = catalog.conn
@@ -290,7 +288,7 @@ def test_two_dispatchers_share_the_work(stack_settings: FirnSettings, tmp_path: 
     names = ["metrics", "planner", "dispatcher#1", "dispatcher#2", "committer"]
     with (
         firn.connect(settings=settings) as catalog,
-        running_services(settings, tmp_path, names, **ENV, **fast_failover(settings)) as services,
+        running_services(settings, tmp_path, names, **ENV) as services,
     ):
         services.wait_for_group("dispatcher", members=2)
         table = catalog.create_table("orders", SCHEMA, ["day", "id"], ["day"], PROPERTIES)

@@ -51,6 +51,14 @@ def test_consumers_never_store_an_offset_by_themselves() -> None:
         consumer_config(_settings(), "g", **{"enable.auto.offset.store": True})
 
 
+def test_a_killed_consumer_holds_its_partitions_ten_seconds_unless_configured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert consumer_config(_settings(), "g")["session.timeout.ms"] == 10_000
+    monkeypatch.setenv("FIRN_KAFKA_CONFIG", '{"session.timeout.ms": 45000}')
+    assert consumer_config(_settings(), "g")["session.timeout.ms"] == 45000
+
+
 def test_the_pass_through_and_secrets_reach_every_client(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(
         "FIRN_KAFKA_CONFIG",

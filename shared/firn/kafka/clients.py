@@ -26,6 +26,7 @@ from firn.settings import FirnSettings
 
 PRODUCER_GUARANTEES: Mapping[str, Any] = {"enable.idempotence": True, "acks": "all"}
 CONSUMER_GUARANTEES: Mapping[str, Any] = {"enable.auto.offset.store": False}
+SESSION_TIMEOUT_MS = 10_000
 
 
 def _with(guarantees: Mapping[str, Any], config: dict[str, Any]) -> dict[str, Any]:
@@ -49,6 +50,15 @@ def consumer_config(settings: FirnSettings, group_id: str, **overrides: Any) -> 
     return _with(
         CONSUMER_GUARANTEES,
         {
+            # A member killed without leaving holds its partitions until its session
+            # times out: librdkafka's 45 s default would stall that share of the work
+            # for 45 s after every crash, even when the restarted process is back in a
+            # second. Heartbeats come from librdkafka's own thread (a long handler does
+            # not delay them), so 10 s, Kafka's default before 3.0, is safe; a session
+            # lost in a broker restart costs a rebalance and redelivered events, which
+            # handlers take twice (firn.kafka.loop resumes what it paused even then).
+            # FIRN_KAFKA_CONFIG may set another.
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
             **settings.kafka_client_config(),
             "group.id": group_id,
             "auto.offset.reset": "earliest",
