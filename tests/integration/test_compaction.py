@@ -83,7 +83,7 @@ def live_entries(table: firn.Table) -> list[Any]:
 def test_major_compaction_leaves_sorted_sized_base_files_and_keeps_untouched_ones(
     catalog: firn.Catalog,
 ) -> None:
-    target = 48 * 1024
+    target = 24 * 1024
     table = catalog.create_table(
         f"sized_{next(_names)}",
         SCHEMA,

@@ -111,7 +111,7 @@ def test_a_group_written_one_row_group_at_a_time_is_its_sorted_rows(
     rows = pa.table({"id": pa.array(ids, pa.int64()), "v": [f"value {i}" for i in ids]})
     storage = Storage(str(tmp_path))
     groups = group_rows(ONE_KEY, 2, rows)
-    files = write_groups(ONE_KEY, storage, "load", rows, groups, 4_096, threads=2)
+    files = write_groups(ONE_KEY, storage, "load", rows, groups, 2_048, threads=2)
     for group in groups:
         mine = sorted((f for f in files if f.node == group.node), key=lambda f: f.path)
         assert len(mine) > 1
