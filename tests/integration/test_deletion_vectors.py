@@ -287,6 +287,37 @@ def test_a_file_past_the_ratio_is_rewritten_and_zero_turns_vectors_off(
     assert all(e.deletion_vector is None for e in base_entries(table))
 
 
+def test_small_base_files_get_vectors_down_to_the_minimum_size(
+    shared_catalog: firn.Catalog,
+) -> None:
+    """An event log's base stays under ``small-file-bytes`` for a while: its files are
+    still kept with a vector, down to ``deletion-vectors.min-file-bytes`` (an eighth
+    of the small-file limit unless set); a file under that is rewritten."""
+    table = _log(shared_catalog, "dv_small")
+    files = _in_key_order(table)
+    sizes = [e.size_bytes for e in base_entries(table)]
+    # Every base file is now small.
+    table.set_properties({"target-file-size": 4 * max(sizes), "small-file-bytes": 2 * max(sizes)})
+    assert all(size < table.properties.small_file_threshold for size in sizes)
+    assert table.properties.vector_min_file_bytes <= min(sizes)
+    model = _view(table)
+    table.upsert(_rows([5], "late"))
+    model[5] = "late5"
+    _compact(table)
+    check_base_files(table)
+    assert _view(table) == model
+    assert _hidden(table)[files[0]] == 1, "a small file kept, the replaced row hidden"
+
+    table.set_properties({"deletion-vectors.min-file-bytes": max(sizes) + 1})
+    table.upsert(_rows([150], "later"))
+    model[150] = "later150"
+    _compact(table)
+    check_base_files(table)
+    assert _view(table) == model
+    assert files[1] not in set(_hidden(table)), "under the minimum: rewritten"
+    assert {files[0], files[2]} <= set(_hidden(table)), "untouched and kept files stay"
+
+
 def test_a_result_cannot_keep_a_file_it_did_not_read(shared_catalog: firn.Catalog) -> None:
     """A fold's result may name its own base inputs as kept, as they are, with their
     vector or a larger one of its own; naming another file, changing its stats, or

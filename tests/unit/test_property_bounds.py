@@ -100,6 +100,16 @@ def test_a_ratio_rule_is_checked_on_the_merged_properties() -> None:
 def test_the_default_small_file_threshold_is_never_zero() -> None:
     smallest = TableProperties.parse({"target-file-size": RANGES["target-file-size"].low})
     assert smallest.small_file_threshold >= 1
+    assert smallest.vector_min_file_bytes >= 1
+
+
+def test_deletion_vectors_reach_below_the_small_file_limit_unless_told() -> None:
+    demo = TableProperties.parse({"target-file-size": "8MiB"})
+    assert (demo.small_file_threshold, demo.vector_min_file_bytes) == (MiB, MiB // 8)
+    given_small = TableProperties.parse({"small-file-bytes": "4MiB"})
+    assert given_small.vector_min_file_bytes == 512 * KiB
+    told = TableProperties.parse({"deletion-vectors.min-file-bytes": "2MiB"})
+    assert told.vector_min_file_bytes == 2 * MiB
 
 
 @given(st.floats(min_value=0, max_value=36500 * DAY))

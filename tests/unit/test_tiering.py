@@ -231,8 +231,9 @@ def test_base_files_a_deletion_vector_is_sure_to_cover_do_not_count_as_rewritten
     assert not kept_by_vector(nearly, 50, 1, props(**on))
     assert (d := tiered([nearly, *updates], **on)) is not None
     assert d.kind == "minor"
-    # ...and so does a small file or one at a shallower level, which folds rewrite.
-    assert not kept_by_vector(large, 50, 1, props(**{**on, "small_file_bytes": 4 * MiB}))
+    # ...and so does a tiny file or one at a shallower level, which folds rewrite.
+    tiny = props(**{**on, "deletion_vector_min_bytes": 4 * MiB})
+    assert not kept_by_vector(large, 50, 1, tiny)
     assert not kept_by_vector(large, 50, 2, props(**on))
 
 

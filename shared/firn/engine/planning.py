@@ -57,7 +57,7 @@ def plan_now(
         planned_snapshot=snapshot,
         target_file_size=table.properties.target_file_size,
         vector_ratio=table.properties.deletion_vector_ratio,
-        small_file_bytes=table.properties.small_file_threshold,
+        small_file_bytes=table.properties.vector_min_file_bytes,
         reason=reason,
         score=score,
     )

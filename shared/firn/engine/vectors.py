@@ -11,9 +11,9 @@ key columns against the keys of the task's change rows), and then:
 
 - none: the file is kept as it is;
 - some: the file is kept with a vector hiding them too, while the vector then hides
-  less than ``vector_ratio`` of its rows and the file is not small
-  (``small_file_bytes``); the changes' rows for those keys go to the task's new base
-  files like any other. Otherwise the file is rewritten, as before.
+  less than ``vector_ratio`` of its rows and the file is not tiny (``small_file_bytes``,
+  the table's ``deletion-vectors.min-file-bytes``); the changes' rows for those keys go
+  to the task's new base files like any other. Otherwise the file is rewritten.
 
 Base files at a shallower level are always rewritten (they are re-bucketed, and
 several tasks read them). A kept file is an output naming its input
@@ -87,7 +87,7 @@ def choose_base(
 
 def may_keep(spec: TaskSpec, f: InputFile) -> bool:
     """Whether ``spec`` may keep base file ``f`` with a vector: vectors on, ``f`` at
-    the task's node (not a shallower one, which is re-bucketed) and not small."""
+    the task's node (not a shallower one, which is re-bucketed) and not tiny."""
     return spec.kind != "minor" and may_carry_vector(
         spec.vector_ratio, f.node_m, spec.node_m, f.size_bytes, spec.small_file_bytes
     )

@@ -97,6 +97,7 @@ RANGES: dict[str, Range] = {
     "minor.size-ratio": Range(0, 100, "ratio"),
     "write.stall-runs": Range(0, 10_000, "count"),
     "deletion-vectors.max-ratio": Range(0, 1, "ratio"),
+    "deletion-vectors.min-file-bytes": Range(1, 8 * GiB, "bytes"),
     "compaction.quota": Range(0, 10_000, "ratio", above=True),
     "task.max-bytes": Range(KiB, TiB, "bytes"),
     "task.max-attempts": Range(1, 100, "count"),
@@ -160,6 +161,12 @@ class TableProperties(BaseModel):
         description="share of a base file's rows a fold may hide with a deletion vector "
         "instead of rewriting the file; 0 turns deletion vectors off",
     )
+    deletion_vector_min_bytes: _Size | None = Field(
+        None,
+        alias="deletion-vectors.min-file-bytes",
+        description="smallest base file a fold keeps with a deletion vector; "
+        "default small-file-bytes / 8",
+    )
     compaction_quota: _Ratio = Field(
         0.5,
         alias="compaction.quota",
@@ -179,7 +186,7 @@ class TableProperties(BaseModel):
     @field_validator("*")
     @classmethod
     def _in_range(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None:  # small-file-bytes unset: derived from target-file-size
+        if value is None:  # a size left unset: derived from another property
             return value
         name = cls.model_fields[info.field_name or ""].alias or ""
         if name == "compaction.major-window":
@@ -227,6 +234,15 @@ class TableProperties(BaseModel):
     @property
     def small_file_threshold(self) -> int:
         return self.small_file_bytes or self.target_file_size // 8
+
+    @property
+    def vector_min_file_bytes(self) -> int:
+        """The smallest base file a fold may keep with a deletion vector. Below
+        ``small-file-bytes`` too by default: an event log's base stays small for a
+        while (a node's whole base is one file under the limit), and rewriting it at
+        every fold for a few late updates wrote each row three times (bench/README,
+        2026-11-26). Far below it a vector is not worth its own file."""
+        return self.deletion_vector_min_bytes or max(1, self.small_file_threshold // 8)
 
     @classmethod
     def parse(cls, values: dict[str, Any] | None) -> TableProperties:

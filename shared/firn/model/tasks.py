@@ -206,7 +206,9 @@ class TaskSpec:
     share of the file's rows (``firn.engine.vectors``); 0: every touched file is
     rewritten."""
     small_file_bytes: int = 0
-    """A touched base file smaller than this is rewritten, never given a vector."""
+    """A touched base file smaller than this is rewritten, never given a vector: the
+    table's ``deletion-vectors.min-file-bytes`` (the name is the JSON field's, kept so
+    that specs of plans open across an upgrade still load)."""
 
     @property
     def node(self) -> Node:
@@ -311,13 +313,14 @@ class TaskResult:
 
 
 def may_carry_vector(
-    vector_ratio: float, file_level: int, task_level: int, size_bytes: int, small_file_bytes: int
+    vector_ratio: float, file_level: int, task_level: int, size_bytes: int, min_file_bytes: int
 ) -> bool:
     """Whether a fold task may keep one of its base files with a deletion vector at all:
     vectors on, the file at the task's node level (a shallower one is re-bucketed) and
-    not small. The executor (``firn.engine.vectors``) and the planner's cost estimate
-    (``firn.model.tiering``) both ask this."""
-    return vector_ratio > 0 and file_level == task_level and size_bytes >= small_file_bytes
+    at least ``min_file_bytes`` (``deletion-vectors.min-file-bytes``). The executor
+    (``firn.engine.vectors``) and the planner's cost estimate (``firn.model.tiering``)
+    both ask this."""
+    return vector_ratio > 0 and file_level == task_level and size_bytes >= min_file_bytes
 
 
 def carries(output: OutputFile, f: InputFile, own_dir: str) -> bool:

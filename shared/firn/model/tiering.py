@@ -108,13 +108,14 @@ def fold_reasons(unit: Unit, p: TableProperties) -> list[str]:
 def kept_by_vector(f: FileEntry, change_rows: int, level: int, p: TableProperties) -> bool:
     """Whether a fold task whose change files hold ``change_rows`` rows is sure to keep
     base file ``f`` with a deletion vector rather than rewrite it: vectors on, ``f`` at
-    the fold task's level ``level`` and not small, and its vector would hide less than
-    ``deletion-vectors.max-ratio`` of its rows even if every change row replaced one of
-    them. The executor decides on the keys themselves (``firn.engine.vectors``); this
-    bound needs no read, so a file it is unsure of counts as rewritten."""
+    the fold task's level ``level`` and not tiny (``deletion-vectors.min-file-bytes``),
+    and its vector would hide less than ``deletion-vectors.max-ratio`` of its rows even
+    if every change row replaced one of them. The executor decides on the keys
+    themselves (``firn.engine.vectors``); this bound needs no read, so a file it is
+    unsure of counts as rewritten."""
     ratio = p.deletion_vector_ratio
     return (
-        may_carry_vector(ratio, f.node.m, level, f.size_bytes, p.small_file_threshold)
+        may_carry_vector(ratio, f.node.m, level, f.size_bytes, p.vector_min_file_bytes)
         and f.record_count - f.live_rows + change_rows < ratio * f.record_count
     )
 
