@@ -58,8 +58,6 @@ TABLE = "partitions"
 
 METADATA_MAX_AGE_SECONDS = 30.0
 """How old the worker's Kafka metadata may grow before it is asked for again."""
-SESSION_TIMEOUT_SECONDS = SESSION_TIMEOUT_MS / 1000
-"""Faust's default is 60 s; the same as every other service's consumers."""
 
 
 def changelog_topic(settings: FirnSettings) -> str:
@@ -94,10 +92,10 @@ def create_app(
         # aiokafka asks again for a topic its metadata lacks only at this age (five
         # minutes by default): see changelog_known.
         consumer_metadata_max_age_ms=int(METADATA_MAX_AGE_SECONDS * 1000),
-        # A killed metrics process holds its partitions until its session times out:
-        # Faust's 60 s default stalled every plan request that long after a restart.
-        # The catalog work runs on threads (_retrying), so heartbeats are not held up.
-        broker_session_timeout=SESSION_TIMEOUT_SECONDS,
+        # As for the other services' consumers (firn.kafka.clients): a killed metrics
+        # process would hold its partitions for Faust's 60 s default; the catalog work
+        # runs on threads (_retrying), so the loop's heartbeats are not held up.
+        broker_session_timeout=SESSION_TIMEOUT_MS / 1000,
     )
     app.transport = IdempotentTransport(app.conf.broker_consumer, app)
     source = app.topic(topics.commits, topics.compactions, value_serializer="raw")

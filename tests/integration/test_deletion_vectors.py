@@ -55,6 +55,18 @@ def _compact(table: firn.Table) -> None:
     assert summary["failed_attempts"] == 0, summary["errors"]
 
 
+def _upsert_and_fold(
+    table: firn.Table, model: dict[int, str], keys: Sequence[int] | range, tag: str
+) -> None:
+    """Upsert ``keys`` (values ``<tag><key>``), fold them, and check the table still
+    reads as ``model`` (updated here) with sound base files."""
+    table.upsert(_rows(keys, tag))
+    model.update({k: f"{tag}{k}" for k in keys})
+    _compact(table)
+    check_base_files(table)
+    assert _view(table) == model
+
+
 def _keys_at(table: firn.Table, entry: FileEntry, positions: Sequence[int]) -> list[int]:
     return [r["k"] for r in rows_at(table, entry, positions)]
 
@@ -250,11 +262,7 @@ def test_late_updates_keep_the_base_files_they_touch(shared_catalog: firn.Catalo
     snapshots.append((table.current_snapshot(), dict(model)))
 
     # Updating a key again hides its row in the file the last fold wrote.
-    table.upsert(_rows([5], "again"))
-    model[5] = "again5"
-    _compact(table)
-    check_base_files(table)
-    assert _view(table) == model
+    _upsert_and_fold(table, model, [5], "again")
     snapshots.append((table.current_snapshot(), dict(model)))
 
     for snapshot, view in snapshots:
@@ -268,21 +276,13 @@ def test_a_file_past_the_ratio_is_rewritten_and_zero_turns_vectors_off(
     table = _log(shared_catalog, "dv_ratio")
     files = _in_key_order(table)
     model = _view(table)
-    table.upsert(_rows(range(0, 40), "many"))  # 40 % of the first file
-    model.update({k: f"many{k}" for k in range(40)})
-    _compact(table)
-    check_base_files(table)
-    assert _view(table) == model
+    _upsert_and_fold(table, model, range(0, 40), "many")  # 40 % of the first file
     paths = set(_hidden(table))
     assert files[0] not in paths, "a vector would hide 40 % > 30 %: rewritten"
     assert {files[1], files[2]} <= paths
 
     table.set_properties({"deletion-vectors.max-ratio": 0})
-    table.upsert(_rows([150], "off"))
-    model[150] = "off150"
-    _compact(table)
-    check_base_files(table)
-    assert _view(table) == model
+    _upsert_and_fold(table, model, [150], "off")
     assert files[1] not in set(_hidden(table)), "with vectors off, a touched file is rewritten"
     assert all(e.deletion_vector is None for e in base_entries(table))
 
@@ -301,19 +301,11 @@ def test_small_base_files_get_vectors_down_to_the_minimum_size(
     assert all(size < table.properties.small_file_threshold for size in sizes)
     assert table.properties.vector_min_file_bytes <= min(sizes)
     model = _view(table)
-    table.upsert(_rows([5], "late"))
-    model[5] = "late5"
-    _compact(table)
-    check_base_files(table)
-    assert _view(table) == model
+    _upsert_and_fold(table, model, [5], "late")
     assert _hidden(table)[files[0]] == 1, "a small file kept, the replaced row hidden"
 
     table.set_properties({"deletion-vectors.min-file-bytes": max(sizes) + 1})
-    table.upsert(_rows([150], "later"))
-    model[150] = "later150"
-    _compact(table)
-    check_base_files(table)
-    assert _view(table) == model
+    _upsert_and_fold(table, model, [150], "later")
     assert files[1] not in set(_hidden(table)), "under the minimum: rewritten"
     assert {files[0], files[2]} <= set(_hidden(table)), "untouched and kept files stay"
 
