@@ -310,6 +310,46 @@ def test_small_base_files_get_vectors_down_to_the_minimum_size(
     assert {files[0], files[2]} <= set(_hidden(table)), "untouched and kept files stay"
 
 
+def test_small_files_with_vectors_are_still_coalesced_and_a_full_rewrites_all(
+    shared_catalog: firn.Catalog,
+) -> None:
+    """Small base files a fold would keep with a vector (past
+    ``deletion-vectors.min-file-bytes``) are still merged once the partition passes the
+    small-file rule, with or without changes to fold: the tiered plan names them as
+    files to rewrite, not to keep. And a full compaction keeps no file."""
+    table = _log(shared_catalog, "dv_coalesce")
+    sizes = [e.size_bytes for e in base_entries(table)]
+    table.set_properties(
+        {
+            "target-file-size": 8 * max(sizes),
+            "small-file-bytes": 2 * max(sizes),
+            "deletion-vectors.min-file-bytes": min(sizes),
+            "major.file-count": 3,
+        }
+    )
+    model = _view(table)
+    table.upsert(_rows([5, 400], "late"))  # one key in the first file, one past the last
+    model.update({5: "late5", 400: "late400"})
+    assert table.status()["partitions"][0]["due"] == "major"
+    summary = firn.compact(table, kind="auto", engine="local")
+    assert summary["failed_attempts"] == 0, summary["errors"]
+    check_base_files(table)
+    assert _view(table) == model
+    entries = base_entries(table)
+    assert len(entries) == 1, "the three small files and the new rows in one file"
+    assert entries[0].deletion_vector is None
+    assert table.status()["partitions"][0]["due"] is None, "the small-file rule is answered"
+
+    # A full compaction rewrites a base file a fold would keep as it is.
+    table.set_properties({"small-file-bytes": 1, "deletion-vectors.min-file-bytes": 1})
+    before = {e.path for e in base_entries(table)}
+    summary = firn.compact(table, kind="full", engine="local")
+    assert summary["failed_attempts"] == 0, summary["errors"]
+    assert {e.path for e in base_entries(table)}.isdisjoint(before), "every file rewritten"
+    assert _view(table) == model
+    assert table.verify().problems == ()
+
+
 def test_a_result_cannot_keep_a_file_it_did_not_read(shared_catalog: firn.Catalog) -> None:
     """A fold's result may name its own base inputs as kept, as they are, with their
     vector or a larger one of its own; naming another file, changing its stats, or

@@ -19,8 +19,10 @@ from firn.model.plans import PlanDraft
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
 from firn.model.tiering import (
+    COALESCE_FAN_IN,
     Run,
     Unit,
+    coalesce_windows,
     fold_reasons,
     kept_by_vector,
     plan_unit,
@@ -277,9 +279,10 @@ def test_outside_the_window_units_merge_instead_of_folding_unless_stalled() -> N
     assert TableProperties.parse(night).window == Window.parse("01:00-05:00")
 
 
-def test_small_base_files_past_the_rule_are_rewritten_whole_changes_or_not() -> None:
+def test_small_base_files_past_the_rule_are_coalesced_changes_or_not() -> None:
     # Folds leave untouched base files as they are, so small ones add up: with none
-    # left to fold, a major request still rewrites the units that hold several.
+    # left to fold, a major request still merges each unit's neighbouring small files,
+    # and the large file after them stays as it is.
     crowded, tidy = Node(2, 0), Node(2, 1)
     small = [base(crowded, 10, 10 * i, 10 * i + 9) for i in range(5)]
     large = base(crowded, 10**6, 100, 2000)
@@ -292,7 +295,8 @@ def test_small_base_files_past_the_rule_are_rewritten_whole_changes_or_not() -> 
     assert draft.from_merged_seq == draft.to_seq == 0, "no change is merged"
     assert {t.node for t in draft.tasks} == {crowded}, "one small file is nothing to merge"
     rewritten = {f.file_id for t in draft.tasks for f in t.base_files}
-    assert rewritten == {f.file_id for f in (*small, large)}, "the whole unit, large file too"
+    assert rewritten == {f.file_id for f in small}, "the small files, not the large one"
+    assert {i for t in draft.tasks for i in t.rewrite} == rewritten, "none may be kept"
     assert all(t.change_files == () and t.cut_before == () for t in draft.tasks)
     # Below the rule (2 per node: 4 here), and on a minor request, nothing is planned.
     assert tiered([*small[:2], large, alone], "major", **p) is None
@@ -301,3 +305,95 @@ def test_small_base_files_past_the_rule_are_rewritten_whole_changes_or_not() -> 
     at = dt.datetime(2026, 11, 23, 12, tzinfo=dt.UTC)
     night = props(**p, major_window="01:00-05:00")
     assert plan_tiered(TABLE, night, "", 0, files, "major", now=at) is None
+
+
+def test_small_files_between_large_ones_are_rewritten_whole_with_them() -> None:
+    # No two small files are neighbours: only rewriting the unit whole merges them.
+    node = Node(1, 0)
+    files = [
+        base(node, 10, 0, 9),
+        base(node, 10**6, 10, 99),
+        base(node, 10, 100, 109),
+        base(node, 10**6, 110, 199),
+        base(node, 10, 200, 209),
+    ]
+    draft = tiered(files, "major", base_buckets=1, major_file_count=2, target_file_size=8000)
+    assert draft is not None
+    rewritten = {f.file_id for t in draft.tasks for f in t.base_files}
+    assert rewritten == {f.file_id for f in files}
+    assert {i for t in draft.tasks for i in t.rewrite} == rewritten
+
+
+def test_a_unit_that_folds_coalesces_inside_its_fold_and_one_that_merges_beside_it() -> None:
+    folding, merging = Node(2, 0), Node(2, 1)
+    p = {
+        "base_buckets": 2,
+        "major_file_count": 2,
+        "major_change_ratio": 0.3,
+        "minor_file_count": 3,
+        "target_file_size": 8000,
+    }
+    tail = [base(folding, 10, 10 * i, 10 * i + 9) for i in range(4)]
+    appended = change(folding, 2, 400, lo=100, hi=199)  # past the tail: touches no base
+    fold = tiered([*tail, appended], "major", **p)
+    assert fold is not None
+    (task,) = fold.tasks
+    assert task.kind == "major"
+    assert task.change_files == (appended,)
+    ids = {f.file_id for f in task.base_files}
+    assert ids == {f.file_id for f in tail}, "untouched by the change, coalesced anyway"
+    assert set(task.rewrite) == {f.file_id for f in tail}
+    assert fold.untouched_base_files == ()
+
+    large = base(merging, 10**6, 1000, 2000)
+    runs_over_large = [change(merging, s, 10, lo=1000, hi=2000) for s in range(3, 6)]
+    mixed = tiered([*tail, appended, large, *runs_over_large], "minor", **p)
+    assert mixed is not None
+    by_kind = {t.kind: t for t in mixed.tasks if t.node == merging}
+    assert set(by_kind) == {"minor"}, "a minor request coalesces nothing"
+    # Node 0 folds on its deletes; node 1's runs are only due to merge.
+    deletes = change(folding, 2, 400, "D", lo=0, hi=9)
+    mixed = tiered(
+        [*tail, deletes, large, *runs_over_large, *(base(merging, 10, i, i) for i in range(4))],
+        "major",
+        **{**p, "major_change_ratio": 1000, "major_delete_bytes": 100},
+    )
+    assert mixed is not None
+    kinds = sorted((t.kind, len(t.base_files), len(t.change_files)) for t in mixed.tasks)
+    # Node 0 folds its deletes into its four small files; node 1 merges its runs in
+    # one task and coalesces its four small files (not the large one) in another.
+    assert kinds == [("major", 4, 0), ("major", 4, 1), ("minor", 0, 3)]
+
+
+def test_coalesced_windows_grow_an_event_logs_tail_four_fold() -> None:
+    # One large file, then a tail of small ones as folds appended them.
+    assert coalesce_windows([100, 1, 1, 1, 1, 1], threshold=50) == [range(1, 6)]
+    # A window's largest file is at most a quarter of it: 12 stays out of 12 + 4.
+    assert coalesce_windows([12, 1, 1, 1, 1], threshold=50) == [range(1, 5)]
+    assert coalesce_windows([12, 12, 10, 11, 3], threshold=50) == [range(0, 5)]
+    assert coalesce_windows([1, 1, 1], threshold=50) == [], "too few to be worth it"
+    # Large files split stretches; each stretch has its own windows.
+    sizes = [1, 1, 1, 1, 60, 2, 2, 2, 2, 2, 70, 9, 1]
+    assert coalesce_windows(sizes, threshold=50) == [range(0, 4), range(5, 10)]
+
+
+@given(st.lists(st.integers(1, 100), max_size=24), st.integers(2, 120))
+@settings(max_examples=300, deadline=None)
+def test_coalesced_windows_are_small_neighbours_none_dominates_and_none_is_missed(
+    sizes: list[int], threshold: int
+) -> None:
+    windows = coalesce_windows(sizes, threshold)
+    taken = [i for w in windows for i in w]
+    assert len(taken) == len(set(taken)), "disjoint"
+    for w in windows:
+        chosen = [sizes[i] for i in w]
+        assert len(chosen) >= 2
+        assert all(size < threshold for size in chosen)
+        assert max(chosen) * COALESCE_FAN_IN <= sum(chosen)
+    # What is left holds no window that qualifies.
+    free = [i not in taken for i in range(len(sizes))]
+    for a in range(len(sizes)):
+        for b in range(a + 2, len(sizes) + 1):
+            part = sizes[a:b]
+            if all(free[a:b]) and max(part) < threshold:
+                assert max(part) * COALESCE_FAN_IN > sum(part), (a, b)

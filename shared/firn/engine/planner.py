@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -79,12 +79,16 @@ def fold_tasks(
     base: Sequence[FileEntry],
     *,
     full: bool = False,
+    coalesce: Collection[FileEntry] = (),
 ) -> tuple[list[PlannedTask], list[FileEntry]]:
     """The tasks that fold ``changes`` into ``base`` (steps 2 to 5 of the module doc),
-    and the base files they leave untouched."""
+    and the base files they leave untouched. Base files in ``coalesce`` (small files
+    merged together, ``firn.engine.tiered``) are rewritten whatever the changes touch,
+    and their tasks may not keep them with a deletion vector (``PlannedTask.rewrite``)."""
     level = properties.base_buckets
     targets = _targets(level, changes, base, full=full)
-    ranges = _Ranges(table.key_schema)
+    forced = {f.file_id for f in coalesce}
+    ranges = KeyRanges(table.key_schema)
     # One pass files -> target nodes (projections are cached per distinct node).
     node_changes: dict[Node, list[FileEntry]] = {n: [] for n in targets}
     node_base: dict[Node, list[FileEntry]] = {n: [] for n in targets}
@@ -105,6 +109,9 @@ def fold_tasks(
             rewritten = node_base[node]
         else:  # with every change moved, only shallower base files are rewritten
             rewritten, kept = _incremental(ranges, level, changed, node_base[node])
+        if forced:
+            rewritten += [f for f in kept if f.file_id in forced]
+            kept = [f for f in kept if f.file_id not in forced]
         untouched.extend(kept)
         # Outputs are cut before each file that stays: untouched base and moved files.
         cuts = tuple(
@@ -114,13 +121,14 @@ def fold_tasks(
         )
         if changed or rewritten:
             for task in _split(ranges, properties, node, level, changed, rewritten):
-                tasks.append(replace(task, cut_before=cuts))
+                rewrite = tuple(sorted(f.file_id for f in task.base_files if f.file_id in forced))
+                tasks.append(replace(task, cut_before=cuts, rewrite=rewrite))
         tasks += [PlannedTask(node, None, None, (), (f,), move=True) for f in moved]
     return tasks, untouched
 
 
 def movable(
-    ranges: _Ranges,
+    ranges: KeyRanges,
     properties: TableProperties,
     node: Node,
     changes: Sequence[FileEntry],
@@ -153,7 +161,7 @@ def _projection(node: Node, level: int) -> tuple[Node, ...]:
     return tuple(node.project(level))
 
 
-class _Ranges:
+class KeyRanges:
     """Each file's key range as comparable tuples, decoded once per plan."""
 
     def __init__(self, key_schema: pa.Schema) -> None:
@@ -193,7 +201,7 @@ def _targets(
 
 
 def _incremental(
-    ranges: _Ranges,
+    ranges: KeyRanges,
     level: int,
     changes: Sequence[FileEntry],
     base: Sequence[FileEntry],
@@ -224,7 +232,7 @@ def _incremental(
 
 
 def _split(
-    ranges: _Ranges,
+    ranges: KeyRanges,
     properties: TableProperties,
     node: Node,
     level: int,
@@ -275,7 +283,7 @@ def _share(f: FileEntry, level: int) -> float:
     return f.size_bytes / max(1, level // f.node.m)
 
 
-def _blocks(ranges: _Ranges, base: Sequence[FileEntry]) -> list[list[FileEntry]]:
+def _blocks(ranges: KeyRanges, base: Sequence[FileEntry]) -> list[list[FileEntry]]:
     """Base files in key order, grouped where their ranges overlap."""
     ranged = sorted(((*ranges(f), f) for f in base), key=lambda r: r[0])
     blocks: list[list[FileEntry]] = []

@@ -11,10 +11,13 @@ units, asks the policy, and turns its answers into one plan:
 
 A ``major`` request (the partition's SPEC 4 major rules fired) folds every unit with
 changes when no unit is due on its own numbers, so a partition-level reason such as
-``major.interval-max`` is always answered; when the partition's small base files pass
-the small-file rule, the units holding several are rewritten whole as well, changes
-or not (folds leave untouched base files as they are, so small ones add up). A ``minor``
-request plans only what the units call for, possibly nothing.
+``major.interval-max`` is always answered. When the partition's small base files pass
+the small-file rule (folds leave untouched base files as they are, so small ones add
+up), each unit coalesces its windows of neighbouring small files
+(``firn.model.tiering.coalesce_windows``), changes or not: inside the unit's fold
+when it folds, else in a task of their own; only when no unit has such a window are
+the units holding several small files rewritten whole, so the rule always stops
+firing. A ``minor`` request plans only what the units call for, possibly nothing.
 
 The committer removes exactly the inputs of each task; the partition's
 ``max_merged_seq`` moves to S only when no change file at or below S is left, which a
@@ -27,13 +30,21 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import replace
 
-from firn.engine.planner import fold_tasks, plan_partition
+from firn.engine.planner import KeyRanges, fold_tasks, plan_partition
 from firn.model.files import FileEntry
 from firn.model.plans import PlanDraft, PlannedTask
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
 from firn.model.tasks import Kind
-from firn.model.tiering import Run, Unit, UnitPlan, kept_by_vector, plan_unit, runs_to_merge
+from firn.model.tiering import (
+    Run,
+    Unit,
+    UnitPlan,
+    coalesce_windows,
+    kept_by_vector,
+    plan_unit,
+    runs_to_merge,
+)
 from firn.model.tree import Node
 
 
@@ -65,7 +76,9 @@ def plan_tiered(
     window = properties.window
     off_peak = window is not None and not window.contains(now or dt.datetime.now(dt.UTC))
     coalesced = (
-        [] if kind != "major" or off_peak else _small_base_units(unit_base, level, properties)
+        {}
+        if kind != "major" or off_peak
+        else _coalesced(KeyRanges(table.key_schema), unit_base, level, properties)
     )
     if not unit_changes and not coalesced:
         return None
@@ -102,16 +115,24 @@ def plan_tiered(
             tasks += [replace(t, kind="full") for t in moved]
         elif plan.fold:
             folded, kept = folds[node]
+            if node in coalesced:
+                folded, kept = fold_tasks(
+                    table,
+                    properties,
+                    unit_changes[node],
+                    unit_base.get(node, []),
+                    coalesce=coalesced[node],
+                )
             tasks += [replace(t, kind="major") for t in folded]
             untouched += kept
         else:
             newest = {r.seq for r in runs(unit_changes[node])[: plan.merge]}
             merged = tuple(f for f in unit_changes[node] if f.seq in newest)
             tasks.append(PlannedTask(node, None, None, (), merged, kind="minor"))
-    for node in coalesced:
-        if node not in decided:
-            whole, _ = fold_tasks(table, properties, (), unit_base[node], full=True)
-            tasks += [replace(t, kind="major") for t in whole]
+    for node, small in sorted(coalesced.items()):
+        if node not in decided or not decided[node].fold:
+            merged_small, _ = fold_tasks(table, properties, (), small, full=True, coalesce=small)
+            tasks += [replace(t, kind="major") for t in merged_small]
     if not tasks:
         return None
     kinds = {t.kind for t in tasks}
@@ -147,24 +168,37 @@ def _rebucket_step(
     return chosen
 
 
-def _small_base_units(
-    unit_base: dict[Node, list[FileEntry]], level: int, properties: TableProperties
-) -> list[Node]:
+def _coalesced(
+    ranges: KeyRanges,
+    unit_base: dict[Node, list[FileEntry]],
+    level: int,
+    properties: TableProperties,
+) -> dict[Node, list[FileEntry]]:
     """When the partition's small base files reach the SPEC 4 small-file rule
-    (``major.file-count`` per node), the units holding two or more of them: each is
-    rewritten whole, which leaves it at most one small file, so the rule stops firing.
-    Whole, because outputs cut around the unit's large files would leave small files
-    between two of them as small as before. Files at another level than
-    ``base.buckets`` are the re-bucketing full compaction's to rewrite."""
+    (``major.file-count`` per node), the small base files each unit merges together:
+    its windows of neighbouring small files (``coalesce_windows``). When no unit has
+    one, the units holding two or more small files give all their base files: each is
+    rewritten whole, which leaves it at most one small file, so the rule stops firing
+    (outputs cut around large files would leave small ones between two of them as
+    small as before). Files at another level than ``base.buckets`` are the
+    re-bucketing full compaction's to rewrite."""
     if level != properties.base_buckets:
-        return []
+        return {}
     threshold = properties.small_file_threshold
     small = {
         node: sum(f.size_bytes < threshold for f in files) for node, files in unit_base.items()
     }
     if sum(small.values()) < properties.major_file_count * properties.base_buckets:
-        return []
-    return sorted(node for node, count in small.items() if count >= 2)
+        return {}
+    chosen: dict[Node, list[FileEntry]] = {}
+    for node, files in unit_base.items():
+        in_order = sorted(files, key=ranges)
+        windows = coalesce_windows([f.size_bytes for f in in_order], threshold)
+        if windows:
+            chosen[node] = [in_order[i] for w in windows for i in w]
+    if chosen:
+        return chosen
+    return {node: unit_base[node] for node, count in small.items() if count >= 2}
 
 
 def _off_peak(

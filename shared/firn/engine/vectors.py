@@ -87,9 +87,14 @@ def choose_base(
 
 def may_keep(spec: TaskSpec, f: InputFile) -> bool:
     """Whether ``spec`` may keep base file ``f`` with a vector: vectors on, ``f`` at
-    the task's node (not a shallower one, which is re-bucketed) and not tiny."""
-    return spec.kind != "minor" and may_carry_vector(
-        spec.vector_ratio, f.node_m, spec.node_m, f.size_bytes, spec.small_file_bytes
+    the task's node (not a shallower one, which is re-bucketed), not tiny, and not
+    one the planner coalesces (``TaskSpec.rewrite``)."""
+    return (
+        spec.kind != "minor"
+        and f.file_id not in spec.rewrite
+        and may_carry_vector(
+            spec.vector_ratio, f.node_m, spec.node_m, f.size_bytes, spec.small_file_bytes
+        )
     )
 
 

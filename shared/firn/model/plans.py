@@ -28,6 +28,9 @@ class PlannedTask:
     units (``major``) and merges the runs of others (``minor``)."""
     move: bool = False
     """The change files become base files as they are (``TaskSpec.move``)."""
+    rewrite: tuple[int, ...] = ()
+    """Base files (ids) the task rewrites, never keeps: small files coalesced
+    (``TaskSpec.rewrite``)."""
 
     @property
     def input_bytes(self) -> int:
@@ -85,8 +88,10 @@ class PlanDraft:
             target_file_size=target_file_size,
             output_prefix=f"{prefix}p{plan_id}-t{task_id}",
             move=task.move,
-            vector_ratio=vector_ratio if kind in ("major", "full") else 0.0,
+            # A full compaction rewrites every base file (SPEC 4); only folds keep some.
+            vector_ratio=vector_ratio if kind == "major" else 0.0,
             small_file_bytes=small_file_bytes,
+            rewrite=task.rewrite,
         )
 
 

@@ -209,6 +209,10 @@ class TaskSpec:
     """A touched base file smaller than this is rewritten, never given a vector: the
     table's ``deletion-vectors.min-file-bytes`` (the name is the JSON field's, kept so
     that specs of plans open across an upgrade still load)."""
+    rewrite: tuple[int, ...] = ()
+    """Base files (ids) the task rewrites whatever its changes touch: small files the
+    planner coalesces (``firn.model.tiering.coalesce_windows``), which a deletion
+    vector would leave as small as they are."""
 
     @property
     def node(self) -> Node:
@@ -246,6 +250,7 @@ class TaskSpec:
         for name in ("base_files", "change_files"):
             values[name] = tuple(InputFile.from_dict(f) for f in values[name])
         values["cut_before"] = tuple(list(k) for k in values.get("cut_before", ()))
+        values["rewrite"] = tuple(int(i) for i in values.get("rewrite", ()))
         return cls(**values)
 
     @classmethod

@@ -23,6 +23,13 @@ After Paimon's universal compaction for primary-key tables, applied to Firn's tr
   back to ``minor.file-count`` runs, then each older run while it is no larger than
   what is merged so far (times ``1 + minor.size-ratio``): similar sizes merge
   together, so a byte is rewritten once per size tier instead of at every merge.
+- Small base files (under ``small-file-bytes``) pile up: folds keep the base files no
+  change touches, so an event log adds one small file at each fold. Once a partition
+  passes the SPEC 4 small-file rule, a unit **coalesces** windows of them: files next
+  to each other in key order, all small, none larger than a ``COALESCE_FAN_IN``-th of
+  the window (``coalesce_windows``), so that a byte is rewritten once per
+  ``COALESCE_FAN_IN``-fold growth of its file, not each time a few small files join
+  it. Large files between them stay as they are.
 
 Pure: the caller turns units into tasks (``firn.engine.tiered``).
 """
@@ -143,3 +150,46 @@ def plan_unit(unit: Unit, p: TableProperties) -> UnitPlan | None:
     if unit.base_bytes == 0:
         return UnitPlan(True, 0, (f"{len(unit.runs)} runs and no base yet",))
     return UnitPlan(False, merge, (f"{len(unit.runs)} runs: merging the newest {merge}",))
+
+
+COALESCE_FAN_IN = 4
+"""A coalesced window holds at least this many files' worth of its largest file: an
+event log's tail of small files grows four-fold at each rewrite (log4 rewrites of a
+row on the way to ``small-file-bytes``), where merging whatever is small would
+rewrite the largest of them each time a few new ones join it (log2, or worse)."""
+
+
+def coalesce_windows(sizes: Sequence[int], threshold: int) -> list[range]:
+    """Which of a unit's base files to merge together, given their sizes in key order:
+    disjoint windows of neighbouring files, each file under ``threshold``
+    (``small-file-bytes``), whose largest is at most a ``COALESCE_FAN_IN``-th of the
+    window's bytes. In each stretch of small files the longest such window is taken,
+    then the longest in what is left on either side of it."""
+    windows: list[range] = []
+    start = 0
+    while start < len(sizes):
+        if sizes[start] >= threshold:
+            start += 1
+            continue
+        end = start
+        while end < len(sizes) and sizes[end] < threshold:
+            end += 1
+        windows += _balanced(sizes, start, end)
+        start = end
+    return sorted(windows, key=lambda w: w.start)
+
+
+def _balanced(sizes: Sequence[int], lo: int, hi: int) -> list[range]:
+    """The longest balanced window in ``sizes[lo:hi]``, then those on either side."""
+    best: range | None = None
+    for a in range(lo, hi):
+        total = biggest = 0
+        for b in range(a, hi):
+            total += sizes[b]
+            biggest = max(biggest, sizes[b])
+            balanced = b > a and biggest * COALESCE_FAN_IN <= total
+            if balanced and (best is None or b + 1 - a > len(best)):
+                best = range(a, b + 1)
+    if best is None:
+        return []
+    return [*_balanced(sizes, lo, best.start), best, *_balanced(sizes, best.stop, hi)]
