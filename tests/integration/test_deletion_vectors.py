@@ -23,7 +23,7 @@ from firn.catalog.files import files_at
 from firn.catalog.progress import written_bytes
 from firn.catalog.results import record_result
 from firn.engine.kernel import run_task
-from firn.engine.planning import plan_now
+from firn.engine.planning import draft_now, plan_now
 from firn.errors import CommitError, CorruptFileError
 from firn.model.files import DeletionVector, FileEntry
 from firn.model.plans import PlanRecord
@@ -268,6 +268,35 @@ def test_late_updates_keep_the_base_files_they_touch(shared_catalog: firn.Catalo
     for snapshot, view in snapshots:
         assert _view(table, snapshot) == view
     assert table.verify().problems == ()
+
+
+def test_a_fold_reads_only_the_base_files_a_commits_key_spans_meet(
+    shared_catalog: firn.Catalog,
+) -> None:
+    """An event log's commit (a late update and new keys past the base) records its
+    key spans, so the fold's task reads the one base file the late key falls in, not
+    every file the commit's key range spans."""
+    table = _log(shared_catalog, "dv_spans")
+    files = _in_key_order(table)
+    model = _view(table)
+    keys = [150, *range(1000, 1040)]
+    table.upsert(_rows(keys, "log"))
+    model.update({k: f"log{k}" for k in keys})
+    (spans,) = catalog_conn(table).execute(
+        "SELECT key_spans FROM data_file WHERE table_id = %s AND store = 'change' "
+        "AND removed_snapshot IS NULL",
+        (table.table_id,),
+    ).fetchone() or (None,)
+    assert spans == [[[150], [150]], [[1000], [1039]]]
+    draft = draft_now(catalog_conn(table), table, "", "major")
+    assert draft is not None
+    (task,) = draft.tasks
+    assert [f.path for f in task.base_files] == [files[1]]
+    _compact(table)
+    check_base_files(table)
+    assert _view(table) == model
+    assert _hidden(table)[files[1]] == 1, "kept with a vector"
+    assert {files[0], files[2]} <= set(_hidden(table))
 
 
 def test_a_file_past_the_ratio_is_rewritten_and_zero_turns_vectors_off(

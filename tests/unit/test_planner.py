@@ -4,6 +4,7 @@ incremental merge, key-range splits, full and bin-pack plans."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pyarrow as pa
 from hypothesis import given
@@ -66,6 +67,20 @@ def test_base_files_no_change_touches_stay_untouched() -> None:
     # A change range spanning two files joins them (and anything chained to them).
     draft = plan([*files, change(Node(1, 0), 5, 150, 210)], base_buckets=1)
     assert draft.tasks[0].base_files == (files[1], files[2])
+
+
+def test_a_change_files_key_spans_touch_only_the_files_they_meet() -> None:
+    # An event log's commit: a late update at 50 and new keys past the base. Its range
+    # spans every base file; its spans meet only the first.
+    files = [base(Node(1, 0), 0, 99), base(Node(1, 0), 100, 199), base(Node(1, 0), 200, 299)]
+    log = replace(change(Node(1, 0), 5, 50, 420), key_spans=[[[50], [50]], [[300], [420]]])
+    draft = plan([*files, log], base_buckets=1)
+    assert [t.base_files for t in draft.tasks] == [(files[0],)]
+    assert draft.untouched_base_files == (files[1], files[2])
+    assert draft.tasks[0].cut_before == ([100], [200]), "outputs stop before kept files"
+    # Without spans the range stands: every file is read.
+    draft = plan([*files, replace(log, key_spans=None)], base_buckets=1)
+    assert draft.tasks[0].base_files == tuple(files)
 
 
 def test_merged_change_files_are_not_inputs() -> None:

@@ -20,16 +20,17 @@ from firn.postgres.connection import Connection
 
 _FILE_COLUMNS = (
     "file_id, partition_key, store, file_type, node_m, node_i, seq, path, "
-    "size_bytes, record_count, min_key, max_key, added_snapshot, dv_path, dv_size_bytes, dv_rows"
+    "size_bytes, record_count, min_key, max_key, added_snapshot, dv_path, dv_size_bytes, dv_rows, "
+    "key_spans"
 )
 
 
 def _entry(row: tuple[Any, ...]) -> FileEntry:
     fid, part, store, ftype, m, i, seq, path, size, records, lo, hi, added, *vector_columns = row
-    dv, dv_size, hidden = vector_columns
+    dv, dv_size, hidden, spans = vector_columns
     vector = None if dv is None else DeletionVector(dv, int(dv_size), int(hidden))
     return FileEntry(
-        fid, part, store, ftype, Node(m, i), seq, path, size, records, lo, hi, added, vector
+        fid, part, store, ftype, Node(m, i), seq, path, size, records, lo, hi, added, vector, spans
     )
 
 

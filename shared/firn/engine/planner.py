@@ -167,6 +167,7 @@ class KeyRanges:
     def __init__(self, key_schema: pa.Schema) -> None:
         self.key_schema = key_schema
         self._decoded: dict[int, tuple[KeyTuple, KeyTuple]] = {}
+        self._spans: dict[int, list[tuple[KeyTuple, KeyTuple]]] = {}
 
     def __call__(self, f: FileEntry) -> tuple[KeyTuple, KeyTuple]:
         decoded = self._decoded.get(f.file_id)
@@ -178,6 +179,20 @@ class KeyRanges:
                 key_from_json(f.max_key, self.key_schema),
             )
             self._decoded[f.file_id] = decoded
+        return decoded
+
+    def spans(self, f: FileEntry) -> list[tuple[KeyTuple, KeyTuple]]:
+        """Where ``f``'s keys lie: its recorded key spans (``firn.model.keyspans``),
+        else its whole range."""
+        if not f.key_spans:
+            return [self(f)]
+        decoded = self._spans.get(f.file_id)
+        if decoded is None:
+            decoded = [
+                (key_from_json(lo, self.key_schema), key_from_json(hi, self.key_schema))
+                for lo, hi in f.key_spans
+            ]
+            self._spans[f.file_id] = decoded
         return decoded
 
 
@@ -207,8 +222,11 @@ def _incremental(
     base: Sequence[FileEntry],
 ) -> tuple[list[FileEntry], list[FileEntry]]:
     """Split a node's base files into (rewritten, untouched) by key-range overlap with
-    its change files. Shallower base files are always rewritten (see module doc)."""
-    ranged = [(*ranges(f), f) for f in (*changes, *base)]
+    its change files (their key spans, where recorded: an event log's commit meets the
+    few files its late updates fall in, not every file its range spans). Shallower
+    base files are always rewritten (see module doc)."""
+    ranged = [(lo, hi, f) for f in changes for lo, hi in ranges.spans(f)]
+    ranged += [(*ranges(f), f) for f in base]
     ranged.sort(key=lambda r: r[0])
     rewritten: list[FileEntry] = []
     kept: list[FileEntry] = []

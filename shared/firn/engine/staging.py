@@ -26,6 +26,7 @@ from firn.io.storage import Storage
 from firn.model.changes import OP, ORD, UPSERT
 from firn.model.commits import StagedFile
 from firn.model.keyhash import hash_keys, node_index
+from firn.model.keyspans import key_spans
 from firn.model.schema import TableSchema
 from firn.model.tree import ROOT, Node
 from firn.model.values import key_at, partition_path, partition_texts
@@ -100,4 +101,5 @@ def write_group(table: TableSchema, storage: Storage, group: ChangeGroup, path: 
         record_count=n,
         min_key=key_at(group.rows, table.primary_key, 0) if keyed else None,
         max_key=key_at(group.rows, table.primary_key, n - 1) if keyed else None,
+        key_spans=key_spans(group.rows, table.primary_key) if keyed else None,
     )
