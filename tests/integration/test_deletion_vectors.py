@@ -287,7 +287,7 @@ def test_a_fold_reads_only_the_base_files_a_commits_key_spans_meet(
         "AND removed_snapshot IS NULL",
         (table.table_id,),
     ).fetchone() or (None,)
-    assert spans == [[[150], [150]], [[1000], [1039]]]
+    assert spans == [[[150], [150], 1], [[1000], [1039], 40]]
     draft = draft_now(catalog_conn(table), table, "", "major")
     assert draft is not None
     (task,) = draft.tasks

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from typing import Any
 
 import pyarrow as pa
 from hypothesis import given, settings
@@ -12,17 +13,17 @@ from hypothesis import strategies as st
 from firn.model.keyspans import MAX_SPANS, key_spans
 
 
-def spans_of(keys: list[int]) -> list[list[list[int]]] | None:
+def spans_of(keys: list[int]) -> list[list[Any]] | None:
     return key_spans(pa.table({"k": sorted(keys)}), ["k"])
 
 
 def test_an_event_logs_commit_is_its_late_keys_and_one_block_of_new_ones() -> None:
     keys = [17, 40_000, 91_250, *range(500_000, 500_250)]
     assert spans_of(keys) == [
-        [[17], [17]],
-        [[40_000], [40_000]],
-        [[91_250], [91_250]],
-        [[500_000], [500_249]],
+        [[17], [17], 1],
+        [[40_000], [40_000], 1],
+        [[91_250], [91_250], 1],
+        [[500_000], [500_249], 250],
     ]
 
 
@@ -38,9 +39,9 @@ def test_dates_and_composite_keys_split_on_the_first_column() -> None:
     rows = pa.table({"day": pa.array(days, pa.date32()), "id": [1, 2, 1, 1, 1, 1]})
     spans = key_spans(rows, ["day", "id"])
     assert spans is not None
-    assert [len(s) for s in spans] == [2, 2]
+    assert [s[2] for s in spans] == [5, 1]
     assert spans[0][0] == [19723, 1]
-    assert spans[-1][-1] == [20623, 1]
+    assert spans[-1][1] == [20623, 1]
 
 
 def test_a_partition_column_leading_the_key_is_skipped() -> None:
@@ -48,8 +49,8 @@ def test_a_partition_column_leading_the_key_is_skipped() -> None:
     ids = [7, *range(9000, 9100)]
     rows = pa.table({"day": ["2024-06-01"] * len(ids), "order_id": ids})
     assert key_spans(rows, ["day", "order_id"]) == [
-        [["2024-06-01", 7], ["2024-06-01", 7]],
-        [["2024-06-01", 9000], ["2024-06-01", 9099]],
+        [["2024-06-01", 7], ["2024-06-01", 7], 1],
+        [["2024-06-01", 9000], ["2024-06-01", 9099], 100],
     ]
     varying = pa.table({"name": ["a", "b"] * 3, "id": [1, 2, 3, 4, 5, 6]}).sort_by("name")
     assert key_spans(varying, ["name", "id"]) is None, "the first varying column is a string"
@@ -63,7 +64,8 @@ def test_spans_are_disjoint_in_order_and_cover_every_key(keys: list[int]) -> Non
     if spans is None:
         return
     assert 2 <= len(spans) <= MAX_SPANS
-    bounds = [(lo[0], hi[0]) for lo, hi in spans]
+    bounds = [(lo[0], hi[0]) for lo, hi, _ in spans]
+    assert sum(rows for _, _, rows in spans) == len(keys)
     assert bounds[0][0] == keys[0]
     assert bounds[-1][1] == keys[-1]
     assert all(lo <= hi for lo, hi in bounds)

@@ -73,7 +73,7 @@ def test_a_change_files_key_spans_touch_only_the_files_they_meet() -> None:
     # An event log's commit: a late update at 50 and new keys past the base. Its range
     # spans every base file; its spans meet only the first.
     files = [base(Node(1, 0), 0, 99), base(Node(1, 0), 100, 199), base(Node(1, 0), 200, 299)]
-    log = replace(change(Node(1, 0), 5, 50, 420), key_spans=[[[50], [50]], [[300], [420]]])
+    log = replace(change(Node(1, 0), 5, 50, 420), key_spans=[[[50], [50], 1], [[300], [420], 9]])
     draft = plan([*files, log], base_buckets=1)
     assert [t.base_files for t in draft.tasks] == [(files[0],)]
     assert draft.untouched_base_files == (files[1], files[2])

@@ -239,6 +239,30 @@ def test_base_files_a_deletion_vector_is_sure_to_cover_do_not_count_as_rewritten
     assert not kept_by_vector(large, 50, 2, props(**on))
 
 
+def test_only_the_rows_of_spans_meeting_a_file_count_against_its_vector() -> None:
+    # An event log: runs of 4,000 rows each, one late update among them in the base's
+    # range, the rest past it. All 20,000 rows could land in the 10,000-row file as far
+    # as the ranges say; the spans say one row a run does.
+    node = Node(1, 0)
+    large = replace(base(node, 2 * MiB, 0, 1000), record_count=10_000)
+    runs_ = [
+        replace(
+            change(node, s, 10_000, lo=10 * s, hi=5000 + s),
+            record_count=4_000,
+            key_spans=[[[10 * s], [10 * s], 1], [[2000 + s], [5000 + s], 3_999]],
+        )
+        for s in range(2, 7)
+    ]
+    on = dict(base_buckets=1, minor_file_count=5, small_file_bytes=MiB)
+    folded = tiered([large, *runs_], **on)
+    assert folded is not None
+    assert folded.kind == "major", "five rows at most: the vector keeps the file"
+    unknown = [replace(r, key_spans=None) for r in runs_]
+    merged = tiered([large, *unknown], **on)
+    assert merged is not None
+    assert merged.kind == "minor", "20,000 rows could hide more than 30 % of it"
+
+
 def test_the_window_parses_runs_past_midnight_and_takes_a_zone() -> None:
     night = Window.parse("22:00-04:00")
     at = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
@@ -307,21 +331,25 @@ def test_small_base_files_past_the_rule_are_coalesced_changes_or_not() -> None:
     assert plan_tiered(TABLE, night, "", 0, files, "major", now=at) is None
 
 
-def test_small_files_between_large_ones_are_rewritten_whole_with_them() -> None:
-    # No two small files are neighbours: only rewriting the unit whole merges them.
+def test_small_files_between_large_ones_are_rewritten_whole_with_them_at_twice_the_rule() -> None:
+    # No two small files are neighbours: only rewriting the unit whole merges them,
+    # which waits for twice the rule's count (2 a node here), so that a unit whose
+    # windows are only not yet full is not rewritten whole.
     node = Node(1, 0)
-    files = [
-        base(node, 10, 0, 9),
-        base(node, 10**6, 10, 99),
-        base(node, 10, 100, 109),
-        base(node, 10**6, 110, 199),
-        base(node, 10, 200, 209),
-    ]
-    draft = tiered(files, "major", base_buckets=1, major_file_count=2, target_file_size=8000)
+    files = [base(node, 10**6, 0, 9)]
+    for i in range(1, 5):
+        files += [
+            base(node, 10, 100 * i, 100 * i + 9),
+            base(node, 10**6, 100 * i + 10, 100 * i + 99),
+        ]
+    p = {"base_buckets": 1, "major_file_count": 2, "target_file_size": 8000}
+    draft = tiered(files, "major", **p)
     assert draft is not None
     rewritten = {f.file_id for t in draft.tasks for f in t.base_files}
     assert rewritten == {f.file_id for f in files}
     assert {i for t in draft.tasks for i in t.rewrite} == rewritten
+    # Three small files pass the rule (2) but not twice it: nothing yet.
+    assert tiered(files[:-2], "major", **p) is None
 
 
 def test_a_unit_that_folds_coalesces_inside_its_fold_and_one_that_merges_beside_it() -> None:

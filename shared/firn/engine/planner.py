@@ -167,7 +167,7 @@ class KeyRanges:
     def __init__(self, key_schema: pa.Schema) -> None:
         self.key_schema = key_schema
         self._decoded: dict[int, tuple[KeyTuple, KeyTuple]] = {}
-        self._spans: dict[int, list[tuple[KeyTuple, KeyTuple]]] = {}
+        self._spans: dict[int, list[tuple[KeyTuple, KeyTuple, int]]] = {}
 
     def __call__(self, f: FileEntry) -> tuple[KeyTuple, KeyTuple]:
         decoded = self._decoded.get(f.file_id)
@@ -181,19 +181,32 @@ class KeyRanges:
             self._decoded[f.file_id] = decoded
         return decoded
 
-    def spans(self, f: FileEntry) -> list[tuple[KeyTuple, KeyTuple]]:
-        """Where ``f``'s keys lie: its recorded key spans (``firn.model.keyspans``),
-        else its whole range."""
-        if not f.key_spans:
-            return [self(f)]
+    def spans(self, f: FileEntry) -> list[tuple[KeyTuple, KeyTuple, int]]:
+        """Where ``f``'s keys lie, and how many rows in each place: its recorded key
+        spans (``firn.model.keyspans``), else its whole range with all its rows."""
         decoded = self._spans.get(f.file_id)
         if decoded is None:
-            decoded = [
-                (key_from_json(lo, self.key_schema), key_from_json(hi, self.key_schema))
-                for lo, hi in f.key_spans
-            ]
+            if f.key_spans:
+                decoded = [
+                    (
+                        key_from_json(lo, self.key_schema),
+                        key_from_json(hi, self.key_schema),
+                        int(rows),
+                    )
+                    for lo, hi, rows in f.key_spans
+                ]
+            else:
+                decoded = [(*self(f), f.record_count)]
             self._spans[f.file_id] = decoded
         return decoded
+
+    def rows_meeting(self, changes: Sequence[FileEntry], f: FileEntry) -> int:
+        """How many rows of ``changes`` may have a key in ``f``'s range: those of
+        their spans that meet it."""
+        lo, hi = self(f)
+        return sum(
+            rows for c in changes for s_lo, s_hi, rows in self.spans(c) if s_lo <= hi and lo <= s_hi
+        )
 
 
 def _targets(
@@ -225,7 +238,7 @@ def _incremental(
     its change files (their key spans, where recorded: an event log's commit meets the
     few files its late updates fall in, not every file its range spans). Shallower
     base files are always rewritten (see module doc)."""
-    ranged = [(lo, hi, f) for f in changes for lo, hi in ranges.spans(f)]
+    ranged = [(lo, hi, f) for f in changes for lo, hi, _ in ranges.spans(f)]
     ranged += [(*ranges(f), f) for f in base]
     ranged.sort(key=lambda r: r[0])
     rewritten: list[FileEntry] = []

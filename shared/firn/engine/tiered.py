@@ -75,10 +75,9 @@ def plan_tiered(
         unit_changes.setdefault(node, [])
     window = properties.window
     off_peak = window is not None and not window.contains(now or dt.datetime.now(dt.UTC))
+    ranges = KeyRanges(table.key_schema)
     coalesced = (
-        {}
-        if kind != "major" or off_peak
-        else _coalesced(KeyRanges(table.key_schema), unit_base, level, properties)
+        {} if kind != "major" or off_peak else _coalesced(ranges, unit_base, level, properties)
     )
     if not unit_changes and not coalesced:
         return None
@@ -94,7 +93,7 @@ def plan_tiered(
     }
     decided: dict[Node, UnitPlan] = {}
     for node, files_of_unit in unit_changes.items():
-        rewritten = sum(_rewritten_bytes(t, properties) for t in folds[node][0])
+        rewritten = sum(_rewritten_bytes(t, properties, ranges) for t in folds[node][0])
         unit = Unit(runs(files_of_unit), rewritten, nodes)
         if (plan := plan_unit(unit, properties)) is not None:
             decided[node] = plan
@@ -176,12 +175,12 @@ def _coalesced(
 ) -> dict[Node, list[FileEntry]]:
     """When the partition's small base files reach the SPEC 4 small-file rule
     (``major.file-count`` per node), the small base files each unit merges together:
-    its windows of neighbouring small files (``coalesce_windows``). When no unit has
-    one, the units holding two or more small files give all their base files: each is
-    rewritten whole, which leaves it at most one small file, so the rule stops firing
-    (outputs cut around large files would leave small ones between two of them as
-    small as before). Files at another level than ``base.buckets`` are the
-    re-bucketing full compaction's to rewrite."""
+    its windows of neighbouring small files (``coalesce_windows``). A unit with no
+    window but twice ``major.file-count`` small files (they sit between large ones, or
+    their sizes step up too steeply) gives all its base files: it is rewritten whole,
+    which leaves it at most one small file (outputs cut around large files would leave
+    small ones between two of them as small as before). Files at another level than
+    ``base.buckets`` are the re-bucketing full compaction's to rewrite."""
     if level != properties.base_buckets:
         return {}
     threshold = properties.small_file_threshold
@@ -196,9 +195,9 @@ def _coalesced(
         windows = coalesce_windows([f.size_bytes for f in in_order], threshold)
         if windows:
             chosen[node] = [in_order[i] for w in windows for i in w]
-    if chosen:
-        return chosen
-    return {node: unit_base[node] for node, count in small.items() if count >= 2}
+        elif small[node] >= 2 * properties.major_file_count:
+            chosen[node] = files
+    return chosen
 
 
 def _off_peak(
@@ -219,14 +218,14 @@ def _off_peak(
     return kept
 
 
-def _rewritten_bytes(task: PlannedTask, properties: TableProperties) -> int:
+def _rewritten_bytes(task: PlannedTask, properties: TableProperties, ranges: KeyRanges) -> int:
     """The base bytes a fold task is expected to rewrite: its base files but those it
-    is sure to keep with a deletion vector."""
-    change_rows = sum(f.record_count for f in task.change_files)
+    is sure to keep with a deletion vector, even if every change row whose key span
+    meets the file replaced one of its rows."""
     return sum(
         f.size_bytes
         for f in task.base_files
-        if not kept_by_vector(f, change_rows, task.node.m, properties)
+        if not kept_by_vector(f, ranges.rows_meeting(task.change_files, f), task.node.m, properties)
     )
 
 

@@ -25,7 +25,7 @@ class StagedFile:
     record_count: int
     min_key: list[Any] | None
     max_key: list[Any] | None
-    key_spans: list[list[list[Any]]] | None = None
+    key_spans: list[list[Any]] | None = None
     """Change files: where the keys lie inside the range (``firn.model.keyspans``)."""
 
 

@@ -55,8 +55,8 @@ class FileEntry:
     added_snapshot: int
     deletion_vector: DeletionVector | None = None
     """Base files only: the rows compactions since hid (None: every row is live)."""
-    key_spans: list[list[list[Any]]] | None = None
-    """Change files: ``[first, last]`` keys of the runs its keys cluster in
+    key_spans: list[list[Any]] | None = None
+    """Change files: ``[first, last, rows]`` of the runs its keys cluster in
     (``firn.model.keyspans``); None: only the range is known."""
 
     @property

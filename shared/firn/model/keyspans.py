@@ -4,13 +4,14 @@ A fold rewrites (or reads for a deletion vector) every base file whose key range
 changes meet, and a file's ``[min_key, max_key]`` says little when its keys cluster:
 an event log's commit holds a block of new ids past the whole base plus a few late
 updates of old ones, so its range spans every base file though it touches a handful.
-Each change file therefore records up to ``MAX_SPANS`` spans, ``[first, last]`` keys of
-runs of its sorted keys, split at the largest gaps between neighbouring keys; the
-planner tests base files against the spans instead of the range
-(``firn.engine.planner``). Gaps are measured on the first key column that varies in
-the file (a partition column leading the key does not) when it is an integer, date or
-timestamp (ids and event times, where clustering is usual); other keys record no
-spans and the range stands.
+Each change file therefore records up to ``MAX_SPANS`` spans, ``[first, last, rows]``:
+the first and last keys of a run of its sorted keys and how many rows it holds, split
+at the largest gaps between neighbouring keys. The planner tests base files against
+the spans instead of the range (``firn.engine.planner``), and bounds the rows a fold
+may hide in a base file by the rows of the spans that meet it (``firn.engine.tiered``).
+Gaps are measured on the first key column that varies in the file (a partition column
+leading the key does not) when it is an integer, date or timestamp (ids and event
+times, where clustering is usual); other keys record no spans and the range stands.
 
 Pure: pyarrow only.
 """
@@ -27,8 +28,8 @@ import pyarrow.compute as pc
 from firn.model.values import key_at
 
 MAX_SPANS = 8
-"""Spans a file records at most: 8 pairs of keys is a few hundred bytes of catalog a
-file, and isolates seven stray keys (late updates) from one dense block."""
+"""Spans a file records at most: eight pairs of keys is a few hundred bytes of catalog
+a file, and isolates seven stray keys (late updates) from one dense block."""
 
 
 GAP_FACTOR = 8.0
@@ -39,10 +40,10 @@ exponential gaps is about eight medians), so a dense block stays one span."""
 
 def key_spans(
     rows: pa.Table, key_columns: Sequence[str], limit: int = MAX_SPANS
-) -> list[list[list[Any]]] | None:
-    """Up to ``limit`` disjoint ``[first, last]`` key pairs (catalog JSON) covering
-    ``rows``, which are sorted by ``key_columns``; ``None`` when they would say no
-    more than the file's range (one span, or keys gaps cannot be measured on)."""
+) -> list[list[Any]] | None:
+    """Up to ``limit`` disjoint ``[first, last, rows]`` spans (keys in catalog JSON)
+    covering ``rows``, which are sorted by ``key_columns``; ``None`` when they would
+    say no more than the file's range (one span, or keys gaps cannot be measured on)."""
     n = rows.num_rows
     if n < 2 or limit < 2:
         return None
@@ -58,7 +59,7 @@ def key_spans(
     starts = [0, *cuts]
     ends = [*(c - 1 for c in cuts), n - 1]
     return [
-        [key_at(rows, key_columns, s), key_at(rows, key_columns, e)]
+        [key_at(rows, key_columns, s), key_at(rows, key_columns, e), e + 1 - s]
         for s, e in zip(starts, ends, strict=True)
     ]
 

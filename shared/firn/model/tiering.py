@@ -113,11 +113,12 @@ def fold_reasons(unit: Unit, p: TableProperties) -> list[str]:
 
 
 def kept_by_vector(f: FileEntry, change_rows: int, level: int, p: TableProperties) -> bool:
-    """Whether a fold task whose change files hold ``change_rows`` rows is sure to keep
-    base file ``f`` with a deletion vector rather than rewrite it: vectors on, ``f`` at
-    the fold task's level ``level`` and not tiny (``deletion-vectors.min-file-bytes``),
-    and its vector would hide less than ``deletion-vectors.max-ratio`` of its rows even
-    if every change row replaced one of them. The executor decides on the keys
+    """Whether a fold task is sure to keep base file ``f`` with a deletion vector
+    rather than rewrite it, when at most ``change_rows`` of its change rows have a key
+    in ``f``'s range (those of their key spans that meet it): vectors on, ``f`` at the
+    fold task's level ``level`` and not tiny (``deletion-vectors.min-file-bytes``), and
+    its vector would hide less than ``deletion-vectors.max-ratio`` of its rows even if
+    every one of those rows replaced one of them. The executor decides on the keys
     themselves (``firn.engine.vectors``); this bound needs no read, so a file it is
     unsure of counts as rewritten."""
     ratio = p.deletion_vector_ratio
