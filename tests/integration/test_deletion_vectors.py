@@ -320,7 +320,7 @@ def test_small_base_files_get_vectors_down_to_the_minimum_size(
     shared_catalog: firn.Catalog,
 ) -> None:
     """An event log's base stays under ``small-file-bytes`` for a while: its files are
-    still kept with a vector, down to ``deletion-vectors.min-file-bytes`` (an eighth
+    still kept with a vector, down to ``deletion-vectors.min-file-bytes`` (a sixty-fourth
     of the small-file limit unless set); a file under that is rewritten."""
     table = _log(shared_catalog, "dv_small")
     files = _in_key_order(table)
@@ -346,8 +346,10 @@ def test_small_files_with_vectors_are_still_coalesced_and_a_full_rewrites_all(
     ``deletion-vectors.min-file-bytes``) are still merged once the partition passes the
     small-file rule, with or without changes to fold: the tiered plan names them as
     files to rewrite, not to keep. And a full compaction keeps no file."""
-    table = _log(shared_catalog, "dv_coalesce")
+    table = _table(shared_catalog, "dv_coalesce", commits=6)
+    table.set_properties({"deletion-vectors.max-ratio": 0.3})
     sizes = [e.size_bytes for e in base_entries(table)]
+    assert len(sizes) == 6, "one file a commit: keys in order move into base"
     table.set_properties(
         {
             "target-file-size": 8 * max(sizes),
@@ -365,7 +367,7 @@ def test_small_files_with_vectors_are_still_coalesced_and_a_full_rewrites_all(
     check_base_files(table)
     assert _view(table) == model
     entries = base_entries(table)
-    assert len(entries) == 1, "the three small files and the new rows in one file"
+    assert len(entries) == 1, "the six small files and the new rows in one file"
     assert entries[0].deletion_vector is None
     assert table.status()["partitions"][0]["due"] is None, "the small-file rule is answered"
 

@@ -393,13 +393,15 @@ def test_a_unit_that_folds_coalesces_inside_its_fold_and_one_that_merges_beside_
     assert kinds == [("major", 4, 0), ("major", 4, 1), ("minor", 0, 3)]
 
 
-def test_coalesced_windows_grow_an_event_logs_tail_four_fold() -> None:
+def test_coalesced_windows_grow_an_event_logs_tail_three_fold_or_more() -> None:
     # One large file, then a tail of small ones as folds appended them.
     assert coalesce_windows([100, 1, 1, 1, 1, 1], threshold=50) == [range(1, 6)]
-    # A window's largest file is at most a quarter of it: 12 stays out of 12 + 4.
+    # A window's largest file is at most a third of it: 12 stays out of 12 + 4.
     assert coalesce_windows([12, 1, 1, 1, 1], threshold=50) == [range(1, 5)]
     assert coalesce_windows([12, 12, 10, 11, 3], threshold=50) == [range(0, 5)]
-    assert coalesce_windows([1, 1, 1], threshold=50) == [], "too few to be worth it"
+    assert coalesce_windows([1, 1, 1], threshold=50) == [range(0, 3)]
+    assert coalesce_windows([1, 1], threshold=50) == [], "too few to be worth it"
+    assert coalesce_windows([21, 19, 20, 18], threshold=50) == [range(0, 4)], "near-equal"
     # Large files split stretches; each stretch has its own windows.
     sizes = [1, 1, 1, 1, 60, 2, 2, 2, 2, 2, 70, 9, 1]
     assert coalesce_windows(sizes, threshold=50) == [range(0, 4), range(5, 10)]

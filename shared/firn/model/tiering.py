@@ -28,8 +28,8 @@ After Paimon's universal compaction for primary-key tables, applied to Firn's tr
   passes the SPEC 4 small-file rule, a unit **coalesces** windows of them: files next
   to each other in key order, all small, none larger than a ``COALESCE_FAN_IN``-th of
   the window (``coalesce_windows``), so that a byte is rewritten once per
-  ``COALESCE_FAN_IN``-fold growth of its file, not each time a few small files join
-  it. Large files between them stay as they are.
+  ``COALESCE_FAN_IN``-fold (or more) growth of its file, not each time a few small
+  files join it. Large files between them stay as they are.
 
 Pure: the caller turns units into tasks (``firn.engine.tiered``).
 """
@@ -153,11 +153,13 @@ def plan_unit(unit: Unit, p: TableProperties) -> UnitPlan | None:
     return UnitPlan(False, merge, (f"{len(unit.runs)} runs: merging the newest {merge}",))
 
 
-COALESCE_FAN_IN = 4
+COALESCE_FAN_IN = 3
 """A coalesced window holds at least this many files' worth of its largest file: an
-event log's tail of small files grows four-fold at each rewrite (log4 rewrites of a
-row on the way to ``small-file-bytes``), where merging whatever is small would
-rewrite the largest of them each time a few new ones join it (log2, or worse)."""
+event log's tail of small files grows three-fold or more at each rewrite (at most
+log3 rewrites of a row on the way to ``small-file-bytes``), where merging whatever is
+small would rewrite the largest of them each time a few new ones join it (log2, or
+worse). Three, not more: fold outputs differ in size by a few percent, and a window
+of four near-equal files must pass too."""
 
 
 def coalesce_windows(sizes: Sequence[int], threshold: int) -> list[range]:
