@@ -15,9 +15,9 @@ changes when no unit is due on its own numbers, so a partition-level reason such
 the small-file rule (folds leave untouched base files as they are, so small ones add
 up), each unit coalesces its windows of neighbouring small files
 (``firn.model.tiering.coalesce_windows``), changes or not: inside the unit's fold
-when it folds, else in a task of their own; only when no unit has such a window are
-the units holding several small files rewritten whole, so the rule always stops
-firing. A ``minor`` request plans only what the units call for, possibly nothing.
+when it folds, else in a task of their own. A unit with no such window but twice the
+rule's count of small files is rewritten whole. A ``minor`` request plans only what
+the units call for, possibly nothing.
 
 The committer removes exactly the inputs of each task; the partition's
 ``max_merged_seq`` moves to S only when no change file at or below S is left, which a
