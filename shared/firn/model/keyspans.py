@@ -70,7 +70,7 @@ def _leading_numbers(rows: pa.Table, key_columns: Sequence[str]) -> np.ndarray |
     not a type gaps are measured on, or every key column is constant."""
     for name in key_columns:
         column = rows.column(name)
-        if column.null_count == 0 and pc.all(pc.equal(column, column[0])).as_py():
+        if pc.count_distinct(column).as_py() == 1:
             continue
         return _as_numbers(column.type, column)
     return None

@@ -179,7 +179,7 @@ def coalesce_windows(sizes: Sequence[int], threshold: int) -> list[range]:
             end += 1
         windows += _balanced(sizes, start, end)
         start = end
-    return sorted(windows, key=lambda w: w.start)
+    return windows
 
 
 def _balanced(sizes: Sequence[int], lo: int, hi: int) -> list[range]:
