@@ -122,6 +122,8 @@ class Committer:
                 return
             PLANS_COMMITTED.labels(table, kind).inc()
             REWRITTEN_BYTES.labels(table).inc(outcome.written_bytes)
+            if not outcome.merged_seq_advanced:
+                return  # a merge of runs, or a fold that left runs: no commit compacted
             latency = COMPACTION_LATENCY.labels(table)
             for seconds in compaction_latencies(self.conn, outcome.plan_id):
                 latency.observe(seconds)

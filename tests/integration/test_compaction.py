@@ -260,6 +260,20 @@ def _run(table: firn.Table, record: PlanRecord, owner: str = "test") -> None:
         assert record_result(conn, result, max_attempts=3) == "prepared"
 
 
+def test_a_merge_of_runs_leaves_the_merged_seq_and_says_so(catalog: firn.Catalog) -> None:
+    table = catalog.create_table(f"minor_{next(_names)}", SCHEMA, ["day", "id"], [])
+    model = Model()
+    for round_ in range(2):
+        model.upsert(table, [1] * 50, np.arange(50), f"v{round_}")
+    record = plan_now(table.catalog.conn, table, "", "minor")
+    assert isinstance(record, PlanRecord)
+    release_tasks(table.catalog.conn, record)
+    _run(table, record)
+    outcome = commit_plan(catalog.conn, record.plan_id)
+    assert (outcome.outcome, outcome.merged_seq_advanced) == ("committed", False)
+    model.check(table)
+
+
 def test_committing_a_plan_twice_changes_nothing(catalog: firn.Catalog) -> None:
     table = catalog.create_table(f"twice_{next(_names)}", SCHEMA, ["day", "id"], [])
     model = Model()
@@ -268,6 +282,7 @@ def test_committing_a_plan_twice_changes_nothing(catalog: firn.Catalog) -> None:
     _run(table, record)
     first = commit_plan(catalog.conn, record.plan_id)
     assert first.outcome == "committed"
+    assert first.merged_seq_advanced  # the committer observes the commits' waits
     snapshot = table.current_snapshot()
     again = commit_plan(catalog.conn, record.plan_id)
     assert (again.outcome, again.snapshot_id) == ("already", first.snapshot_id)

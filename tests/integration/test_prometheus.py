@@ -209,11 +209,17 @@ def test_the_committer_counts_a_plan_and_the_wait_of_each_commit_it_merged(
     db = ReconnectingConnection(settings)
     try:
         committer = Committer(db, _Producer(), "unused")  # type: ignore[arg-type]
-        committer._observe(PlanCommit(plan["plan_id"], "committed", added_bytes=1234))
+        # A plan that left its partition's merged seq where it was (a merge of runs)
+        # compacted no commit: counted, with no wait observed.
+        committer._observe(PlanCommit(plan["plan_id"], "committed", added_bytes=1))
+        assert value("firn_commit_to_compacted_seconds_count") == before
+        committer._observe(
+            PlanCommit(plan["plan_id"], "committed", added_bytes=1234, merged_seq_advanced=True)
+        )
     finally:
         db.close()
     assert value("firn_commit_to_compacted_seconds_count") == before + 3
-    assert value("firn_plans_committed_total", kind="major") == committed + 1
+    assert value("firn_plans_committed_total", kind="major") == committed + 2
     assert value("firn_rewritten_bytes_total") >= 1234
 
 

@@ -56,6 +56,9 @@ class PlanCommit:
     vector_files: int = 0
     vector_bytes: int = 0
     """New deletion vectors given to kept base files."""
+    merged_seq_advanced: bool = False
+    """Whether the commit moved its partition's ``max_merged_seq`` (a fold that left
+    no change behind): only then did producer commits become compacted."""
 
     @property
     def written_bytes(self) -> int:
@@ -201,6 +204,7 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         plan_id,
         "committed",
         snapshot_id=snapshot_id,
+        merged_seq_advanced=merged_to != from_seq,
         removed_files=removed,
         added_files=len(outputs),
         added_bytes=sum(o.size_bytes for o in outputs),
