@@ -15,6 +15,7 @@ when it commits the plan.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from firn.catalog.metrics import partition_metrics
 from firn.model.properties import TableProperties
@@ -125,7 +126,7 @@ def compaction_latencies(conn: Connection, plan_id: int) -> list[float]:
     if plan is None:
         return []
     table_id, partition, from_seq, to_seq, merged_at = plan
-    commits = dict(
+    commits: dict[int, datetime] = dict(
         conn.execute(
             "SELECT snapshot_id, created_at FROM snapshot WHERE table_id = %s "
             "AND kind = 'commit' AND seq > %s AND seq <= %s",
