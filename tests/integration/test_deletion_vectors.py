@@ -24,7 +24,9 @@ from firn.catalog.progress import written_bytes
 from firn.catalog.results import record_result
 from firn.engine.kernel import run_task
 from firn.engine.planning import draft_now, plan_now
+from firn.engine.vectors import BASE_KEYS
 from firn.errors import CommitError, CorruptFileError
+from firn.io.deletion_vectors import SCHEMA as VECTOR_SCHEMA
 from firn.model.files import DeletionVector, FileEntry
 from firn.model.plans import PlanRecord
 from tests.integration.table_checks import (
@@ -165,6 +167,42 @@ def test_verify_and_reads_refuse_a_damaged_vector(shared_catalog: firn.Catalog) 
     with pytest.raises(CorruptFileError) as caught:
         table.read()
     assert caught.value.path.endswith(entry.deletion_vector.path)
+
+
+def test_verify_reads_a_vector_from_storage_not_what_the_process_kept(
+    shared_catalog: firn.Catalog,
+) -> None:
+    table = _table(shared_catalog, "dv_damaged_later")
+    (base,) = base_entries(table)
+    hide_rows(table, base, [5, 6])
+    (entry,) = base_entries(table)
+    assert entry.deletion_vector is not None
+    assert len(_view(table)) == 298  # the vector is read, and kept by this process
+    # The same bytes, size and row count but positions out of order: only decoding
+    # the vector again finds it.
+    damaged = pa.table([pa.array([6, 5], pa.int64())], schema=VECTOR_SCHEMA)
+    size = table.storage.write_parquet(
+        entry.deletion_vector.path, damaged, {"pos": "DELTA_BINARY_PACKED"}
+    )
+    assert size == entry.deletion_vector.size_bytes
+    (problem,) = table.verify().problems
+    assert problem.path.endswith(entry.deletion_vector.path)
+    assert "ascending" in problem.detail
+
+
+def test_a_fold_looks_keys_up_in_the_base_files_the_last_one_read(
+    shared_catalog: firn.Catalog,
+) -> None:
+    """The second fold of late updates into the same base files reads their keys
+    from the process's cache (firn.engine.vectors.BASE_KEYS), with the same result."""
+    table = _log(shared_catalog, "dv_cached_keys")
+    model = _view(table)
+    _upsert_and_fold(table, model, [5, 150], "late")
+    hits = BASE_KEYS.hits
+    _upsert_and_fold(table, model, [6, 151, 250], "again")
+    assert BASE_KEYS.hits >= hits + 2  # the two files the first fold kept
+    assert _hidden(table)[_in_key_order(table)[0]] == 2
+    assert table.verify().problems == ()
 
 
 def test_a_vector_only_attaches_to_a_live_base_file(shared_catalog: firn.Catalog) -> None:

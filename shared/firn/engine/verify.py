@@ -87,7 +87,8 @@ def _vector_problems(storage: Storage, entry: FileEntry) -> list[Problem]:
     problems = inspect_file(storage, vector, VECTOR_SCHEMA)
     if not problems:
         try:
-            read_positions(storage, vector, entry.record_count)
+            # Storage as it is now: a vector this process read earlier may have changed.
+            read_positions(storage, vector, entry.record_count, cached=False)
         except CorruptFileError as exc:
             problems.append(Problem(exc.problem, exc.detail))
     return problems

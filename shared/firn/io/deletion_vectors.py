@@ -30,6 +30,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from firn.errors import CorruptFileError
+from firn.io.file_cache import FileCache
 from firn.io.integrity import RECORD_COUNT, read_batches
 from firn.io.storage import Storage
 from firn.model.files import DeletionVector
@@ -39,9 +40,26 @@ SCHEMA = pa.schema([pa.field(POSITION, pa.int64(), nullable=False)])
 Positions = npt.NDArray[np.int64]
 
 
-def read_positions(storage: Storage, vector: DeletionVector, base_rows: int) -> Positions:
+VECTORS: FileCache[Positions] = FileCache(16 << 20)
+"""Vectors this process read, for the next fold or scan of the same base file
+(``firn.io.file_cache``); callers must not modify the arrays."""
+
+
+def read_positions(
+    storage: Storage, vector: DeletionVector, base_rows: int, *, cached: bool = True
+) -> Positions:
     """The positions ``vector`` hides in a base file of ``base_rows`` rows, checked
-    (see the module doc)."""
+    (see the module doc); read-only, possibly shared with other callers. ``cached``
+    False reads storage even if this process read the vector before (a verify)."""
+    if not cached:
+        return _read_positions(storage, vector, base_rows)
+    key = (storage.full_path(vector.path), vector.size_bytes, vector.rows, base_rows)
+    return VECTORS.get_or_read(
+        key, lambda: _read_positions(storage, vector, base_rows), lambda p: int(p.nbytes)
+    )
+
+
+def _read_positions(storage: Storage, vector: DeletionVector, base_rows: int) -> Positions:
     parts = [
         batch.column(0).to_numpy(zero_copy_only=False)
         for batch in read_batches(storage, vector, [POSITION], 1 << 20, SCHEMA)
@@ -50,6 +68,7 @@ def read_positions(storage: Storage, vector: DeletionVector, base_rows: int) -> 
     problem = _problem(positions, base_rows)
     if problem:
         raise CorruptFileError(storage.full_path(vector.path), RECORD_COUNT, problem)
+    positions.setflags(write=False)  # shared through VECTORS
     return positions
 
 
