@@ -83,6 +83,7 @@ class Dispatcher:
             most,
             settings.dispatcher_memory_budget,
             settings.executor_memory_budget,
+            settings.dispatcher_local_bytes,
         )
         if not batch:
             return  # nothing claimable: others have it, or retries are backing off

@@ -1,5 +1,6 @@
 """The dispatcher's batch (issue 15): highest score first, one table, within the task
-count and the memory budget; a task over the budget runs alone."""
+count and the memory budget; a task over the budget runs alone; small tasks stay a
+batch the dispatcher runs in its own process."""
 
 from __future__ import annotations
 
@@ -37,6 +38,17 @@ def test_a_task_over_the_budget_runs_alone() -> None:
     assert choose_batch([], 8, 512 * MiB, SPILL) == []
 
 
+def test_small_tasks_stay_a_batch_the_dispatcher_runs_itself() -> None:
+    queue = [Candidate(n, 7, 3 * MiB, 9.0 - n) for n in range(1, 6)]
+    queue.insert(2, Candidate(9, 7, 1 * MiB, 5.0))
+    local = choose_batch(queue, 8, 10**12, SPILL, local_bytes=8 * MiB)
+    assert [c.task_id for c in local] == [1, 2, 9]  # 7 MiB; a third 3 MiB task would pass 8
+    assert len(choose_batch(queue, 8, 10**12, SPILL)) == 6  # no local lane: all of them
+    # A first task too large to run here makes a Spark job, which others may join.
+    big = [Candidate(1, 7, 20 * MiB, 9.0), *queue[1:]]
+    assert len(choose_batch(big, 8, 10**12, SPILL, local_bytes=8 * MiB)) == 6
+
+
 candidates = st.lists(
     st.builds(
         Candidate,
@@ -51,11 +63,16 @@ candidates = st.lists(
 
 
 @settings(deadline=None)  # pure and fast, but these machines are shared
-@given(candidates, st.integers(1, 16), st.integers(1, 8192 * MiB))
+@given(
+    candidates,
+    st.integers(1, 16),
+    st.integers(1, 8192 * MiB),
+    st.sampled_from([0, 8 * MiB, 1024 * MiB]),
+)
 def test_a_batch_is_a_prefix_choice_of_one_table_within_its_limits(
-    queue: list[Candidate], most: int, budget: int
+    queue: list[Candidate], most: int, budget: int, local_bytes: int
 ) -> None:
-    batch = choose_batch(queue, most, budget, SPILL)
+    batch = choose_batch(queue, most, budget, SPILL, local_bytes)
     if not queue:
         assert batch == []
         return
@@ -66,3 +83,5 @@ def test_a_batch_is_a_prefix_choice_of_one_table_within_its_limits(
     assert positions == sorted(positions)
     reserved = sum(task_memory(c.input_bytes, SPILL) for c in batch)
     assert reserved <= budget or len(batch) == 1
+    if local_bytes and queue[0].input_bytes <= local_bytes:
+        assert sum(c.input_bytes for c in batch) <= local_bytes

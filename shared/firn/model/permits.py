@@ -7,7 +7,13 @@ tasks, highest plan score first; this picks the batch it runs as one Spark job:
 - then tasks of that table in score order while the batch stays within
   ``dispatcher.max-concurrent-tasks`` and the memory budget, each task reserving its
   estimate (``task_memory``) before it starts;
-- a task whose estimate alone passes the budget runs alone, never beside others.
+- a task whose estimate alone passes the budget runs alone, never beside others;
+- a batch whose first task reads at most ``dispatcher_local_bytes`` stays one the
+  dispatcher runs in its own process (``firn.engine.execution.run_small_here``):
+  others join it only while it reads no more than that in all. Otherwise eight small
+  folds of 1-2 MiB together pass it and pay a Spark job's fixed cost instead (1-3 s
+  each on two cores, while every other plan waited; bench/README, "Folding at every
+  cycle"); the rest run in the next batch.
 
 Pure: the catalog query and the claims are the caller's.
 """
@@ -41,9 +47,14 @@ def task_memory(input_bytes: int, spill_budget: int) -> int:
 
 
 def choose_batch(
-    candidates: Sequence[Candidate], max_tasks: int, memory_budget: int, spill_budget: int
+    candidates: Sequence[Candidate],
+    max_tasks: int,
+    memory_budget: int,
+    spill_budget: int,
+    local_bytes: int = 0,
 ) -> list[Candidate]:
-    """The tasks to claim now, in the candidates' order (empty if there are none)."""
+    """The tasks to claim now, in the candidates' order (empty if there are none).
+    ``local_bytes`` 0: no batch is kept local."""
     if not candidates:
         return []
     first = candidates[0]
@@ -51,11 +62,17 @@ def choose_batch(
     reserved = task_memory(first.input_bytes, spill_budget)
     if reserved > memory_budget:
         return batch  # too big to share the executor with anything
+    local = local_bytes > 0 and first.input_bytes <= local_bytes
+    reads = first.input_bytes
     for c in candidates[1:]:
         if len(batch) >= max_tasks:
             break
         need = task_memory(c.input_bytes, spill_budget)
-        if c.table_id == first.table_id and reserved + need <= memory_budget:
-            batch.append(c)
-            reserved += need
+        if c.table_id != first.table_id or reserved + need > memory_budget:
+            continue
+        if local and reads + c.input_bytes > local_bytes:
+            continue
+        batch.append(c)
+        reserved += need
+        reads += c.input_bytes
     return batch
