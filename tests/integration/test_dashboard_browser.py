@@ -267,12 +267,15 @@ def test_with_the_services_and_the_demo_producer_the_page_follows_the_stack(
                     assert _cell(browser, "demo.orders", key, "last-compaction").startswith(
                         f"plan {last['plan_id']} {last['kind']}"
                     )
-                # The tasks the services ran are listed, none left open.
+                # The tasks the services planned are listed, none left open: each
+                # committed, or replaced before it ran by a newer plan of its partition
+                # (the demo folds at every cycle, so a waiting plan is often outdated).
                 states = {
                     row.find_elements(By.TAG_NAME, "td")[4].text
                     for row in browser.find_elements(By.CSS_SELECTOR, "#tasks tr")[1:]
                 }
-                assert states == {"Committed"}, states
+                assert "Committed" in states
+                assert states <= {"Committed", "Replaced"}, states
         finally:
             server.stop()
             if demo.poll() is None:
