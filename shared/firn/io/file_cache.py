@@ -80,8 +80,3 @@ class FileCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._entries)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
