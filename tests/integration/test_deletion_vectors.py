@@ -22,13 +22,16 @@ from firn.catalog.expiry import expire
 from firn.catalog.files import files_at
 from firn.catalog.progress import written_bytes
 from firn.catalog.results import record_result
+from firn.engine import kernel
 from firn.engine.kernel import run_task
 from firn.engine.planning import draft_now, plan_now
 from firn.engine.vectors import BASE_KEYS
 from firn.errors import CommitError, CorruptFileError
 from firn.io.deletion_vectors import SCHEMA as VECTOR_SCHEMA
+from firn.io.deletion_vectors import read_positions
 from firn.model.files import DeletionVector, FileEntry
 from firn.model.plans import PlanRecord
+from firn.model.tasks import TaskResult, TaskSpec
 from tests.integration.table_checks import (
     base_entries,
     catalog_conn,
@@ -203,6 +206,112 @@ def test_a_fold_looks_keys_up_in_the_base_files_the_last_one_read(
     assert BASE_KEYS.hits >= hits + 2  # the two files the first fold kept
     assert _hidden(table)[_in_key_order(table)[0]] == 2
     assert table.verify().problems == ()
+
+
+def test_a_fold_hides_rows_by_a_key_of_two_columns(shared_catalog: firn.Catalog) -> None:
+    """Keys of more than one column are looked up by a join (one column: a set
+    lookup); both find the rows a fold hides."""
+    schema = pa.schema(
+        [
+            pa.field("day", pa.string(), nullable=False),
+            pa.field("k", pa.int64(), nullable=False),
+            pa.field("v", pa.string(), nullable=False),
+        ]
+    )
+    props = {**PROPERTIES, "target-file-size": "2KiB", "deletion-vectors.max-ratio": 0.3}
+    table = shared_catalog.create_table("dv_two_columns", schema, ["day", "k"], [], props)
+
+    def rows(keys: Sequence[tuple[str, int]], tag: str) -> pa.Table:
+        return pa.table(
+            {
+                "day": [d for d, _ in keys],
+                "k": [k for _, k in keys],
+                "v": [f"{tag}{d}{k}" for d, k in keys],
+            },
+            schema=schema,
+        )
+
+    for day in ("a", "b", "c"):
+        table.upsert(rows([(day, k) for k in range(100)], "first"))
+    _compact(table)
+    files = _in_key_order(table)
+    assert len(files) == 3
+    # The same k under another day is another key: only ("a", 5) and ("b", 7) change.
+    table.upsert(rows([("a", 5), ("b", 7), ("d", 5)], "late"))
+    table.delete(pa.table({"day": ["c"], "k": [9]}))
+    _compact(table)
+    check_base_files(table)
+    hidden = _hidden(table)
+    assert [hidden[p] for p in files] == [1, 1, 1], "kept, one row hidden in each"
+    view = {(r["day"], r["k"]): r["v"] for r in table.read().to_pylist()}
+    expected = {(d, k): f"first{d}{k}" for d in "abc" for k in range(100)}
+    expected.update({("a", 5): "latea5", ("b", 7): "lateb7", ("d", 5): "lated5"})
+    del expected[("c", 9)]
+    assert view == expected
+    assert table.verify().problems == ()
+
+
+def test_a_fold_opens_each_change_file_once(
+    shared_catalog: firn.Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fold's change rows are read whole once, for the key lookup and the merge
+    (opening a small file costs more than its rows); past the memory budget the
+    key columns are read first and the rows again, with the same outputs."""
+    table = _log(shared_catalog, "dv_read_once")
+    table.upsert(_rows([5, 150], "late"))
+    table.delete(pa.table({"k": [250]}))
+    spec = _fold_spec(table)
+    assert spec.change_files
+    assert spec.base_files
+    opened: list[str] = []
+    reading = kernel.read_batches
+
+    def counted(storage: Any, f: Any, *args: Any) -> Any:
+        opened.append(f.path)
+        return reading(storage, f, *args)
+
+    monkeypatch.setattr(kernel, "read_batches", counted)
+    held = run_task(table.definition, spec, 1, kernel.KernelLimits())
+    changes = sorted(f.path for f in spec.change_files)
+    assert sorted(p for p in opened if p in changes) == changes
+    opened.clear()
+    streamed = run_task(table.definition, spec, 2, kernel.KernelLimits(memory_budget=1))
+    assert sorted(p for p in opened if p in changes) == sorted(changes * 2)
+    assert held.ok
+    assert streamed.ok
+    assert _contents(table, held) == _contents(table, streamed)
+
+
+def _fold_spec(table: firn.Table) -> TaskSpec:
+    """The one task of a major plan of the table's only partition, not stored."""
+    draft = draft_now(catalog_conn(table), table, "", "major")
+    assert draft is not None
+    assert len(draft.tasks) == 1
+    return draft.task_spec(
+        draft.tasks[0],
+        plan_id=1,
+        task_id=1,
+        table_id=table.table_id,
+        location=table.location,
+        target_file_size=table.properties.target_file_size,
+        vector_ratio=table.properties.deletion_vector_ratio,
+        small_file_bytes=table.properties.vector_min_file_bytes,
+    )
+
+
+def _contents(table: firn.Table, result: TaskResult) -> list[tuple[Any, ...]]:
+    """What each output says: rows written, or a kept file's hidden positions."""
+    said = []
+    for o in result.outputs:
+        if o.replaces is not None:
+            v = o.deletion_vector
+            hidden = () if v is None else tuple(read_positions(table.storage, v, o.record_count))
+            said.append(("kept", o.replaces, hidden))
+        else:
+            said.append(
+                ("written", tuple(map(tuple, table.storage.read_parquet(o.path).to_pylist())))
+            )
+    return sorted(said, key=repr)
 
 
 def test_a_vector_only_attaches_to_a_live_base_file(shared_catalog: firn.Catalog) -> None:

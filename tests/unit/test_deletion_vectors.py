@@ -14,10 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from firn.engine.vectors import _not_in, _replaced_rows
 from firn.errors import CorruptFileError
 from firn.io.deletion_vectors import SCHEMA, live_batches, read_positions, write_positions
 from firn.io.storage import Storage
 from firn.model.files import DeletionVector
+from firn.model.schema import TableSchema
 from firn.model.tasks import InputFile, OutputFile, carries
 
 
@@ -123,3 +125,55 @@ def test_a_result_may_keep_its_own_input_only_as_it_is() -> None:
     for output in forged:
         assert not carries(output, f, own), output
     assert _kept(f, grown).written_paths() == [grown.path], "never the base file itself"
+
+
+KEY_SCHEMA = pa.schema(
+    [pa.field("day", pa.string(), nullable=False), pa.field("k", pa.int64(), nullable=False)]
+)
+
+
+@settings(deadline=None, max_examples=60)  # timing is not what this checks
+@given(
+    files=st.lists(st.lists(st.integers(0, 30), unique=True, max_size=12), min_size=1, max_size=4),
+    changed=st.lists(st.integers(0, 30), unique=True, max_size=15),
+    two_columns=st.booleans(),
+)
+def test_a_folds_lookup_finds_each_files_replaced_rows(
+    tmp_path_factory: pytest.TempPathFactory,
+    files: list[list[int]],
+    changed: list[int],
+    two_columns: bool,
+) -> None:
+    """One lookup for all of a task's base files gives each file the positions of its
+    own rows whose key changed, as a lookup per file would: keys of one column (a set
+    lookup) or two (a join), files empty or not."""
+    storage = Storage(str(tmp_path_factory.mktemp("lookup")))
+    key = ("day", "k") if two_columns else ("k",)
+    table = TableSchema.build("t", KEY_SCHEMA if two_columns else KEY_SCHEMA.remove(0), key)
+
+    def rows(keys: list[int]) -> pa.Table:
+        columns = {"day": ["d"] * len(keys), "k": keys} if two_columns else {"k": keys}
+        return pa.table(columns, schema=table.schema)
+
+    inputs = []
+    for n, keys in enumerate(files):
+        path = f"base/B-{n}.parquet"
+        size = storage.write_parquet(path, rows(keys))
+        inputs.append(InputFile(n, path, "B", 1, 0, 1, size, len(keys)))
+    found = _replaced_rows(storage, table, inputs, rows(changed))
+    assert [p.tolist() for p in found] == [
+        [i for i, k in enumerate(keys) if k in set(changed)] for keys in files
+    ]
+
+
+@settings(deadline=None)
+@given(
+    positions=st.lists(st.integers(0, 50), unique=True),
+    hidden=st.lists(st.integers(0, 50), unique=True),
+)
+def test_positions_not_yet_hidden_are_a_set_difference(
+    positions: list[int], hidden: list[int]
+) -> None:
+    a = np.array(sorted(positions), dtype=np.int64)
+    b = np.array(sorted(hidden), dtype=np.int64)
+    assert _not_in(a, b).tolist() == np.setdiff1d(a, b).tolist()

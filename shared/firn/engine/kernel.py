@@ -65,6 +65,9 @@ if TYPE_CHECKING:
 
 READ_BATCH_ROWS = 65536
 DEFAULT_MEMORY_BUDGET = 1 << 30
+HOLD_EXPANSION = 16
+"""Bytes in memory per byte of a compressed change file, at most (a fold holds its
+change rows only while that stays inside the task's memory budget)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,9 @@ def run_task(
     try:
         if table.keyed:
             if any(may_keep(spec, f) for f in spec.base_files):
-                choice = choose_base(storage, table, spec, attempt, reader.change_keys())
+                choice = choose_base(
+                    storage, table, spec, attempt, reader.change_keys(limits.memory_budget)
+                )
             with SpillDir(limits.spill_dir, f"firn-task-{spec.task_id}-") as spill_dir:
                 _merge(
                     table, reader, choice.rewrite, writers, limits.memory_budget, spill_dir, stats
@@ -204,6 +209,7 @@ class _Inputs:
         self.spec = spec
         self.schema = work_schema(table)
         self.rows_read = 0
+        self._held: list[pa.Table] | None = None
         key_schema = table.key_schema
         self._lower = None if spec.lower is None else bound_scalars(spec.lower, key_schema)
         self._upper = None if spec.upper is None else bound_scalars(spec.upper, key_schema)
@@ -246,7 +252,12 @@ class _Inputs:
         return pa.Table.from_arrays([*columns, seq, ord_, flag], schema=self.schema)
 
     def change_rows(self) -> Iterator[pa.Table]:
-        """Unmerged change rows of this plan (seq in (from_merged_seq, S])."""
+        """Unmerged change rows of this plan (seq in (from_merged_seq, S]); the ones
+        ``change_keys`` held, if it did."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            yield from held
+            return
         spec = self.spec
         for f in spec.change_files:
             deleted = f.file_type == "D"
@@ -266,11 +277,18 @@ class _Inputs:
                 if rows.num_rows:
                     yield self._with_lsn(rows, rows.column(SEQ), rows.column(ORD), deleted)
 
-    def change_keys(self) -> pa.Table:
-        """The distinct keys of this task's change rows (key columns only)."""
+    def change_keys(self, memory_budget: int) -> pa.Table:
+        """The distinct keys of this task's change rows (key columns only). Change
+        files small next to ``memory_budget`` are read whole once and held for
+        ``change_rows`` (a fold then opens each once: per file, opening costs more
+        than the rows); larger ones are read twice, the key columns here."""
         spec = self.spec
         key = list(self.table.primary_key)
         parts = [self.table.key_schema.empty_table()]
+        if sum(f.size_bytes for f in spec.change_files) * HOLD_EXPANSION <= memory_budget:
+            self._held = list(self.change_rows())
+            parts += [rows.select(key) for rows in self._held]
+            return pa.concat_tables(parts).group_by(key).aggregate([])
         for f in spec.change_files:
             for rows in self._batches(f, [*key, SEQ]):
                 if SEQ in rows.column_names:

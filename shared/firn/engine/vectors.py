@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from firn.io.deletion_vectors import Positions, read_positions, write_positions
 from firn.io.file_cache import FileCache
@@ -62,8 +63,16 @@ def choose_base(
     """Keep or rewrite each of ``spec``'s base files, given ``changed``: the distinct
     keys of the task's change rows (key columns only)."""
     choice = BaseChoice()
+    keepable = [f for f in spec.base_files if may_keep(spec, f)]
+    replaced = dict(
+        zip(
+            (f.file_id for f in keepable),
+            _replaced_rows(storage, table, keepable, changed),
+            strict=True,
+        )
+    )
     for f in spec.base_files:
-        if not may_keep(spec, f):
+        if f.file_id not in replaced:
             choice.rewrite.append(f)
             continue
         hidden = (
@@ -71,17 +80,18 @@ def choose_base(
             if f.deletion_vector is None
             else read_positions(storage, f.deletion_vector, f.record_count)
         )
-        hits = np.setdiff1d(_replaced_rows(storage, table, f, changed), hidden)
+        hits = _not_in(replaced[f.file_id], hidden)
         if len(hits) == 0:
             choice.kept.append(_kept(f, f.deletion_vector))
             continue
-        hidden = np.union1d(hidden, hits)
+        # Both ascending and unique, and disjoint: one sort of the two makes the union.
+        hidden = np.sort(np.concatenate([hidden, hits]), kind="stable")
         if len(hidden) >= spec.vector_ratio * f.record_count:
             choice.rewrite.append(f)
             continue
         path = posixpath.join(spec.output_dir(attempt), f"dv-{f.file_id}.parquet")
         choice.written.append(path)
-        choice.kept.append(_kept(f, write_positions(storage, path, hidden.tolist())))
+        choice.kept.append(_kept(f, write_positions(storage, path, hidden)))
     return choice
 
 
@@ -98,19 +108,46 @@ def may_keep(spec: TaskSpec, f: InputFile) -> bool:
     )
 
 
+def _not_in(positions: Positions, hidden: Positions) -> Positions:
+    """``positions`` not in ``hidden``; both ascending and unique (a binary search
+    each, where ``np.setdiff1d`` hashes both arrays again)."""
+    if len(hidden) == 0 or len(positions) == 0:
+        return positions
+    at = np.minimum(np.searchsorted(hidden, positions), len(hidden) - 1)
+    kept: Positions = positions[hidden[at] != positions]
+    return kept
+
+
 def _replaced_rows(
-    storage: Storage, table: TableSchema, f: InputFile, changed: pa.Table
-) -> Positions:
-    """Positions of the rows of ``f`` whose key is in ``changed`` (hidden or not)."""
+    storage: Storage, table: TableSchema, files: list[InputFile], changed: pa.Table
+) -> list[Positions]:
+    """For each of ``files``, the positions of its rows whose key is in ``changed``
+    (hidden or not), ascending. One lookup for all the files: a join costs about half
+    a millisecond a call whatever its size, most of a small fold's lookups."""
     key = list(table.primary_key)
-    if changed.num_rows == 0 or f.record_count == 0:
-        return np.empty(0, np.int64)
-    rows = base_keys(storage, table, f)
-    positions = pa.array(np.arange(rows.num_rows, dtype=np.int64))
-    found = rows.append_column(POSITION, positions).join(
-        changed.select(key), keys=key, join_type="inner"
-    )
-    return np.sort(found.column(POSITION).to_numpy())
+    keys = [base_keys(storage, table, f) for f in files if f.record_count]
+    if changed.num_rows == 0 or not keys:
+        return [np.empty(0, np.int64) for _ in files]
+    rows = pa.concat_tables(keys, promote_options="permissive")
+    if len(key) == 1:
+        # One key column: a set lookup, whose hits come out in row order.
+        found = pc.is_in(rows.column(0), value_set=changed.column(key[0]))
+        hits = np.flatnonzero(found.to_numpy(zero_copy_only=False))
+    else:
+        positions = pa.array(np.arange(rows.num_rows, dtype=np.int64))
+        joined = rows.append_column(POSITION, positions).join(
+            changed.select(key), keys=key, join_type="inner"
+        )
+        hits = np.sort(joined.column(POSITION).to_numpy())
+    # Back to each file's own positions (a file of no rows has none).
+    ends = np.cumsum([f.record_count for f in files])
+    starts = ends - [f.record_count for f in files]
+    return [
+        hits[lo:hi] - start
+        for lo, hi, start in zip(
+            np.searchsorted(hits, starts), np.searchsorted(hits, ends), starts, strict=True
+        )
+    ]
 
 
 BASE_KEYS: FileCache[pa.Table] = FileCache(64 << 20)

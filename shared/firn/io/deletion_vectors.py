@@ -75,14 +75,22 @@ def _read_positions(storage: Storage, vector: DeletionVector, base_rows: int) ->
 def _problem(positions: Positions, base_rows: int) -> str | None:
     if len(positions) and (positions[0] < 0 or positions[-1] >= base_rows):
         return f"names a position outside the base file's {base_rows} rows"
-    if len(positions) > 1 and not bool(np.all(positions[1:] > positions[:-1])):
+    if not _ascending_unique(positions):
         return "positions are not ascending and unique"
     return None
 
 
-def write_positions(storage: Storage, path: str, positions: Iterable[int]) -> DeletionVector:
+def _ascending_unique(positions: Positions) -> bool:
+    return len(positions) < 2 or bool(np.all(positions[1:] > positions[:-1]))
+
+
+def write_positions(
+    storage: Storage, path: str, positions: Iterable[int] | Positions
+) -> DeletionVector:
     """Write a vector hiding ``positions`` (any order; repeats are one) at ``path``."""
-    unique = np.unique(np.fromiter(positions, dtype=np.int64))
+    given = np.asarray(positions if isinstance(positions, np.ndarray) else list(positions))
+    given = given.astype(np.int64, copy=False)
+    unique = given if _ascending_unique(given) else np.unique(given)
     table = pa.table([pa.array(unique, pa.int64())], schema=SCHEMA)
     # Ascending positions delta-encode to under a byte each where zstd over plain or
     # dictionary pages takes about three (a vector is rewritten whole at every fold
