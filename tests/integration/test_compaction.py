@@ -405,6 +405,46 @@ def test_a_batch_is_claimed_and_recorded_together_each_task_on_its_own_terms(
     assert states == {first: "Prepared", second: "Pending", third: "Executing"}
 
 
+@pytest.mark.parametrize("failure_first", [False, True])
+def test_a_task_that_fails_its_plan_orphans_the_outputs_of_its_batch_mates(
+    catalog: firn.Catalog, failure_first: bool
+) -> None:
+    """A task that fails its plan for good, first or last in its batch, fails the
+    plan, and what the batch's other task of that plan wrote becomes an orphan, never
+    registered (a task recorded after its plan failed keeps its Prepared state, in a
+    plan that never commits)."""
+    conn = catalog.conn
+    table = catalog.create_table(
+        f"fails_{next(_names)}", SCHEMA, ["day", "id"], [], {"base.buckets": 2}
+    )
+    Model().upsert(table, [1] * 40, np.arange(40), "v1")
+    record = _plan(table)
+    done_id, failed_id = (t.task_id for t in record.tasks)
+    claims = claim_tasks(conn, [done_id, failed_id], "batch", 60)
+    assert [spec.task_id for spec, _ in claims] == [done_id, failed_id]
+    (done,) = run_local(table.definition, claims[:1], KernelLimits())
+    assert done.ok
+    failed = TaskResult(task_id=failed_id, attempt=1, error="bad input", retryable=False)
+    results = [failed, done] if failure_first else [done, failed]
+    outcomes = dict(
+        zip([r.task_id for r in results], record_results(conn, results, 3), strict=True)
+    )
+    assert outcomes == {done_id: "prepared", failed_id: "failed"}
+    (plan_state,) = conn.execute(
+        "SELECT state FROM compaction_plan WHERE plan_id = %s", (record.plan_id,)
+    ).fetchone() or (None,)
+    assert plan_state == "Failed"
+    orphans = {
+        path
+        for (path,) in conn.execute(
+            "SELECT path FROM orphan_file WHERE table_id = %s", (table.table_id,)
+        ).fetchall()
+    }
+    written = {p for o in done.outputs for p in o.written_paths()}
+    assert written
+    assert written <= orphans
+
+
 def test_dispatchers_claiming_one_batch_in_opposite_orders_split_it_without_deadlock(
     catalog: firn.Catalog, settings: FirnSettings
 ) -> None:
