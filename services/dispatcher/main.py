@@ -10,8 +10,9 @@ import functools
 import logging
 
 import firn
-from firn.engine.execution import run_small_here, run_spark
+from firn.engine.execution import Runner, run_local, run_small_here, run_spark
 from firn.engine.spark_session import spark_session
+from firn.engine.worker_pool import WorkerPool
 from firn.kafka import producer
 from firn.settings import FirnSettings
 from firn_services.dispatcher.handlers import Dispatcher
@@ -26,6 +27,11 @@ def main(settings: FirnSettings) -> None:
     spark = spark_session(settings, app_name=f"firn-{NAME}")
     log.info("Spark %s session ready on %s", spark.version, settings.spark_master)
     context = prepare(NAME, settings)
+    local: Runner = (
+        WorkerPool(settings.dispatcher_local_processes)
+        if settings.dispatcher_local_processes
+        else functools.partial(run_local, threads=settings.dispatcher_local_threads)
+    )
     try:
         with firn.connect(
             settings=settings.model_copy(update={"kafka_bootstrap": None})
@@ -35,9 +41,7 @@ def main(settings: FirnSettings) -> None:
                 producer(settings),
                 context.topics,
                 run_small_here(
-                    functools.partial(run_spark, spark),
-                    settings.dispatcher_local_bytes,
-                    settings.dispatcher_local_threads,
+                    functools.partial(run_spark, spark), settings.dispatcher_local_bytes, local
                 ),
                 owner=context.instance_id,
             )
@@ -48,4 +52,6 @@ def main(settings: FirnSettings) -> None:
                 on_idle=dispatcher.sweep,
             )
     finally:
+        if isinstance(local, WorkerPool):
+            local.close()
         spark.stop()

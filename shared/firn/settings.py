@@ -164,12 +164,20 @@ class FirnSettings(BaseSettings):
         "dispatcher's own process instead of as a Spark job (a job's fixed cost exceeds "
         "such a merge); 0: always Spark. Bytes or e.g. '16MiB'.",
     )
+    dispatcher_local_processes: int = Field(
+        default=2,
+        ge=0,
+        le=64,
+        description="Worker processes the dispatcher runs batches of at most "
+        "dispatcher_local_bytes on (firn.engine.worker_pool): its tasks merge this many "
+        "at a time; 0: in the dispatcher's own process, on dispatcher_local_threads threads.",
+    )
     dispatcher_local_threads: int = Field(
         default=2,
         ge=1,
         le=64,
-        description="Threads a batch run in the dispatcher's own process uses (see "
-        "dispatcher_local_bytes): its tasks merge this many at a time; 1: one after another.",
+        description="With dispatcher_local_processes 0, threads a small batch runs on in "
+        "the dispatcher's own process; 1: one task after another.",
     )
     executor_spill_dir: Path | None = Field(
         default=None,

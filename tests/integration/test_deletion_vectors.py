@@ -26,6 +26,7 @@ from firn.engine import kernel
 from firn.engine.kernel import run_task
 from firn.engine.planning import draft_now, plan_now
 from firn.engine.vectors import BASE_KEYS
+from firn.engine.worker_pool import WorkerPool
 from firn.errors import CommitError, CorruptFileError
 from firn.io.deletion_vectors import SCHEMA as VECTOR_SCHEMA
 from firn.io.deletion_vectors import read_positions
@@ -280,6 +281,25 @@ def test_a_fold_opens_each_change_file_once(
     assert held.ok
     assert streamed.ok
     assert _contents(table, held) == _contents(table, streamed)
+
+
+def test_a_fold_on_a_merge_worker_process_does_what_it_does_here(
+    shared_catalog: firn.Catalog,
+) -> None:
+    """The dispatcher's worker processes (firn.engine.worker_pool) run the same kernel:
+    the same kept files, vectors and rows as in this process."""
+    table = _log(shared_catalog, "dv_worker")
+    table.upsert(_rows([5, 150, 400], "late"))
+    spec = _fold_spec(table)
+    here = run_task(table.definition, spec, 1, kernel.KernelLimits())
+    pool = WorkerPool(1)
+    try:
+        (there,) = pool(table.definition, [(spec, 2)], kernel.KernelLimits())
+    finally:
+        pool.close()
+    assert there.ok, there.error
+    assert _contents(table, there) == _contents(table, here)
+    assert any(o.deletion_vector for o in there.outputs), "a kept file with a vector"
 
 
 def _fold_spec(table: firn.Table) -> TaskSpec:

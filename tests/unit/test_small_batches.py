@@ -1,5 +1,5 @@
 """``run_small_here``: which batches skip the Spark job (by their input bytes), and
-``run_local``'s threads."""
+``run_local``'s threads (the worker processes: tests/integration/test_worker_pool.py)."""
 
 from __future__ import annotations
 
@@ -67,16 +67,18 @@ def test_batch_bytes_count_base_and_change_inputs_of_every_task() -> None:
 def test_small_batches_run_here_and_larger_ones_go_to_the_runner(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    spark, here = Recorder(), Recorder()
-    monkeypatch.setattr(execution, "run_local", here)
-    run = run_small_here(spark, 4 * MiB, local_threads=3)
+    spark, here, default = Recorder(), Recorder(), Recorder()
+    monkeypatch.setattr(execution, "run_local", default)
+    run = run_small_here(spark, 4 * MiB, here)
     table = None  # the recorders never look at it
     limits = KernelLimits()
     run(table, [(_spec(1, (), (MiB, 3 * MiB)), 1)], limits)
     run(table, [(_spec(2, (), (MiB,)), 1), (_spec(3, (MiB,), (2 * MiB + 1,)), 1)], limits)
     assert here.batches == [[1]]  # exactly at the limit: here
-    assert here.threads == [3]
     assert spark.batches == [[2, 3]]  # one byte over, counted over the whole batch
+    assert not default.batches
+    run_small_here(spark, 4 * MiB)(table, [(_spec(4, (), (MiB,)), 1)], limits)
+    assert default.batches == [[4]]  # no local runner given: run_local
 
 
 def test_zero_sends_every_batch_to_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:

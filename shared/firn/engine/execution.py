@@ -1,6 +1,7 @@
 """Running claimed tasks: a batch of tasks is one Spark job, one Spark task per plan
 task (SPEC 6), or, for tests, tools and batches too small to be worth a Spark job
-(``run_small_here``), the same kernel in this process.
+(``run_small_here``), the same kernel in the dispatcher's worker processes or in
+this process.
 
 Spark ships each task's spec (JSON) and the table definition to a Python worker,
 which runs the merge kernel and sends back a ``TaskResult`` as JSON: the output
@@ -96,17 +97,18 @@ def batch_input_bytes(claims: Sequence[Claim]) -> int:
     return sum(f.size_bytes for spec, _ in claims for f in (*spec.base_files, *spec.change_files))
 
 
-def run_small_here(runner: Runner, local_bytes: int, local_threads: int = 1) -> Runner:
-    """``runner`` for batches reading more than ``local_bytes`` in all, ``run_local``
-    (on ``local_threads`` threads) for the others. A Spark job costs a fixed few
-    hundred milliseconds (scheduling, shipping the spec to a Python worker and the
-    result back) that a merge of a few MiB does not: at ten commits a second the
-    tiered policy's many small run merges would spend more time there than merging,
-    and reads wait for them. 0: always ``runner``."""
+def run_small_here(runner: Runner, local_bytes: int, local: Runner | None = None) -> Runner:
+    """``runner`` for batches reading more than ``local_bytes`` in all, ``local`` for
+    the others (the dispatcher's merge workers, ``firn.engine.worker_pool``; by
+    default ``run_local`` in this process). A Spark job costs a fixed few hundred
+    milliseconds (scheduling, shipping the spec to a Python worker and the result
+    back) that a merge of a few MiB does not: at ten commits a second the tiered
+    policy's many small run merges would spend more time there than merging, and reads
+    wait for them. 0: always ``runner``."""
 
     def run(table: TableSchema, claims: Sequence[Claim], limits: KernelLimits) -> list[TaskResult]:
         if batch_input_bytes(claims) <= local_bytes:
-            return run_local(table, claims, limits, local_threads)
+            return (local or run_local)(table, claims, limits)
         return runner(table, claims, limits)
 
     return run
