@@ -5,9 +5,13 @@ tests/integration/test_deletion_vectors.py."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -83,3 +87,45 @@ def test_a_worker_that_died_is_started_again(pool: WorkerPool) -> None:
     # Both ran, on workers started again: the missing input is what they report.
     assert [r.task_id for r in results] == [1, 2]
     assert all("gone.parquet" in (r.error or "") for r in results), results
+
+
+DISPATCHER = """
+import multiprocessing, sys, time
+from firn.engine.worker_pool import WorkerPool
+
+if __name__ == "__main__":
+    pool = WorkerPool(2)
+    while len(multiprocessing.active_children()) < 2:
+        time.sleep(0.05)
+    print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+    time.sleep(600)
+"""
+
+
+def test_workers_exit_when_their_dispatcher_is_killed(tmp_path: Path) -> None:
+    """A killed dispatcher cannot shut its workers down: they notice on their own."""
+    script = tmp_path / "dispatcher.py"
+    script.write_text(DISPATCHER)
+    with subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True
+    ) as parent:
+        try:
+            assert parent.stdout is not None
+            workers = [int(pid) for pid in parent.stdout.readline().split()]
+            assert len(workers) == 2
+            assert all(_alive(pid) for pid in workers)
+        finally:
+            parent.kill()
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in workers if _alive(pid)], "workers outlived their dispatcher"
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie, exited but not yet reaped by init, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -11,13 +11,17 @@ holds a JVM and threads a fork would copy half of). A task goes to the worker it
 node hashes to, unless that worker already has more of the batch than another: a
 node's next fold then finds its base keys and vectors in that worker's caches
 (``firn.io.file_cache``). A worker that dies (killed, out of memory) fails its tasks
-with a retryable error and is started again for the next batch.
+with a retryable error and is started again for the next batch; a worker whose
+dispatcher died exits within a second.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -28,6 +32,22 @@ from firn.model.schema import TableSchema
 from firn.model.tasks import TaskResult, TaskSpec
 
 log = logging.getLogger(__name__)
+
+
+PARENT_CHECK_SECONDS = 1.0
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Each worker's initializer: exit once the dispatcher that started it is gone. A
+    dispatcher that is killed cannot shut its workers down, and a worker waits for
+    work forever."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="firn-parent-watch", daemon=True).start()
 
 
 def _ready() -> bool:
@@ -47,7 +67,12 @@ class WorkerPool:
         self._workers = [self._start() for _ in range(processes)]
 
     def _start(self) -> ProcessPoolExecutor:
-        worker = ProcessPoolExecutor(1, mp_context=self._context)
+        worker = ProcessPoolExecutor(
+            1,
+            mp_context=self._context,
+            initializer=_exit_with_parent,
+            initargs=(os.getpid(),),
+        )
         worker.submit(_ready)  # starts the process now, not at the first batch
         return worker
 
