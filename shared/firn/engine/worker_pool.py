@@ -12,7 +12,9 @@ node hashes to, unless that worker already has more of the batch than another: a
 node's next fold then finds its base keys and vectors in that worker's caches
 (``firn.io.file_cache``). A worker that dies (killed, out of memory) fails its tasks
 with a retryable error and is started again for the next batch; a worker whose
-dispatcher died exits within a second.
+dispatcher died exits within a second. As with any spawned process, a script that
+builds a pool must guard its main (``if __name__ == "__main__":``); the dispatcher
+runs as ``python -m firn``, whose ``__main__`` a spawned process does not run again.
 """
 
 from __future__ import annotations
