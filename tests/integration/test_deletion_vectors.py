@@ -303,20 +303,12 @@ def test_a_fold_on_a_merge_worker_process_does_what_it_does_here(
 
 
 def _fold_spec(table: firn.Table) -> TaskSpec:
-    """The one task of a major plan of the table's only partition, not stored."""
-    draft = draft_now(catalog_conn(table), table, "", "major")
-    assert draft is not None
-    assert len(draft.tasks) == 1
-    return draft.task_spec(
-        draft.tasks[0],
-        plan_id=1,
-        task_id=1,
-        table_id=table.table_id,
-        location=table.location,
-        target_file_size=table.properties.target_file_size,
-        vector_ratio=table.properties.deletion_vector_ratio,
-        small_file_bytes=table.properties.vector_min_file_bytes,
-    )
+    """The one task of a major plan of the table's only partition (stored, never run
+    by anyone but the test)."""
+    record = plan_now(catalog_conn(table), table, "", "major")
+    assert isinstance(record, PlanRecord)
+    (spec,) = record.tasks
+    return spec
 
 
 def _contents(table: firn.Table, result: TaskResult) -> list[tuple[Any, ...]]:

@@ -140,8 +140,9 @@ def _replaced_rows(
         )
         hits = np.sort(joined.column(POSITION).to_numpy())
     # Back to each file's own positions (a file of no rows has none).
-    ends = np.cumsum([f.record_count for f in files])
-    starts = ends - [f.record_count for f in files]
+    counts = [f.record_count for f in files]
+    ends = np.cumsum(counts)
+    starts = ends - counts
     return [
         hits[lo:hi] - start
         for lo, hi, start in zip(

@@ -53,9 +53,8 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _ready() -> bool:
-    """Run first in each worker: the kernel's imports, before the first task needs them."""
-    import firn.engine.kernel  # noqa: F401
-
+    """Submitted to each new worker to start its process at once: its initializer
+    imports this module, and so the kernel, before the first task needs them."""
     return True
 
 
