@@ -6,6 +6,7 @@ tested in tests/integration/test_table_commits.py and test_nothing_leaks.py."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,37 @@ def test_a_commit_reports_a_node_whose_runs_reach_the_stall_limit(tmp_path: Path
     assert waited.waited >= 0.2
     off = new_table(tmp_path / "off", FakeCatalog(), **{"write.stall-runs": 0})
     assert all(not off.upsert(eu).stalled for _ in range(5))
+
+
+def test_a_stalled_commit_looks_again_soon_then_less_often(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeCatalog()
+    table = new_table(tmp_path, fake, **{"change.buckets": 1, "write.stall-runs": 2})
+    eu = pa.table({"region": ["eu"], "id": [1], "amount": [1.0]})
+    table.upsert(eu)
+    pauses: list[float] = []
+    looks = 0
+    stalled_looks = 9
+    busiest = fake.busiest_nodes
+
+    def compacted_after_some_looks(
+        table_id: int, partition_keys: Sequence[str]
+    ) -> dict[str, tuple[str, int]]:
+        nonlocal looks
+        looks += 1
+        return busiest(table_id, partition_keys) if looks <= stalled_looks else {}
+
+    fake.busiest_nodes = compacted_after_some_looks  # type: ignore[method-assign]
+    monkeypatch.setattr("firn.api.table.time.sleep", pauses.append)
+    committed = table.upsert(eu, stall_wait=60)
+    assert not committed.stalled, "compaction caught up before the wait ran out"
+    # A compaction cycle takes a few hundred milliseconds: the first looks come quickly,
+    # later ones back off to half a second instead of polling the catalog flat out.
+    assert len(pauses) == stalled_looks
+    assert pauses[0] == pytest.approx(0.02)
+    assert all(b == pytest.approx(min(a * 1.5, 0.5)) for a, b in itertools.pairwise(pauses))
+    assert pauses[-1] == pytest.approx(0.5)
 
 
 def test_a_failed_commit_deletes_its_files_and_records(tmp_path: Path) -> None:
