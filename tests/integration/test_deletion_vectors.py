@@ -479,8 +479,8 @@ def test_small_base_files_get_vectors_down_to_the_minimum_size(
     shared_catalog: firn.Catalog,
 ) -> None:
     """An event log's base stays under ``small-file-bytes`` for a while: its files are
-    still kept with a vector, down to ``deletion-vectors.min-file-bytes`` (a sixty-fourth
-    of the small-file limit unless set); a file under that is rewritten."""
+    still kept with a vector, down to ``deletion-vectors.min-file-bytes`` (a 128th of
+    the small-file limit unless set); a file under that is rewritten."""
     table = _log(shared_catalog, "dv_small")
     files = _in_key_order(table)
     sizes = [e.size_bytes for e in base_entries(table)]

@@ -105,9 +105,9 @@ def test_the_default_small_file_threshold_is_never_zero() -> None:
 
 def test_deletion_vectors_reach_below_the_small_file_limit_unless_told() -> None:
     demo = TableProperties.parse({"target-file-size": "8MiB"})
-    assert (demo.small_file_threshold, demo.vector_min_file_bytes) == (MiB, 16 * KiB)
+    assert (demo.small_file_threshold, demo.vector_min_file_bytes) == (MiB, 8 * KiB)
     given_small = TableProperties.parse({"small-file-bytes": "4MiB"})
-    assert given_small.vector_min_file_bytes == 64 * KiB
+    assert given_small.vector_min_file_bytes == 32 * KiB
     told = TableProperties.parse({"deletion-vectors.min-file-bytes": "2MiB"})
     assert told.vector_min_file_bytes == 2 * MiB
 

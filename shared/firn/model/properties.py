@@ -165,7 +165,7 @@ class TableProperties(BaseModel):
         None,
         alias="deletion-vectors.min-file-bytes",
         description="smallest base file a fold keeps with a deletion vector; "
-        "default small-file-bytes / 64",
+        "default small-file-bytes / 128",
     )
     compaction_quota: _Ratio = Field(
         0.5,
@@ -241,13 +241,14 @@ class TableProperties(BaseModel):
         ``small-file-bytes`` too by default: an event log's base stays small for a
         while (a node's whole base is one file under the limit), and rewriting it at
         every fold for a few late updates wrote each row three times (bench/README,
-        2026-11-26). A sixty-fourth of it: an event log that folds at every cycle
-        appends a file of one fold's new keys each time (16 KiB at the demo's sizes),
-        and late updates touch those too; rewriting each one a late key falls in made
-        folds look too dear to run, so runs were merged instead (1.55x rewritten per
-        byte committed at an eighth against 1.02x). Far below it a vector is not
-        worth its own file, and coalescing merges such files anyway."""
-        return self.deletion_vector_min_bytes or max(1, self.small_file_threshold // 64)
+        2026-11-26). A hundred-and-twenty-eighth of it: an event log that folds at every
+        cycle appends a file of one fold's new keys each time (about 10 KB at the demo's
+        sizes), and late updates touch those too; rewriting each one a late key falls in
+        made folds look too dear to run at an eighth (1.55x rewritten per byte committed
+        against 1.02x), and at a sixty-fourth (16 KiB) each such file was still rewritten
+        once into the next fold's output (five minutes: 1.31x against 1.29x). Far below
+        it a vector is not worth its own file, and coalescing merges such files anyway."""
+        return self.deletion_vector_min_bytes or max(1, self.small_file_threshold // 128)
 
     @classmethod
     def parse(cls, values: dict[str, Any] | None) -> TableProperties:
