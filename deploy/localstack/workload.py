@@ -154,7 +154,7 @@ class Workload:
         if self.distribution == "skewed":
             hot = draw.random(n) < HOT_UPDATE_SHARE
             j = draw.integers(self.hot_keys, size=int(hot.sum()), dtype=np.int64)
-            ids[hot] = j * HOT_STRIDE % self.keys
+            ids[hot] = j * HOT_STRIDE % self.keys  # hot_key, for an array of j
         return ids
 
 
