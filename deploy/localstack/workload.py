@@ -132,7 +132,7 @@ class Workload:
         for order_id, delete, c, amount, s in zip(
             ids.tolist(), deletes.tolist(), customers, amounts, statuses, strict=True
         ):
-            day = DAYS[order_id % len(DAYS)]
+            day = day_of(order_id)
             if delete:
                 ops.append(Op("D", order_id, (day, None, None, None)))
             else:
