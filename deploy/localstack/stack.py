@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class LocalStack:
-    """Start what is not given, in order; stop what was started, in reverse order."""
+    """Start what is not given, in order; stop what was started."""
 
     home: Path
     kafka_port: int = 0
@@ -86,12 +87,16 @@ class LocalStack:
         self.write_state(supervisor=os.getpid(), services={})
 
     def stop(self) -> None:
-        if self.kafka is not None:
-            self.kafka.stop()
-            self.kafka = None
-        if self.postgres is not None:
-            self.postgres.stop()
-            self.postgres = None
+        """Kafka and Postgres at once: neither needs the other to shut down, and each
+        waits up to its own timeout before it is killed, so stopping one after the other
+        could take both timeouts end to end (a Ctrl-C that seems to hang)."""
+        started = [s for s in (self.kafka, self.postgres) if s is not None]
+        if started:
+            with ThreadPoolExecutor(len(started), thread_name_prefix="firn-stop") as pool:
+                for stopping in [pool.submit(_stop_timed, s) for s in started]:
+                    stopping.result()
+        self.kafka = None
+        self.postgres = None
         self.state_file.unlink(missing_ok=True)
 
     def environment(self) -> dict[str, str]:
@@ -136,3 +141,9 @@ def read_state(home: Path) -> dict[str, Any] | None:
         return loaded
     except (OSError, ValueError):
         return None
+
+
+def _stop_timed(server: KafkaBroker | PostgresServer) -> None:
+    began = time.monotonic()
+    server.stop()
+    log.info("%s stopped in %.1fs", type(server).__name__, time.monotonic() - began)

@@ -93,6 +93,21 @@ def _reap(proc: subprocess.Popen[str]) -> None:
         proc.stdout.close()
 
 
+def _log_tails(home: Path, lines: int = 30) -> str:
+    """The end of ``firn up``'s stderr and of the servers' logs, to tell which part of
+    a stop hung."""
+    logs = [
+        home / "up.err",
+        *sorted(home.glob("kafka/*.log")),
+        *sorted(home.glob("postgres/*.log")),
+    ]
+    return "\n".join(
+        f"--- {path.relative_to(home)}\n" + "\n".join(path.read_text().splitlines()[-lines:])
+        for path in logs
+        if path.is_file()
+    )
+
+
 def _processes_under(home: Path) -> list[str]:
     """Every running process whose command line mentions ``home`` (the stack's own)."""
     out = subprocess.run(
@@ -157,7 +172,11 @@ def test_ctrl_c_stops_everything(home: Path) -> None:
     state = json.loads((home / "stack.json").read_text())
     try:
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 0
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"firn up still running 60 s after Ctrl-C\n{_log_tails(home)}")
+        assert code == 0
     finally:
         _reap(proc)
     assert all(_gone(pid) for pid in _all_pids(state))
