@@ -7,9 +7,10 @@ services, the demo producer) in a throwaway home for --duration seconds and read
 its JSON lines: one progress line a second (unmerged, live and base bytes, sorted
 runs per node) and the summary (bytes committed and rewritten, latency, the bytes
 compaction tasks read and the wall time they spent executing). Then, with the stack
-down, it measures the floor: one pyarrow read-sort-dedup-write of files of the
-demo's schema the size of the mean task input (`policy_floor.py`). What each number
-means is in `policy_report.py` and bench/README.md.
+down, it measures the floor: one pyarrow read-sort-dedup-write per task on the input
+files of up to 300 of the run's own committed tasks (`policy_replay.py`), and, as
+before 2026-11-26, on generated files like the mean task's (`policy_floor.py`). What
+each number means is in `policy_report.py` and bench/README.md.
 
 Workloads (the demo's --distribution): uniform (random order ids over --keys, 10 %
 deletes: today's demo), ordered (new order ids in increasing order, 3 % late updates
@@ -38,6 +39,7 @@ from typing import Any
 
 from harness import stack_home
 from policy_floor import measure_floor
+from policy_replay import replay_floor
 from policy_report import (
     SERIES_COLUMNS,
     backlog,
@@ -77,6 +79,8 @@ class RunOptions:
     """``KEY=VALUE`` demo table properties over the demo's own."""
     stall_wait: float | None = None
     """Seconds a commit waits for compaction at ``write.stall-runs``; None: never."""
+    carry: bool = False
+    """Rows fallen due while the producer is behind go into its next commit."""
     keep_home: bool = False
     """Keep the stack's home (logs, catalog) under .firn/ to look into."""
 
@@ -113,6 +117,12 @@ def main() -> int:
         "that finds a node at write.stall-runs waits up to this long for compaction",
     )
     parser.add_argument(
+        "--carry",
+        action="store_true",
+        help="rows that fall due while the producer is behind go into its next commit "
+        "(firn up --demo --carry), so a stall costs commit size, not rate",
+    )
+    parser.add_argument(
         "--keep-home",
         action="store_true",
         help="keep each run's stack home under .firn/ (services' logs, catalog) to look into",
@@ -131,6 +141,7 @@ def main() -> int:
         seed=args.seed,
         properties=tuple(args.property),
         stall_wait=args.stall_wait,
+        carry=args.carry,
         keep_home=args.keep_home,
     )
     results = {}
@@ -174,6 +185,7 @@ def run_workload(name: str, args: RunOptions) -> dict[str, Any]:
         f"--seed={args.seed}",
         *(f"--property={pair}" for pair in args.properties),
         *([] if args.stall_wait is None else [f"--stall-wait={args.stall_wait:g}"]),
+        *(["--carry"] if args.carry else []),
     ]
     load_before = os.getloadavg()
     try:
@@ -189,8 +201,11 @@ def run_workload(name: str, args: RunOptions) -> dict[str, Any]:
             timeout=args.duration * 2 + 900,
         )
         stdout, stderr = done.stdout, done.stderr
+        # The stack is down; its catalog and files are what the floor replays.
+        replayed = replay(home)
     except subprocess.TimeoutExpired as exc:
         stdout, stderr = _text(exc.stdout), _text(exc.stderr) + "\n(timed out)"
+        replayed = {"floor": None, "error": "the run timed out"}
     finally:
         if not args.keep_home:
             shutil.rmtree(home, ignore_errors=True)
@@ -225,7 +240,7 @@ def run_workload(name: str, args: RunOptions) -> dict[str, Any]:
         "backlog": backlog(progress, summary),
         "latency": summary["latency"],
         "back_pressure": summary["back_pressure"],
-        "compaction_throughput": throughput(summary["compaction_work"]),
+        "compaction_throughput": throughput(summary["compaction_work"], replayed),
         "load": (summary["resources"]["load"] or {}).get("processes"),
         "series": {"columns": SERIES_COLUMNS, "rows": series(progress)},
         "last_progress": progress[-1] if progress else None,
@@ -234,11 +249,21 @@ def run_workload(name: str, args: RunOptions) -> dict[str, Any]:
     }
 
 
-def throughput(work: dict[str, Any]) -> dict[str, Any]:
-    """The engine's bytes per busy second against the floor on the mean task size."""
+def replay(home: Path) -> dict[str, Any]:
+    """The floor on the run's own task inputs (``policy_replay.py``), or why not."""
+    try:
+        floor = replay_floor(home)
+    except Exception as exc:  # a failed replay must not cost the run's other numbers
+        return {"floor": None, "error": f"{type(exc).__name__}: {exc}"}
+    return {"floor": floor, "error": None if floor else "no committed task to replay"}
+
+
+def throughput(work: dict[str, Any], replayed: dict[str, Any]) -> dict[str, Any]:
+    """The engine's bytes per busy second against the floor on the run's own task
+    inputs, and against the older floor on files like the mean task's."""
     engine = work["bytes_per_busy_s"]
     mean = work["mean_task_input_bytes"]
-    floor = (
+    like = (
         None
         if not mean
         else measure_floor(
@@ -248,18 +273,27 @@ def throughput(work: dict[str, Any]) -> dict[str, Any]:
             REPO / ".firn",
         )
     )
+    floor = replayed["floor"]
     return {
         "engine": work,
         "floor": None if floor is None else floor.as_dict(),
+        "floor_error": replayed["error"],
         "engine_per_floor": None
-        if floor is None or engine is None
+        if floor is None or engine is None or not floor.bytes_per_s
         else round(engine / floor.bytes_per_s, 3),
+        "mean_task_floor": None if like is None else like.as_dict(),
+        "engine_per_mean_task_floor": None
+        if like is None or engine is None
+        else round(engine / like.bytes_per_s, 3),
         "note": "engine: bytes read by this run's compaction tasks / wall seconds during "
         "which any of them was executing (claim to result, from the catalog's transition "
-        "history; includes Spark job and per-task overhead). floor: pyarrow read, sort by "
-        "key, keep the last row per key, write zstd, in one call (best of 3), on files of the "
-        "demo's schema like the mean task's (its bytes, base share and number of change "
-        "files), measured after the stack stopped",
+        "history; includes Spark job and per-task overhead). floor: the same work in plain "
+        "pyarrow on the run's own inputs: up to 300 committed tasks spread over the run, "
+        "each one's input files read whole, sorted by key then seq, the last row per key "
+        "kept, written zstd, one call per task (faster of two), measured after the stack "
+        "stopped (policy_replay.py). mean_task_floor: the same merge on generated files "
+        "like the mean task's (its bytes, base share and number of change files, one base "
+        "file; best of 3; policy_floor.py), the floor before 2026-11-26",
     }
 
 
@@ -271,6 +305,7 @@ def summary_line(name: str, r: dict[str, Any]) -> str:
     space = r["space_amplification"]["mean_second_half"]
     engine = t["engine"]["bytes_per_busy_s"]
     floor = t["floor"]["bytes_per_s"] if t["floor"] else None
+    like = t["mean_task_floor"]["bytes_per_s"] if t["mean_task_floor"] else None
     return "\n".join(
         [
             f"{name}: {p['rows_per_s']:,} rows/s for {p['seconds']}s, "
@@ -290,7 +325,9 @@ def summary_line(name: str, r: dict[str, Any]) -> str:
             f"  latency              median {lat['median_s']}s, p95 {lat['p95_s']}s, "
             f"max {lat['max_s']}s ({lat['waiting']} waiting at the end)",
             f"  compaction           {_mib(engine)}/s vs floor {_mib(floor)}/s: "
-            f"{_x(t['engine_per_floor'])} (mean task {_mib(t['engine']['mean_task_input_bytes'])})",
+            f"{_x(t['engine_per_floor'])} on the run's own inputs; vs {_mib(like)}/s on "
+            f"files like the mean task's: {_x(t['engine_per_mean_task_floor'])} "
+            f"(mean task {_mib(t['engine']['mean_task_input_bytes'])})",
             f"  back-pressure        {r['back_pressure']['stalled_commits']} commits waited "
             f"{r['back_pressure']['stall_seconds']}s in all",
         ]
