@@ -103,6 +103,12 @@ class DemoOptions:
     """Honour back-pressure: a commit that finds a node at ``write.stall-runs`` waits
     up to this many seconds for compaction (``Table.commit(stall_wait=...)``), so the
     producer slows down instead of reads degrading; None: never wait."""
+    carry: bool = False
+    """Rows that fall due while the producer is behind (a commit that waited out a stall,
+    or was slow) go into its next commit, up to a second's worth (``carry_limit``), as
+    rows queued in a CDC source would: the rate asked for is kept, in fewer, larger
+    commits. False: behind schedule it still commits ``batch`` rows at a time, so a
+    stall costs rate."""
     properties: dict[str, Any] = field(default_factory=dict)
     """Table properties over ``DEMO_PROPERTIES`` (``--property KEY=VALUE``): set when the
     table is created, and on a kept table before producing."""
@@ -121,6 +127,21 @@ class DemoOptions:
 
     def workload(self) -> Workload:
         return Workload(self.keys, self.batch, self.delete_ratio, self.distribution)
+
+    @property
+    def carry_limit(self) -> int:
+        """The most rows one commit carries: a second's worth, at least a batch."""
+        return max(self.batch, round(self.rate * self.batch))
+
+    def rows_due(self, elapsed: float, produced: int) -> int:
+        """With ``carry``, the rows the commit at ``elapsed`` seconds into the run takes
+        when ``produced`` rows were committed before it: those the schedule (``batch``
+        rows every ``1 / rate`` seconds, the first at 0) has made due, at least a batch
+        and at most ``carry_limit``. Without it, a batch."""
+        if not self.carry:
+            return self.batch
+        due = round((elapsed * self.rate + 1) * self.batch) - produced
+        return min(max(due, self.batch), self.carry_limit)
 
 
 @dataclass(frozen=True)
@@ -262,9 +283,10 @@ class DemoProducer:
         self.stall_seconds = 0.0
         self.error: str | None = None
 
-    def commit_batch(self) -> int:
-        """Draw one batch, commit it, and apply it to the model once it landed."""
-        ops = self.workload.next_batch(self.model, self.rng)
+    def commit_batch(self, rows: int | None = None) -> int:
+        """Draw one batch (``rows`` operations, default the workload's batch), commit it,
+        and apply it to the model once it landed."""
+        ops = self.workload.next_batch(self.model, self.rng, rows)
         committed = self.table.commit(to_changes(ops), stall_wait=self.options.stall_wait)
         self.model.apply(ops)
         self.commits += 1
@@ -292,9 +314,11 @@ class DemoProducer:
         """Commit at ``options.rate`` until ``stopping`` is set or ``duration`` has
         passed, showing progress at most once a second. A commit that fails ends the
         run (``error``); the commits before it stand. Behind schedule, it commits as
-        fast as it can but never bursts to catch up more than one commit."""
+        fast as it can but never bursts to catch up more than one commit; with
+        ``carry`` each of those commits takes the rows fallen due meanwhile."""
         interval = 1.0 / self.options.rate
         before = self.seconds  # earlier runs of this producer
+        rows_before = self.rows
         began = time.monotonic()
         deadline = None if duration is None else began + duration
         next_commit = next_show = began
@@ -304,8 +328,9 @@ class DemoProducer:
                 if deadline is not None and now >= deadline:
                     break
                 if now >= next_commit:
+                    due = self.options.rows_due(now - began, self.rows - rows_before)
                     try:
-                        self.commit_batch()
+                        self.commit_batch(due)
                     except FirnError as exc:
                         self.error = f"commit {self.commits + 1} failed: {exc}"
                         log.error("%s", self.error)

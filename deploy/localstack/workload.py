@@ -110,14 +110,17 @@ class Workload:
         """skewed: the ``j``-th hot order id (``0 <= j < hot_keys``)."""
         return j * HOT_STRIDE % self.keys
 
-    def next_batch(self, model: ReferenceModel, rng: random.Random) -> list[Op]:
-        """One batch against the model as it is now (the caller applies it after the
-        commit lands). A delete when nothing is live becomes an upsert.
+    def next_batch(
+        self, model: ReferenceModel, rng: random.Random, rows: int | None = None
+    ) -> list[Op]:
+        """One batch of ``rows`` operations (default ``batch``) against the model as it
+        is now (the caller applies it after the commit lands). A delete when nothing is
+        live becomes an upsert.
 
         Drawn a column at a time with numpy (seeded from ``rng``, so a seed still gives
         one run): the demo producer shares the machine with the stack it measures, and
         drawing op by op cost about 10 ms of its CPU per 2,000-row batch."""
-        n = self.batch
+        n = self.batch if rows is None else rows
         draw = np.random.default_rng(rng.getrandbits(64))
         live = len(model)
         deletes = draw.random(n) < self.delete_ratio if live else np.zeros(n, dtype=bool)

@@ -99,6 +99,7 @@ _DEMO_OPTIONS = (
     "idle_seconds",
     "seed",
     "stall_wait",
+    "carry",
     "properties",
 )
 
@@ -155,6 +156,14 @@ def _add_demo_options(parser: argparse.ArgumentParser, *, flag: bool = True) -> 
         metavar="SECONDS",
         help="honour back-pressure: a commit that finds a node at write.stall-runs waits up "
         "to this long for compaction (default: never wait)",
+    )
+    demo.add_argument(
+        "--carry",
+        action="store_true",
+        default=None,
+        help="rows that fall due while the producer is behind (a stalled or slow commit) go "
+        "into its next commit, up to a second's worth, as a CDC source's queue would "
+        "(default: it falls behind, committing --batch rows each time)",
     )
     demo.add_argument(
         "--property",

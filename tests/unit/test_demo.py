@@ -361,6 +361,27 @@ def test_demo_options_are_parsed() -> None:
     assert DemoOptions().stall_wait is None  # never waits unless asked
     with pytest.raises(ConfigError, match="stall wait"):
         DemoOptions(stall_wait=-1)
+    assert build_parser().parse_args(["demo", "--carry"]).carry is True
+    assert build_parser().parse_args(["demo"]).carry is None  # DemoOptions' default: False
+
+
+def test_a_carrying_producer_puts_the_rows_fallen_due_into_its_next_commit() -> None:
+    carrying = DemoOptions(rate=10, batch=100, carry=True)
+    # On schedule (commit k at k / rate seconds, k commits before it): one batch.
+    assert [carrying.rows_due(k / 10, 100 * k) for k in range(5)] == [100] * 5
+    # 0.35 s late for the commit due at 1.0 s: the 3.5 batches fallen due meanwhile too.
+    assert carrying.rows_due(1.35, 1000) == 450
+    # Ahead of the schedule (rows carried earlier): still a batch, never none.
+    assert carrying.rows_due(1.0, 1500) == 100
+    # Five seconds behind: at most a second's worth in one commit, the rest after it.
+    assert carrying.carry_limit == 1000
+    assert carrying.rows_due(6.0, 1000) == 1000
+    assert carrying.rows_due(6.0, 2000) == 1000
+    assert carrying.rows_due(6.0, 5500) == 600
+    # A slow rate still carries at least a batch at a time.
+    assert DemoOptions(rate=0.5, batch=100, carry=True).carry_limit == 100
+    # Without carrying, a batch whatever the lag: a stall costs rate.
+    assert DemoOptions(rate=10, batch=100).rows_due(6.0, 1000) == 100
 
 
 def test_demo_table_properties_are_parsed_and_checked_before_starting() -> None:

@@ -63,6 +63,16 @@ def test_batches_respect_the_delete_ratio_and_the_key_space() -> None:
     assert len(upserted) > 450
 
 
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_a_batch_may_be_larger_or_smaller_than_the_workloads(distribution: str) -> None:
+    workload = Workload(keys=10_000, batch=100, delete_ratio=0.1, distribution=distribution)  # type: ignore[arg-type]
+    model = _filled(range(0, 10_000, 3))
+    rng = random.Random(3)
+    assert len(workload.next_batch(model, rng)) == 100
+    assert len(workload.next_batch(model, rng, 450)) == 450
+    assert len(workload.next_batch(model, rng, 1)) == 1
+
+
 def test_a_delete_with_nothing_live_becomes_an_upsert() -> None:
     ops = Workload(keys=10, batch=50, delete_ratio=0.9).next_batch(
         ReferenceModel(), random.Random(1)
