@@ -168,14 +168,15 @@ def merge(task: SampledTask, key: list[str], out: Path) -> int:
     rows = pa.concat_tables(parts, promote_options="default")
     rows = rows.take(pc.sort_indices(rows, [*((c, "ascending") for c in key), (SEQ, "ascending")]))
     last = np.ones(rows.num_rows, dtype=bool)
-    if rows.num_rows:
+    if rows.num_rows > 1:
+        # Compared in Arrow (strings too): a key differs from the next row's in a column.
         differs = np.zeros(rows.num_rows - 1, dtype=bool)
         for column in key:
-            values = rows.column(column).to_numpy(zero_copy_only=False)
-            differs |= values[1:] != values[:-1]
+            values = rows.column(column).combine_chunks()
+            differs |= pc.not_equal(values[1:], values[:-1]).to_numpy(zero_copy_only=False)
         last[:-1] = differs
-    kept = rows.filter(pa.array(last))
-    kept = kept.filter(pc.invert(kept.column(DELETED))).drop_columns([SEQ, DELETED])
+    deleted = rows.column(DELETED).combine_chunks().to_numpy(zero_copy_only=False)
+    kept = rows.filter(pa.array(last & ~deleted)).drop_columns([SEQ, DELETED])
     # Encoded as the engine's writer and policy_floor.py's do: dictionary on the
     # strings outside the key, delta on integer key columns.
     schema = kept.schema
