@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -175,6 +176,27 @@ def test_a_commit_reports_a_node_whose_runs_reach_the_stall_limit(tmp_path: Path
     assert waited.waited >= 0.2
     off = new_table(tmp_path / "off", FakeCatalog(), **{"write.stall-runs": 0})
     assert all(not off.upsert(eu).stalled for _ in range(5))
+
+
+def test_waiting_at_a_stall_limit_not_above_the_minor_trigger_is_warned_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    eu = pa.table({"region": ["eu"], "id": [1], "amount": [1.0]})
+    early = new_table(tmp_path, FakeCatalog(), **{"minor.file-count": 5, "write.stall-runs": 5})
+    with caplog.at_level(logging.WARNING, logger="firn.api.table"):
+        early.upsert(eu)  # not waiting: nothing to say
+        assert "minor.file-count" not in caplog.text
+        early.upsert(eu, stall_wait=0.01)
+        early.upsert(eu, stall_wait=0.01)
+    told = [r for r in caplog.records if "is not above minor.file-count (5)" in r.message]
+    assert len(told) == 1
+    caplog.clear()
+    fine = new_table(
+        tmp_path / "fine", FakeCatalog(), **{"minor.file-count": 5, "write.stall-runs": 6}
+    )
+    with caplog.at_level(logging.WARNING, logger="firn.api.table"):
+        fine.upsert(eu, stall_wait=0.01)
+    assert "minor.file-count" not in caplog.text
 
 
 def test_a_stalled_commit_looks_again_soon_then_less_often(

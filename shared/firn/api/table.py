@@ -79,6 +79,7 @@ class Table:
         self.storage = Storage(location)
         self.last_event_delivered: bool | None = None
         """Whether the last commit's event was acknowledged by Kafka (None: not sent)."""
+        self._told_stall_before_due = False
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, id={self.table_id}, location={self.location!r})"
@@ -132,6 +133,8 @@ class Table:
         limit = self.properties.write_stall_runs
         if limit == 0:
             return Committed(seq)
+        if wait is not None:
+            self._tell_stall_before_due(limit, wait)
         started = time.monotonic()
         slept = False
         pause, longest = STALL_POLL_SECONDS
@@ -218,6 +221,26 @@ class Table:
             result.seq,
         )
         return result.seq
+
+    def _tell_stall_before_due(self, limit: int, wait: float) -> None:
+        """Once per handle: a stall limit at or below ``minor.file-count`` stalls a node
+        before compaction is due for it (SPEC 4: more than ``minor.file-count`` runs), so
+        a commit that waits may wait out all of ``stall_wait`` for a compaction nobody
+        asked for (until another commit or the periodic check makes it due)."""
+        due = self.properties.minor_file_count
+        if limit > due or self._told_stall_before_due:
+            return
+        self._told_stall_before_due = True
+        log.warning(
+            "%s: write.stall-runs (%d) is not above minor.file-count (%d): a stalled "
+            "commit waits for compaction a node is not due for yet, up to stall_wait (%gs) "
+            "each time; raise write.stall-runs above %d",
+            self.name,
+            limit,
+            due,
+            wait,
+            due,
+        )
 
     def upsert(self, rows: pa.Table, *, stall_wait: float | None = None) -> Committed:
         """Insert or replace whole rows (every table column); returns the seq."""
