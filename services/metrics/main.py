@@ -7,6 +7,11 @@ backoff once the broker answers again, and its table comes back from the changel
 Only a worker that fails ``WORKER_FAILURE_LIMIT`` times within
 ``WORKER_FAILURE_WINDOW`` seconds while the broker answers (a bug, not weather) ends
 the process.
+
+A worker whose consumer stops reading a partition (messages waiting, the group's
+committed offset still for ``STUCK_SECONDS``; faust-streaming's consumer has done so
+after a rebalance, leaving that partition's commit events unread until a restart) is
+ended by its own heartbeat timer and built again the same way.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from tenacity import RetryCallState, Retrying, retry_if_result
 
 import firn
 from firn.kafka import admin_client, consumer, ensure_topics
-from firn.kafka.lag import group_lag, report_lag
+from firn.kafka.lag import StuckWatch, group_offsets, report_lag
 from firn.observability.catalog_collector import catalog_collector
 from firn.observability.instruments import CONSUMER_LAG
 from firn.postgres import registry
@@ -50,12 +55,18 @@ def main(settings: FirnSettings) -> None:
     asker = consumer(settings, f"{settings.topic_prefix}metrics", **{"enable.auto.commit": False})
     measured = (context.topics.commits, context.topics.compactions, context.topics.metrics_updates)
     lag_reported: set[tuple[str, int]] = set()
+    watch = StuckWatch(STUCK_SECONDS)
+    restarts: list[float] = []
+    """When the heartbeat ended a stuck worker: a restart asked for, not a failure."""
 
-    def measure_lag() -> None:
+    def measure_lag() -> list[tuple[str, int]]:
+        """Report the group's lag; the partitions it has stopped reading."""
         nonlocal lag_reported
-        lag = group_lag(asker, measured)
+        offsets = group_offsets(asker, measured)
+        lag = {tp: n for tp, (_, n) in offsets.items()}
         report_lag(CONSUMER_LAG, NAME, lag, lag_reported)
         lag_reported = set(lag)
+        return watch.observe(time.monotonic(), offsets)
 
     # The service reads the catalog; it never commits, so it needs no Kafka publisher.
     reader = CatalogReader(
@@ -71,9 +82,20 @@ def main(settings: FirnSettings) -> None:
                 raise
             log.warning("heartbeat failed, retried at the next one: %r", exc)
         try:
-            await asyncio.to_thread(measure_lag)
+            stuck = await asyncio.to_thread(measure_lag)
         except Exception as exc:  # the broker is away or slow: the figures wait for it
             log.debug("consumer lag not measured: %r", exc)
+            watch.reset()  # the consumer was cut off too: its minute starts again
+            return
+        if stuck:
+            # Raising from a timer ends the worker; the loop below builds a new one,
+            # whose new consumer fetches every partition it is given.
+            watch.reset()
+            restarts.append(time.monotonic())
+            raise StuckConsumerError(
+                f"the group has not read {stuck} for {STUCK_SECONDS:.0f}s with messages "
+                "waiting; starting the Faust worker again"
+            )
 
     failures: list[float] = []
     try:
@@ -87,6 +109,10 @@ def main(settings: FirnSettings) -> None:
             except SystemExit as exc:
                 if exc.code in (None, 0):
                     return  # stopped by a signal
+                if restarts:
+                    restarts.clear()
+                    log.warning("the Faust worker stopped reading a partition; starting it again")
+                    continue
                 if _broker_answers(settings):  # not weather: count it
                     now = time.monotonic()
                     failures[:] = [t for t in failures if t > now - WORKER_FAILURE_WINDOW]
@@ -106,6 +132,16 @@ def main(settings: FirnSettings) -> None:
 
 WORKER_FAILURE_LIMIT = 5
 WORKER_FAILURE_WINDOW = 600.0
+STUCK_SECONDS = 60.0
+"""How long a partition may have messages waiting while the group's committed offset
+stands still before the worker is started again: far longer than any one event takes
+(a catalog reading is milliseconds; a Postgres restart the handlers ride out, seconds),
+and within the minute or two a stuck partition would otherwise hold its partitions'
+compactions back for good."""
+
+
+class StuckConsumerError(RuntimeError):
+    """The Faust worker's consumer stopped reading a partition (``StuckWatch``)."""
 
 
 def _broker_answers(settings: FirnSettings) -> bool:

@@ -11,7 +11,8 @@ already brought back instead: asking held its events for about a second.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -60,8 +61,16 @@ def consumer_lag(consumer: Consumer, timeout: float = 1.0) -> Lag:
 
 def group_lag(consumer: Consumer, topics: Iterable[str], timeout: float = 5.0) -> Lag:
     """The lag of every partition of ``topics`` that ``consumer``'s group (its
-    ``group.id``) has committed an offset for. ``consumer`` only asks: it never
-    subscribes, so it does not join the group it measures.
+    ``group.id``) has committed an offset for (``group_offsets``)."""
+    return {tp: lag for tp, (_, lag) in group_offsets(consumer, topics, timeout).items()}
+
+
+def group_offsets(
+    consumer: Consumer, topics: Iterable[str], timeout: float = 5.0
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(committed offset, lag) of every partition of ``topics`` that ``consumer``'s
+    group (its ``group.id``) has committed an offset for. ``consumer`` only asks: it
+    never subscribes, so it does not join the group it measures.
 
     Not the admin client's ListOffsets: librdkafka aborted the whole process in it
     (``rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0'``) when a
@@ -75,17 +84,50 @@ def group_lag(consumer: Consumer, topics: Iterable[str], timeout: float = 5.0) -
     ]
     if not partitions:
         return {}
-    lag: Lag = {}
+    found: dict[tuple[str, int], tuple[int, int]] = {}
     for tp in consumer.committed(partitions, timeout=timeout):
         if tp.error is not None or tp.offset < 0:
             continue  # nothing committed there yet
         _, high = consumer.get_watermark_offsets(
             TopicPartition(tp.topic, tp.partition), timeout=timeout, cached=False
         )
-        found = lag_of(high, tp.offset)
-        if found is not None:
-            lag[(tp.topic, tp.partition)] = found
-    return lag
+        lag = lag_of(high, tp.offset)
+        if lag is not None:
+            found[(tp.topic, tp.partition)] = (tp.offset, lag)
+    return found
+
+
+@dataclass
+class StuckWatch:
+    """Partitions a consumer group has stopped reading: messages waiting (lag above
+    0) at every look for ``after`` seconds while the group's committed offset has not
+    moved. A group that reads slowly still moves its offset; one whose consumer
+    stopped fetching a partition after a rebalance does not (faust-streaming's
+    aiokafka consumer does that now and then: "has not sent fetch request for TP
+    since start", faust-streaming/faust#629)."""
+
+    after: float
+    _since: dict[tuple[str, int], tuple[int, float]] = field(default_factory=dict)
+    """Per partition with lag: its committed offset, and since when it has been."""
+
+    def observe(
+        self, now: float, offsets: Mapping[tuple[str, int], tuple[int, int]]
+    ) -> list[tuple[str, int]]:
+        """Take one look (``group_offsets``); the partitions stuck for ``after``
+        seconds or more."""
+        since: dict[tuple[str, int], tuple[int, float]] = {}
+        for tp, (committed, lag) in offsets.items():
+            if lag <= 0:
+                continue
+            before = self._since.get(tp)
+            first = before[1] if before is not None and before[0] == committed else now
+            since[tp] = (committed, first)
+        self._since = since
+        return sorted(tp for tp, (_, first) in since.items() if now - first >= self.after)
+
+    def reset(self) -> None:
+        """Forget what was seen (a new consumer starts with a clean slate)."""
+        self._since = {}
 
 
 def report_lag(gauge: Any, service: str, lag: Lag, reported: Iterable[tuple[str, int]]) -> None:
