@@ -23,7 +23,6 @@ input bytes over the time they ran.
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,8 @@ import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from harness import best_of
+from policy_floor import read_whole
 
 from firn.model.merge_on_read import SEQ as STORED_SEQ
 from firn.model.schema import RESERVED
@@ -94,7 +95,7 @@ def replay_floor(home: Path, sample: int = 300) -> ReplayedFloor | None:
         return None
     with tempfile.TemporaryDirectory(prefix="bench-policy-replay-", dir=home) as tmp:
         out = Path(tmp) / "out.parquet"
-        seconds = sum(min(_timed(t, key, out) for _ in range(2)) for t in present)
+        seconds = sum(best_of(2, lambda t=t: merge(t, key, out)) for t in present)
     return ReplayedFloor(
         tasks=len(present),
         committed_tasks=committed,
@@ -155,12 +156,6 @@ def _inputs(spec: dict[str, Any], location: Path) -> tuple[tuple[Path, int, bool
     return (*base, *change)
 
 
-def _timed(task: SampledTask, key: list[str], out: Path) -> float:
-    began = time.perf_counter()
-    merge(task, key, out)
-    return time.perf_counter() - began
-
-
 def merge(task: SampledTask, key: list[str], out: Path) -> int:
     """Read every input, keep each key's row of the greatest seq, write it; the rows
     written."""
@@ -189,7 +184,7 @@ def merge(task: SampledTask, key: list[str], out: Path) -> int:
 def _read(path: Path, seq: int, deleted: bool) -> pa.Table:
     """One file's table columns (the engine's own bookkeeping columns left out), with
     its seq (a minor output's rows carry their own) and whether its rows are deletes."""
-    table = pq.ParquetFile(path).read(use_threads=path.stat().st_size > (1 << 20))
+    table = read_whole(path)
     seqs = (
         pc.fill_null(table.column(STORED_SEQ), seq)
         if STORED_SEQ in table.column_names

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 
 import faust
@@ -56,8 +57,8 @@ def main(settings: FirnSettings) -> None:
     measured = (context.topics.commits, context.topics.compactions, context.topics.metrics_updates)
     lag_reported: set[tuple[str, int]] = set()
     watch = StuckWatch(STUCK_SECONDS)
-    restarts: list[float] = []
-    """When the heartbeat ended a stuck worker: a restart asked for, not a failure."""
+    restart_asked = threading.Event()
+    """Set by the heartbeat when it ends a stuck worker: a restart, not a failure."""
 
     def measure_lag() -> list[tuple[str, int]]:
         """Report the group's lag; the partitions it has stopped reading."""
@@ -91,7 +92,7 @@ def main(settings: FirnSettings) -> None:
             # Raising from a timer ends the worker; the loop below builds a new one,
             # whose new consumer fetches every partition it is given.
             watch.reset()
-            restarts.append(time.monotonic())
+            restart_asked.set()
             raise StuckConsumerError(
                 f"the group has not read {stuck} for {STUCK_SECONDS:.0f}s with messages "
                 "waiting; starting the Faust worker again"
@@ -109,8 +110,8 @@ def main(settings: FirnSettings) -> None:
             except SystemExit as exc:
                 if exc.code in (None, 0):
                     return  # stopped by a signal
-                if restarts:
-                    restarts.clear()
+                if restart_asked.is_set():
+                    restart_asked.clear()
                     log.warning("the Faust worker stopped reading a partition; starting it again")
                     continue
                 if _broker_answers(settings):  # not weather: count it
