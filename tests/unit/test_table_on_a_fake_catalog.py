@@ -5,6 +5,7 @@ tested in tests/integration/test_table_commits.py and test_nothing_leaks.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import logging
@@ -22,7 +23,7 @@ from firn.errors import CommitError, CommitStateUnknownError, ConfigError, Snaps
 from firn.model.commits import CommitResult, StagedFile
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
-from firn.model.schema import TableSchema
+from firn.model.schema import SchemaVersion, TableSchema
 from firn.model.table_catalog import TableCatalog
 
 SCHEMA = pa.schema(
@@ -35,12 +36,16 @@ SCHEMA = pa.schema(
 
 
 class FakeCatalog:
-    """A TableCatalog in a few dicts: one table, commits only (nothing compacts)."""
+    """A TableCatalog in a few dicts: one table, commits and schema changes only
+    (nothing compacts)."""
 
     def __init__(self) -> None:
         self.staged: set[str] = set()
         self.entries: list[FileEntry] = []
         self.seq = 0
+        self.snapshot = 0
+        self.versions: list[SchemaVersion] = []
+        """Schema versions after the first (the table's own definition is version 0)."""
         self.announced: list[CommitResult] = []
         self.properties: TableProperties | None = None
         self.fail_next: type[CommitError] | None = None
@@ -69,6 +74,7 @@ class FakeCatalog:
             failure, self.fail_next = self.fail_next, None
             raise failure("injected by the test")
         self.seq += 1
+        self.snapshot += 1
         for f in staged:
             self.staged.remove(f.path)
             self.entries.append(
@@ -84,10 +90,11 @@ class FakeCatalog:
                     f.record_count,
                     f.min_key,
                     f.max_key,
-                    self.seq,
+                    self.snapshot,
+                    schema_id=f.schema_id,
                 )
             )
-        return CommitResult(self.seq, self.seq, dt.datetime.now(dt.UTC))
+        return CommitResult(self.seq, self.snapshot, dt.datetime.now(dt.UTC))
 
     def announce_commit(
         self, table: str, table_id: int, result: CommitResult, staged: Sequence[StagedFile]
@@ -99,13 +106,39 @@ class FakeCatalog:
         self.properties = properties
         return self.exists
 
+    def commit_schema(
+        self, table_id: int, expected: int, definition: TableSchema, changes: Sequence[str]
+    ) -> SchemaVersion:
+        if expected != self.current_schema_id(table_id):
+            raise CommitError("the schema changed since", retryable=True)
+        if not self.versions:
+            first = definition.at_version(0)
+            self.versions.append(SchemaVersion(0, 0, None, (), first))
+        self.snapshot += 1
+        version = SchemaVersion(definition.schema_id, self.snapshot, None, tuple(changes), definition)
+        self.versions.append(version)
+        return version
+
+    def schema_versions(self, table_id: int) -> list[SchemaVersion]:
+        every = {v.schema_id: v.definition.schema for v in self.versions}
+        return [
+            dataclasses.replace(v, definition=v.definition.with_earlier(every))
+            for v in self.versions
+        ]
+
+    def schema_id_at(self, table_id: int, snapshot_id: int) -> int:
+        return max((v.schema_id for v in self.versions if v.snapshot_id <= snapshot_id), default=0)
+
+    def current_schema_id(self, table_id: int) -> int:
+        return self.schema_id_at(table_id, self.snapshot)
+
     def current_snapshot(self, table_id: int) -> int:
-        return self.seq
+        return self.snapshot
 
     def check_snapshot(self, table_id: int, snapshot_id: int) -> None:
-        if not 0 <= snapshot_id <= self.seq:
+        if not 0 <= snapshot_id <= self.snapshot:
             raise ConfigError(f"no snapshot {snapshot_id}")
-        if snapshot_id == 1 and self.seq > 3:
+        if snapshot_id == 1 and self.snapshot > 3:
             raise SnapshotExpiredError("snapshot 1 expired")
 
     def files_at(self, table_id: int, snapshot_id: int) -> list[FileEntry]:

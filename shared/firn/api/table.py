@@ -30,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from firn.api.schema_update import UpdateSchema
 from firn.engine.loading import group_rows, write_groups
 from firn.engine.staging import file_name, split_changes, write_group
 from firn.engine.table_scan import Scan, check_columns
@@ -44,10 +45,11 @@ from firn.errors import (
 from firn.io.storage import Storage
 from firn.model.changes import DELETE, OP, UPSERT, validate_changes, validate_rows
 from firn.model.commits import CommitResult, Committed, StagedFile, Stall, StreamBatch
+from firn.model.evolution import SchemaChange, new_columns
 from firn.model.filter_text import as_filter
 from firn.model.partition_names import PartitionName, partition_keys
 from firn.model.properties import TableProperties
-from firn.model.schema import TableSchema
+from firn.model.schema import SchemaVersion, TableSchema
 from firn.model.table_catalog import TableCatalog
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,10 @@ takes a few hundred milliseconds; a fixed half second made every stalled commit 
 at least that long, so a producer honouring back-pressure lost far more time than
 compaction needed (bench/policy.py, ``write.stall-runs`` 5: 5,700 of the 20,000 rows/s
 asked for; 14,900 with these looks)."""
+
+
+MERGE_SCHEMA_ATTEMPTS = 5
+"""Schema changes ``merge_schema`` tries before giving up on concurrent ones."""
 
 
 class Table:
@@ -80,6 +86,8 @@ class Table:
         self.last_event_delivered: bool | None = None
         """Whether the last commit's event was acknowledged by Kafka (None: not sent)."""
         self._told_stall_before_due = False
+        self._versions: dict[int, TableSchema] = {}
+        """Schema versions looked up so far, by id (reads of older snapshots)."""
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, id={self.table_id}, location={self.location!r})"
@@ -90,13 +98,96 @@ class Table:
 
     @property
     def schema(self) -> pa.Schema:
+        """The table's columns at its current schema version, as this handle last saw
+        it (every commit, read and ``update_schema`` looks; ``refresh`` does too).
+        Each field carries its field id (``PARQUET:field_id``), doc and default."""
         return self.definition.schema
+
+    @property
+    def schema_id(self) -> int:
+        """The current schema version's id, as this handle last saw it."""
+        return self.definition.schema_id
+
+    # -- schema evolution ------------------------------------------------------
+
+    def update_schema(self) -> UpdateSchema:
+        """Change the table's schema: ``with table.update_schema() as u:`` then
+        ``u.add_column(...)``, ``delete_column``, ``rename_column``, ``update_column``,
+        ``move_first``, ``move_after``, ``move_before``. At the end of the block the
+        operations apply as ONE new schema version (one catalog transaction, one
+        snapshot), or, if any is refused or the block raises, not at all. Without
+        ``with``, call ``commit()``. Producers, compaction and readers keep running:
+        files written under earlier versions are read by field id."""
+        self.refresh()
+        return UpdateSchema(SchemaChange(self.definition), self._commit_schema_change)
+
+    def _commit_schema_change(self, change: SchemaChange) -> SchemaVersion | None:
+        """One block's operations as the next version (None: they changed nothing)."""
+        definition = change.apply()
+        if definition is change.current:
+            return None
+        version = self.catalog.commit_schema(
+            self.table_id, change.current.schema_id, definition, change.operations
+        )
+        self.refresh()
+        log.info(
+            "%s: schema version %d at snapshot %d: %s",
+            self.name,
+            version.schema_id,
+            version.snapshot_id,
+            "; ".join(change.operations),
+        )
+        return version
+
+    def schemas(self) -> list[SchemaVersion]:
+        """Every schema version, oldest first: ``schema_id``, ``schema``, the snapshot
+        it began at (``snapshot_id``), when, and what changed (``changes``)."""
+        return self.catalog.schema_versions(self.table_id)
+
+    def refresh(self) -> Table:
+        """Look up the table's current schema version (another process may have
+        changed it); returns the table."""
+        current = self.catalog.current_schema_id(self.table_id)
+        if current != self.definition.schema_id:
+            self._adopt(current)
+        return self
+
+    def _adopt(self, schema_id: int) -> TableSchema:
+        """Make version ``schema_id`` (or a newer one, when the table moved on) this
+        handle's definition, with every version known."""
+        versions = {v.schema_id: v.definition for v in self.catalog.schema_versions(self.table_id)}
+        self._versions = versions
+        newest = versions[max(versions)]
+        if newest.schema_id >= self.definition.schema_id:
+            self.definition = newest
+        return versions[schema_id]
+
+    def _definition_at(self, snapshot: int) -> TableSchema:
+        """The definition a read of ``snapshot`` uses: that snapshot's version."""
+        schema_id = self.catalog.schema_id_at(self.table_id, snapshot)
+        if schema_id == self.definition.schema_id:
+            return self.definition
+        known = self._versions.get(schema_id)
+        return known if known is not None else self._adopt(schema_id)
 
     # -- writing ---------------------------------------------------------------
 
-    def commit(self, changes: pa.Table, *, stall_wait: float | None = None) -> Committed:
+    def commit(
+        self,
+        changes: pa.Table,
+        *,
+        stall_wait: float | None = None,
+        merge_schema: bool = False,
+    ) -> Committed:
         """Apply a change set (table columns plus ``_op``) atomically; returns its seq
         (a ``Committed``: an ``int`` that also reports back-pressure).
+
+        The change set is checked against the table's current schema version: a
+        column a schema change added may be missing (its rows take the column's
+        default), a dropped one is refused unless ``schema.ignore-dropped-columns`` is
+        set, and a column the table does not know is refused, or with
+        ``merge_schema=True`` added to the schema first (a nullable column of the
+        change set's type, as one schema version of its own).
 
         When a change node of a partition the commit wrote has ``write.stall-runs``
         sorted runs or more, compaction is not keeping up: the result's ``stalls``
@@ -104,7 +195,12 @@ class Table:
         then waits, up to that long, until compaction brings them below the limit,
         so a producer that passes it slows down instead of letting reads degrade.
         The commit itself has landed either way."""
-        validated = validate_changes(self.definition, changes)
+        self.refresh()
+        if merge_schema:
+            self._merge_new_columns(changes)
+        validated = validate_changes(
+            self.definition, changes, ignore_dropped=self.properties.schema_ignore_dropped
+        )
         if validated.num_rows == 0:
             raise ConfigError("the change set is empty; there is nothing to commit")
         if not self.definition.keyed and pc.any(pc.equal(validated.column(OP), DELETE)).as_py():
@@ -128,6 +224,26 @@ class Table:
         )
         self._announce(result, staged)
         return self._back_pressure(result.seq, {f.partition_key for f in staged}, stall_wait)
+
+    def _merge_new_columns(self, rows: pa.Table | pa.RecordBatch) -> None:
+        """Add the columns of ``rows`` the table has never had (``merge_schema``), as
+        one schema version; a concurrent writer adding them first is fine."""
+        if not isinstance(rows, pa.Table | pa.RecordBatch):
+            return  # validation says what is wrong with it
+        for attempt in range(MERGE_SCHEMA_ATTEMPTS):
+            new = new_columns(self.definition, rows.schema, extra=(OP,))
+            if not new:
+                return
+            try:
+                with self.update_schema() as update:
+                    for field in new:
+                        update.add_column(field.name, field.type)
+                log.info("%s: merge_schema added %s", self.name, [f.name for f in new])
+                return
+            except CommitError:
+                if attempt == MERGE_SCHEMA_ATTEMPTS - 1:
+                    raise
+                self.refresh()  # another writer changed the schema: look again
 
     def _back_pressure(self, seq: int, partitions: set[str], wait: float | None) -> Committed:
         limit = self.properties.write_stall_runs
@@ -185,8 +301,11 @@ class Table:
         order). A compaction running on a replaced partition fails when it tries to
         commit, and the partition is planned again. A load publishes no commit
         event (it leaves nothing to compact); the metrics service sees it at its
-        next catalog check."""
-        validated = validate_rows(self.definition, rows)
+        next catalog check. Columns follow the schema as ``commit``'s do."""
+        self.refresh()
+        validated = validate_rows(
+            self.definition, rows, ignore_dropped=self.properties.schema_ignore_dropped
+        )
         named = None if partitions is None else partition_keys(self.definition, partitions)
         groups = group_rows(self.definition, self.properties.base_buckets, validated)
         if named is not None:
@@ -250,6 +369,7 @@ class Table:
         """Delete rows by key (a table with the key columns); returns the seq."""
         if not isinstance(keys, pa.Table):
             raise ConfigError(f"keys must be a pyarrow.Table, got {type(keys).__name__}")
+        self.refresh()
         missing = [c for c in self.definition.primary_key if c not in keys.column_names]
         if missing or not self.definition.keyed:
             raise ConfigError(f"delete needs the key columns {list(self.definition.primary_key)}")
@@ -405,13 +525,17 @@ class Table:
         the columns to return (default: all). Files that cannot hold a selected
         row are skipped before anything is read (``Scan.explain`` says which and
         why). The result: ``to_arrow()``, ``to_batches()``, ``splits()``. An unknown
-        column or a malformed filter raises ``ConfigError``."""
-        bound = as_filter(filter, self.schema)
-        names = check_columns(self.definition, columns)
+        column or a malformed filter raises ``ConfigError``. The columns, and the names
+        the filter may use, are those of the snapshot's schema version: files written
+        under other versions are read by field id (renamed columns keep their values,
+        added ones read as their default, dropped ones are gone)."""
         snapshot = self._readable(snapshot)
+        definition = self._definition_at(snapshot)
+        bound = as_filter(filter, definition.schema)
+        names = check_columns(definition, columns)
         entries = self.catalog.files_at(self.table_id, snapshot)
         merged = self.catalog.merged_seqs_at(self.table_id, snapshot)
-        return Scan(self.location, self.definition, snapshot, entries, merged, bound, names)
+        return Scan(self.location, definition, snapshot, entries, merged, bound, names)
 
     def read(self, snapshot: int | None = None) -> pa.Table:
         """The merged view at ``snapshot`` (default: the latest), table columns only:
@@ -438,12 +562,15 @@ class Table:
         each key's last row by ``(_seq, _ord)`` for that); a delete row carries only
         its key. Compactions add no rows: they change how rows are stored, not the
         table. The filter's conditions on key columns apply to every row, the rest
-        to upserts only. Both snapshots must still be readable (not expired)."""
+        to upserts only. Both snapshots must still be readable (not expired). Rows
+        come in the schema of ``end_snapshot``'s version, whatever version each was
+        committed under."""
         if not isinstance(start_snapshot, int) or isinstance(start_snapshot, bool):
             raise ConfigError(f"start_snapshot must be a snapshot id, got {start_snapshot!r}")
-        bound = as_filter(filter, self.schema)
-        names = check_columns(self.definition, columns)
         end = self._readable(end_snapshot)
+        definition = self._definition_at(end)
+        bound = as_filter(filter, definition.schema)
+        names = check_columns(definition, columns)
         if not 0 <= start_snapshot <= end:
             raise ConfigError(
                 f"start_snapshot {start_snapshot} must be between 0 and end_snapshot {end}"
@@ -456,7 +583,7 @@ class Table:
         entries = self.catalog.committed_changes(self.table_id, start_snapshot, end)
         return Scan(
             self.location,
-            self.definition,
+            definition,
             end,
             entries,
             {},
@@ -473,8 +600,9 @@ class Table:
         decodes every row. Reports problems instead of raising (``firn verify``)."""
         snapshot = self._readable(snapshot)
         entries = self.catalog.files_at(self.table_id, snapshot)
+        definition = self._definition_at(snapshot)
         return verify_files(
-            self.storage, self.definition, snapshot, entries, deep=deep, progress=progress
+            self.storage, definition, snapshot, entries, deep=deep, progress=progress
         )
 
     def files(self, snapshot: int | None = None) -> pa.Table:

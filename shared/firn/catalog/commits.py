@@ -145,8 +145,8 @@ def register_commit(
         )
         cur.executemany(
             "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
-            "seq, path, size_bytes, record_count, min_key, max_key, added_snapshot, key_spans) "
-            "VALUES (%s, %s, 'change', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "seq, path, size_bytes, record_count, min_key, max_key, added_snapshot, key_spans, "
+            "schema_id) VALUES (%s, %s, 'change', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
                 (
                     table_id,
@@ -162,6 +162,7 @@ def register_commit(
                     _json_or_null(f.max_key),
                     snapshot_id,
                     _json_or_null(f.key_spans),
+                    f.schema_id,
                 )
                 for f in files
             ],

@@ -20,6 +20,7 @@ fails the plan (its outputs become orphans) so the partition can be planned agai
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +132,7 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     everything = [OutputFile.from_dict(o) for t in tasks for o in (t[4] or [])]
     # Base inputs a fold kept (firn.engine.vectors): not new files, and not removed.
     outputs = [o for o in everything if not o.carried]
+    schema_ids = _output_schema_ids(tasks, specs)
     kept = {o.replaces: o for o in everything if o.replaces is not None}
     inputs_of = {f.file_id: f for s in specs for f in s.base_files}
     vectors = {
@@ -179,9 +181,9 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
-            "seq, path, size_bytes, record_count, min_key, max_key, added_snapshot) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [_output_row(table_id, partition, o, snapshot_id) for o in outputs],
+            "seq, path, size_bytes, record_count, min_key, max_key, added_snapshot, schema_id) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [_output_row(table_id, partition, o, snapshot_id, schema_ids[o.path]) for o in outputs],
         )
     # max_merged_seq = S says every change up to S is in base: true once no change
     # file at or below S is live (a tiered plan may fold some units and not others).
@@ -277,7 +279,22 @@ def _unfolded_at_or_below(conn: Connection, table_id: int, partition: str, seq: 
     return bool(row and row[0])
 
 
-def _output_row(table_id: int, partition: str, o: OutputFile, snapshot_id: int) -> tuple[Any, ...]:
+def _output_schema_ids(tasks: Sequence[Any], specs: Sequence[TaskSpec]) -> dict[str, int]:
+    """The schema version of each output file: a file a task wrote is of its spec's
+    version (what its kernel wrote with); a change file a move made a base file keeps
+    the version it was written under."""
+    out: dict[str, int] = {}
+    for task, spec in zip(tasks, specs, strict=True):
+        moved = {f.path: f.schema_id for f in spec.change_files} if spec.move else {}
+        for o in task[4] or []:
+            path = o["path"]
+            out[path] = moved.get(path, spec.schema_id)
+    return out
+
+
+def _output_row(
+    table_id: int, partition: str, o: OutputFile, snapshot_id: int, schema_id: int
+) -> tuple[Any, ...]:
     return (
         table_id,
         partition,
@@ -292,6 +309,7 @@ def _output_row(table_id: int, partition: str, o: OutputFile, snapshot_id: int) 
         None if o.min_key is None else json.dumps(o.min_key),
         None if o.max_key is None else json.dumps(o.max_key),
         snapshot_id,
+        schema_id,
     )
 
 

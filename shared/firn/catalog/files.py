@@ -21,16 +21,30 @@ from firn.postgres.connection import Connection
 _FILE_COLUMNS = (
     "file_id, partition_key, store, file_type, node_m, node_i, seq, path, "
     "size_bytes, record_count, min_key, max_key, added_snapshot, dv_path, dv_size_bytes, dv_rows, "
-    "key_spans"
+    "key_spans, schema_id"
 )
 
 
 def _entry(row: tuple[Any, ...]) -> FileEntry:
     fid, part, store, ftype, m, i, seq, path, size, records, lo, hi, added, *vector_columns = row
-    dv, dv_size, hidden, spans = vector_columns
+    dv, dv_size, hidden, spans, schema_id = vector_columns
     vector = None if dv is None else DeletionVector(dv, int(dv_size), int(hidden))
     return FileEntry(
-        fid, part, store, ftype, Node(m, i), seq, path, size, records, lo, hi, added, vector, spans
+        fid,
+        part,
+        store,
+        ftype,
+        Node(m, i),
+        seq,
+        path,
+        size,
+        records,
+        lo,
+        hi,
+        added,
+        vector,
+        spans,
+        int(schema_id),
     )
 
 

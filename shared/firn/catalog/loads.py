@@ -103,8 +103,8 @@ def register_load(
         )
         cur.executemany(
             "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
-            "seq, path, size_bytes, record_count, min_key, max_key, added_snapshot) "
-            "VALUES (%s, %s, 'base', 'B', %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "seq, path, size_bytes, record_count, min_key, max_key, added_snapshot, schema_id) "
+            "VALUES (%s, %s, 'base', 'B', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
                 (
                     table_id,
@@ -118,6 +118,7 @@ def register_load(
                     None if f.min_key is None else json.dumps(f.min_key),
                     None if f.max_key is None else json.dumps(f.max_key),
                     snapshot_id,
+                    f.schema_id,
                 )
                 for f in files
             ],

@@ -17,6 +17,7 @@ from typing import Any
 from firn.catalog.orphans import record_orphans
 from firn.catalog.transitions import move_plan, move_task, record_transition
 from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
+from firn.model.schema import TableSchema
 from firn.model.states import PLAN, TASK, Actor, PlanState, TaskState
 from firn.model.tasks import OutputFile
 from firn.postgres.connection import Connection
@@ -37,6 +38,7 @@ def create_plan(
     small_file_bytes: int = 0,
     reason: Mapping[str, Any] | None = None,
     score: float = 0.0,
+    definition: TableSchema | None = None,
 ) -> PlanRecord | PlanSkipped:
     """Persist a plan and its tasks (Init) in one transaction, after the state check:
     skip a partition that is busy or whose open plan already covers the draft's S,
@@ -89,6 +91,7 @@ def create_plan(
                 target_file_size=target_file_size,
                 vector_ratio=vector_ratio,
                 small_file_bytes=small_file_bytes,
+                definition=definition,
             )
             for task, task_id in zip(draft.tasks, task_ids, strict=True)
         ]

@@ -17,13 +17,14 @@ from typing import Any
 
 import psycopg
 
-from firn.catalog import commits, files, loads, metrics, status, tables
+from firn.catalog import commits, files, loads, metrics, schemas, status, tables
 from firn.errors import CommitError, CommitStateUnknownError, FirnError
 from firn.events.commits import commit_event
 from firn.kafka.publisher import EventPublisher
 from firn.model.commits import CommitResult, StagedFile, StreamBatch
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
+from firn.model.schema import SchemaVersion, TableSchema
 from firn.postgres.connection import Connection, ReconnectingConnection
 from firn.settings import FirnSettings
 
@@ -143,6 +144,41 @@ class PostgresTableCatalog:
 
     def save_properties(self, table_id: int, properties: TableProperties) -> bool:
         return tables.save_properties(self.conn, table_id, properties)
+
+    # -- schema versions -------------------------------------------------------
+
+    def commit_schema(
+        self,
+        table_id: int,
+        expected_schema_id: int,
+        definition: TableSchema,
+        changes: Sequence[str],
+    ) -> SchemaVersion:
+        try:
+            return schemas.commit_schema(
+                self.conn, table_id, expected_schema_id, definition, changes
+            )
+        except psycopg.Error as exc:
+            raise CommitError(
+                f"the schema change failed (if the connection broke while committing it may "
+                f"have landed: `firn schema` shows the versions): {exc}",
+                retryable=True,
+            ) from exc
+
+    def schema_versions(self, table_id: int) -> list[SchemaVersion]:
+        return schemas.schema_versions(self.conn, table_id)
+
+    def schema_id_at(self, table_id: int, snapshot_id: int) -> int:
+        return schemas.schema_id_at(self.conn, table_id, snapshot_id)
+
+    def current_schema_id(self, table_id: int) -> int:
+        try:
+            return schemas.current_schema_id(self.conn, table_id)
+        except psycopg.Error as exc:
+            raise CommitError(
+                f"could not read the table's schema version, nothing written: {exc}",
+                retryable=True,
+            ) from exc
 
     # -- reading ---------------------------------------------------------------
 

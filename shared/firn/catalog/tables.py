@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import psycopg
 
+from firn.catalog.schemas import record_first_version
 from firn.errors import ConfigError
 from firn.io.storage import join_location
 from firn.model.properties import TableProperties
@@ -50,6 +51,7 @@ def insert_table(
             conn.execute(
                 "UPDATE catalog_table SET location = %s WHERE table_id = %s", (location, row[0])
             )
+            record_first_version(conn, row[0], definition)
     except psycopg.errors.UniqueViolation as exc:
         raise ConfigError(f"a table named {definition.name!r} already exists") from exc
     return TableRow(row[0], definition, properties, location)
@@ -83,13 +85,32 @@ def save_properties(conn: Connection, table_id: int, properties: TableProperties
 
 
 def _load(conn: Connection, where: str, value: object) -> TableRow | None:
+    # The current version and, in the same round trip, every other one: a file of
+    # any version is read by field id (firn.model.projection).
     row = conn.execute(
-        "SELECT table_id, name, schema_ipc, primary_key, partition_by, properties, "
-        f"location FROM catalog_table WHERE {where}",
+        "SELECT table_id, name, schema_ipc, primary_key, partition_by, properties, location, "
+        "schema_id, last_column_id, "
+        "(SELECT array_agg(v.schema_id ORDER BY v.schema_id) FROM table_schema v "
+        "WHERE v.table_id = c.table_id AND v.schema_id <> c.schema_id), "
+        "(SELECT array_agg(v.schema_ipc ORDER BY v.schema_id) FROM table_schema v "
+        "WHERE v.table_id = c.table_id AND v.schema_id <> c.schema_id) "
+        f"FROM catalog_table c WHERE {where}",
         (value,),
     ).fetchone()
     if row is None:
         return None
-    table_id, name, ipc, key, parts, props, location = row
-    definition = TableSchema(name, TableSchema.schema_from_ipc(ipc), tuple(key), tuple(parts))
+    table_id, name, ipc, key, parts, props, location, schema_id, last_id, ids, ipcs = row
+    definition = TableSchema(
+        name,
+        TableSchema.schema_from_ipc(ipc),
+        tuple(key),
+        tuple(parts),
+        schema_id=int(schema_id),
+        last_column_id=int(last_id),
+    )
+    if ids:
+        versions = {
+            int(i): TableSchema.schema_from_ipc(bytes(b)) for i, b in zip(ids, ipcs, strict=True)
+        }
+        definition = definition.with_earlier(versions)
     return TableRow(table_id, definition, TableProperties.from_catalog(props, name), location)

@@ -45,8 +45,9 @@ def replace_vectors(
         row = conn.execute(
             "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
             "seq, path, size_bytes, record_count, min_key, max_key, added_snapshot, dv_path, "
-            "dv_size_bytes, dv_rows) SELECT table_id, partition_key, store, file_type, node_m, "
-            "node_i, seq, path, size_bytes, record_count, min_key, max_key, %s, %s, %s, %s "
+            "dv_size_bytes, dv_rows, schema_id) SELECT table_id, partition_key, store, file_type, "
+            "node_m, node_i, seq, path, size_bytes, record_count, min_key, max_key, %s, %s, %s, "
+            "%s, schema_id "
             "FROM data_file WHERE file_id = %s RETURNING file_id",
             (snapshot_id, vector.path, vector.size_bytes, vector.rows, fid),
         ).fetchone()

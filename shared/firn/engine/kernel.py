@@ -47,6 +47,7 @@ from firn.engine.runs import (
 from firn.engine.scan import change_schema, stored_schema
 from firn.engine.vectors import BaseChoice, choose_base, may_keep
 from firn.engine.writer import SizedWriter
+from firn.errors import FirnError
 from firn.io.deletion_vectors import live_batches, read_positions
 from firn.io.integrity import read_batches
 from firn.io.storage import Storage
@@ -54,6 +55,7 @@ from firn.model.changes import ORD
 from firn.model.keyhash import hash_keys
 from firn.model.keyorder import bound_scalars, count_below, in_range
 from firn.model.merge_on_read import SEQ
+from firn.model.projection import file_view, stored_names
 from firn.model.schema import TableSchema
 from firn.model.tasks import InputFile, TaskResult, TaskSpec, moved_output
 from firn.model.values import KeyTuple, key_from_json
@@ -86,9 +88,12 @@ class KernelLimits:
 def run_task(
     table: TableSchema, spec: TaskSpec, attempt: int, limits: KernelLimits | None = None
 ) -> TaskResult:
-    """Run one attempt of one task; outputs are written, not yet registered."""
+    """Run one attempt of one task; outputs are written, not yet registered. The
+    table's definition is the spec's own when it carries one (its plan's schema
+    version); ``table`` is for specs planned before they did."""
     limits = limits or KernelLimits()
     started = time.monotonic()
+    table = task_definition(table, spec)
     storage = Storage(spec.location)
     if spec.move and table.keyed:
         checked = _Inputs(storage, table, spec)
@@ -134,6 +139,23 @@ def run_task(
         seconds=time.monotonic() - started,
         spilled_runs=stats.runs_on_disk,
     )
+
+
+def task_definition(table: TableSchema, spec: TaskSpec) -> TableSchema:
+    """The definition ``spec`` is run with, checked to read every input: a file
+    written under a newer version than the plan's would lose the values of columns the
+    plan's version lacks (a plan made under version N must never drop a column added
+    in N + 1), so such a task fails for good and the partition is planned again."""
+    definition = table if spec.table is None else TableSchema.from_dict(spec.table)
+    known = definition.versions()
+    for f in (*spec.base_files, *spec.change_files):
+        if f.schema_id > definition.schema_id or f.schema_id not in known:
+            raise FirnError(
+                f"input {f.path} was written under schema version {f.schema_id}, but the "
+                f"task was planned under version {definition.schema_id}: plan it again",
+                retryable=False,
+            )
+    return definition
 
 
 def _writers(
@@ -215,10 +237,15 @@ class _Inputs:
         self._upper = None if spec.upper is None else bound_scalars(spec.upper, key_schema)
 
     def _batches(self, f: InputFile, columns: Sequence[str]) -> Iterator[pa.Table]:
-        """The file's ``columns`` (those it has), checked against the size, record
-        count and columns the catalog recorded (``firn.io.integrity``): a damaged
-        input fails the task, never a merge that silently loses its rows."""
-        required = stored_schema(self.table, f.file_type)
+        """The file's ``columns`` (those it has; a table column added since it was
+        written as its default, ``firn.model.projection``), checked against the size,
+        record count and columns the catalog recorded (``firn.io.integrity``): a
+        damaged input fails the task, never a merge that silently loses its rows."""
+        required = stored_schema(self.table, f.file_type, f.schema_id)
+        view = None
+        if f.schema_id != self.table.schema_id:
+            view = file_view(self.table.version_schema(f.schema_id), self._target(columns))
+            columns = stored_names(view, columns)
         batches: Iterable[pa.RecordBatch] = read_batches(
             self.storage, f, columns, READ_BATCH_ROWS, required
         )
@@ -227,7 +254,18 @@ class _Inputs:
             batches = live_batches(batches, hidden)
         for batch in batches:
             self.rows_read += batch.num_rows
-            yield pa.Table.from_batches([batch])
+            yield pa.Table.from_batches([batch if view is None else view.adapt(batch)])
+
+    def _target(self, columns: Sequence[str]) -> pa.Schema:
+        """``columns`` as fields: the table's, or Firn's own ``_ord`` and ``_seq``."""
+        fields = []
+        for name in columns:
+            index = self.table.schema.get_field_index(name)
+            if index >= 0:
+                fields.append(self.table.schema.field(index))
+            else:
+                fields.append(self.schema.field(name))
+        return pa.schema(fields)
 
     def _keep(self, f: InputFile, rows: pa.Table) -> pa.Table:
         """Only the rows of this task's node and key range."""

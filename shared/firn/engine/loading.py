@@ -226,6 +226,7 @@ def write_sorted(
             record_count=o.record_count,
             min_key=o.min_key,
             max_key=o.max_key,
+            schema_id=table.schema_id,
         )
         for o in outputs
     ]

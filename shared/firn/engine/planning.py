@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from firn.catalog.files import current_snapshot, merged_seqs_at, partition_files_at
 from firn.catalog.plans import create_plan
+from firn.catalog.schemas import definition_at, schema_id_at
 from firn.engine.planner import plan_partition
 from firn.engine.tiered import plan_tiered
 from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
@@ -60,7 +61,17 @@ def plan_now(
         small_file_bytes=table.properties.vector_min_file_bytes,
         reason=reason,
         score=score,
+        definition=definition_at_snapshot(conn, table, snapshot),
     )
+
+
+def definition_at_snapshot(conn: Connection, table: PlannedTable, snapshot: int) -> TableSchema:
+    """The table's definition at ``snapshot`` (its schema version), which every file
+    of the snapshot was written under or before: a plan's tasks write with it. The
+    caller's own definition when it is that version (it knows every earlier one)."""
+    if schema_id_at(conn, table.table_id, snapshot) == table.definition.schema_id:
+        return table.definition
+    return definition_at(conn, table.table_id, snapshot)
 
 
 def draft_now(

@@ -15,6 +15,12 @@ checked one by one to name the bad one (only on that error path).
 
 A base file with a deletion vector (``firn.io.deletion_vectors``) is read on its own,
 in file order, without the rows its vector hides; the vector is checked too.
+
+Files written under another schema version than the read's are read by field id
+(``firn.model.projection``): one scan per version, each batch turned into the read's
+columns. A filter is pushed only into the scans of the read's own version; the
+others are filtered after the projection, where a column they lack holds its
+default, so a file that lacks a column is judged by its default, as its rows read.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from firn.io.storage import Storage
 from firn.model.changes import ORD
 from firn.model.files import FileEntry
 from firn.model.merge_on_read import SEQ
+from firn.model.projection import file_view, stored_names
 from firn.model.schema import TableSchema
 
 DV_BATCH_ROWS = 65_536
@@ -56,9 +63,12 @@ def change_schema(table: TableSchema, file_type: str) -> pa.Schema:
     return schema.append(pa.field(ORD, pa.int64(), False)).append(pa.field(SEQ, pa.int64(), False))
 
 
-def stored_schema(table: TableSchema, file_type: str) -> pa.Schema:
+def stored_schema(table: TableSchema, file_type: str, schema_id: int | None = None) -> pa.Schema:
     """The columns every data file of this type must hold (a change file may also
-    hold ``_seq``, written by minor compaction)."""
+    hold ``_seq``, written by minor compaction), as version ``schema_id`` (default:
+    the table's) wrote them."""
+    if schema_id is not None:
+        table = table.at_version(schema_id)
     if file_type == "B":
         return table.schema
     stored = change_schema(table, file_type)
@@ -110,9 +120,15 @@ def unmerged_changes(
 def project(table: TableSchema, columns: Sequence[str]) -> TableSchema:
     """``table`` narrowed to ``columns`` (kept in table order; the key columns must
     be among them), for reading and merging fewer columns."""
-    wanted = set(columns)
-    fields = [f for f in table.schema if f.name in wanted]
-    return TableSchema(table.name, pa.schema(fields), table.primary_key, table.partition_by)
+    return table.narrowed(columns)
+
+
+def by_version(entries: Sequence[FileEntry]) -> dict[int, list[FileEntry]]:
+    """``entries`` grouped by the schema version they were written under."""
+    groups: dict[int, list[FileEntry]] = {}
+    for entry in entries:
+        groups.setdefault(entry.schema_id, []).append(entry)
+    return groups
 
 
 def _dataset(storage: Storage, entries: Sequence[FileEntry], schema: pa.Schema) -> ds.Dataset:
@@ -127,9 +143,28 @@ def _checked_batches(
     schema: pa.Schema,
     row_filter: pc.Expression | None = None,
 ) -> Iterator[tuple[FileEntry, pa.RecordBatch]]:
-    """Every batch of ``entries`` with the entry it came from; then, when nothing
-    was filtered, each file's rows counted against the catalog. Errors name the
-    file (see the module doc)."""
+    """Every batch of ``entries`` as ``schema`` columns, with the entry it came from;
+    files of each schema version are one scan (see the module doc)."""
+    for schema_id, group in sorted(by_version(entries).items()):
+        view = file_view(table.version_schema(schema_id), schema)
+        if view.identity:
+            yield from _scanned_batches(storage, table, group, schema, row_filter)
+            continue
+        for entry, batch in _scanned_batches(storage, table, group, view.stored):
+            batch = view.adapt(batch)
+            yield entry, batch if row_filter is None else batch.filter(row_filter)
+
+
+def _scanned_batches(
+    storage: Storage,
+    table: TableSchema,
+    entries: Sequence[FileEntry],
+    schema: pa.Schema,
+    row_filter: pc.Expression | None = None,
+) -> Iterator[tuple[FileEntry, pa.RecordBatch]]:
+    """Every batch of ``entries`` (files of one version, read as ``schema``) with the
+    entry it came from; then, when nothing was filtered, each file's rows counted
+    against the catalog. Errors name the file (see the module doc)."""
     by_path = {storage.full_path(e.path): e for e in entries}
     rows = dict.fromkeys(by_path, 0)
     required = [f.name for f in schema if not f.nullable]
@@ -160,7 +195,8 @@ def _culprit(
     """The scan of ``entries`` failed with ``exc``: find the file to blame by checking
     them one by one, each decoded whole."""
     for entry in entries:
-        problems = inspect_file(storage, entry, stored_schema(table, entry.file_type), deep=True)
+        required = stored_schema(table, entry.file_type, entry.schema_id)
+        problems = inspect_file(storage, entry, required, deep=True)
         if problems:
             path = storage.full_path(entry.path)
             if problems[0].kind == IO:
@@ -200,15 +236,18 @@ def _live_rows(
 ) -> list[pa.RecordBatch]:
     assert entry.deletion_vector is not None
     hidden = read_positions(storage, entry.deletion_vector, entry.record_count)
-    required = stored_schema(table, entry.file_type)
-    rows = read_batches(storage, entry, table.schema.names, DV_BATCH_ROWS, required)
-    not_null = [f.name for f in table.schema if not f.nullable]
+    required = stored_schema(table, entry.file_type, entry.schema_id)
+    view = file_view(table.version_schema(entry.schema_id), table.schema)
+    names = stored_names(view, table.schema.names)
+    rows = read_batches(storage, entry, names, DV_BATCH_ROWS, required)
+    not_null = [f.name for f in view.stored if not f.nullable]
     out = []
     for batch in live_batches(rows, hidden):
         nulls = [c for c in not_null if batch.column(c).null_count]
         if nulls:
             path = storage.full_path(entry.path)
             raise CorruptFileError(path, SCHEMA, f"has nulls (or lacks) {', '.join(nulls)}")
+        batch = view.adapt(batch)
         if row_filter is not None:
             batch = batch.filter(row_filter)
         out.append(batch.select(table.schema.names))

@@ -102,4 +102,5 @@ def write_group(table: TableSchema, storage: Storage, group: ChangeGroup, path: 
         min_key=key_at(group.rows, table.primary_key, 0) if keyed else None,
         max_key=key_at(group.rows, table.primary_key, n - 1) if keyed else None,
         key_spans=key_spans(group.rows, table.primary_key) if keyed else None,
+        schema_id=table.schema_id,
     )

@@ -160,19 +160,22 @@ unit, a few hundred milliseconds later at ten commits a second, reads the same f
 def base_keys(storage: Storage, table: TableSchema, f: InputFile) -> pa.Table:
     """Every row's key columns of base file ``f``, in file order (integrity-checked
     like any read the first time; kept in ``BASE_KEYS``)."""
-    return BASE_KEYS.get_or_read(
+    keys = BASE_KEYS.get_or_read(
         (storage.full_path(f.path), f.size_bytes, f.record_count),
         lambda: _read_keys(storage, table, f),
         lambda keys: int(keys.nbytes),
     )
+    # Cached by path: a key column renamed since is the same column (same types).
+    return keys.rename_columns(list(table.primary_key))
 
 
 def _read_keys(storage: Storage, table: TableSchema, f: InputFile) -> pa.Table:
-    key = list(table.primary_key)
-    batches = list(read_batches(storage, f, key, KEY_BATCH_ROWS, table.key_schema))
+    written = table.at_version(f.schema_id)  # key columns never change type, only names
+    key = list(written.primary_key)
+    batches = list(read_batches(storage, f, key, KEY_BATCH_ROWS, written.key_schema))
     if not batches:
         return table.key_schema.empty_table()
-    return pa.Table.from_batches(batches).select(key)
+    return pa.Table.from_batches(batches).select(key).rename_columns(list(table.primary_key))
 
 
 def _kept(f: InputFile, vector: DeletionVector | None) -> OutputFile:

@@ -106,7 +106,7 @@ def verify_files(
     """Check ``entries`` (the live files of ``snapshot``) one by one."""
     problems: list[FileProblem] = []
     for done, entry in enumerate(entries, start=1):
-        required = stored_schema(table, entry.file_type)
+        required = stored_schema(table, entry.file_type, entry.schema_id)
         found = [(entry.path, p) for p in inspect_file(storage, entry, required, deep=deep)]
         if entry.deletion_vector is not None:
             found += [(entry.deletion_vector.path, p) for p in _vector_problems(storage, entry)]

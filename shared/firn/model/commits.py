@@ -27,6 +27,8 @@ class StagedFile:
     max_key: list[Any] | None
     key_spans: list[list[Any]] | None = None
     """Change files: where the keys lie inside the range (``firn.model.keyspans``)."""
+    schema_id: int = 0
+    """The schema version the file was written under."""
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,8 @@ class FileEntry:
     key_spans: list[list[Any]] | None = None
     """Change files: ``[first, last, rows]`` of the runs its keys cluster in
     (``firn.model.keyspans``); None: only the range is known."""
+    schema_id: int = 0
+    """The schema version the file was written under (``firn.model.projection``)."""
 
     @property
     def live_rows(self) -> int:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firn.model.files import FileEntry
+from firn.model.schema import TableSchema
 from firn.model.tasks import InputFile, Kind, TaskSpec
 from firn.model.tree import Node
 
@@ -64,9 +65,15 @@ class PlanDraft:
         target_file_size: int,
         vector_ratio: float = 0.0,
         small_file_bytes: int = 0,
+        definition: TableSchema | None = None,
     ) -> TaskSpec:
-        """What an executor needs to run ``task``, once plan and task have ids."""
+        """What an executor needs to run ``task``, once plan and task have ids;
+        ``definition``: the table at the plan's snapshot (its schema version)."""
         kind = task.kind or self.kind
+        inputs = (*task.base_files, *task.change_files)
+        table = None
+        if definition is not None:
+            table = definition.to_dict(versions={f.schema_id for f in inputs})
         store = "change" if kind == "minor" else "base"
         prefix = f"{store}/{self.partition_key}/" if self.partition_key else f"{store}/"
         return TaskSpec(
@@ -92,6 +99,7 @@ class PlanDraft:
             vector_ratio=vector_ratio if kind == "major" else 0.0,
             small_file_bytes=small_file_bytes,
             rewrite=task.rewrite,
+            table=table,
         )
 
 

@@ -99,6 +99,7 @@ RANGES: dict[str, Range] = {
     "deletion-vectors.max-ratio": Range(0, 1, "ratio"),
     "deletion-vectors.min-file-bytes": Range(1, 8 * GiB, "bytes"),
     "compaction.quota": Range(0, 10_000, "ratio", above=True),
+    "schema.rewrite-per-round": Range(0, 1, "ratio"),
     "task.max-bytes": Range(KiB, TiB, "bytes"),
     "task.max-attempts": Range(1, 100, "count"),
     "task.lease": Range(3, DAY, "seconds"),
@@ -173,6 +174,18 @@ class TableProperties(BaseModel):
         description="executor slots the table may keep busy on average (over 5 min) "
         "before other tables' work goes first",
     )
+    schema_rewrite_per_round: _Ratio = Field(
+        0.1,
+        alias="schema.rewrite-per-round",
+        description="share of a partition's base bytes written under an older schema "
+        "version that each fold rewrites into the current one; 0: only as folds touch them",
+    )
+    schema_ignore_dropped: bool = Field(
+        False,
+        alias="schema.ignore-dropped-columns",
+        description="commits may still send columns the table dropped (they are ignored) "
+        "instead of being refused",
+    )
     task_max_bytes: _Size = Field(512 * MiB, alias="task.max-bytes")
     task_max_attempts: _Count = Field(5, alias="task.max-attempts")
     task_lease: _Duration = Field(60.0, alias="task.lease")
@@ -189,6 +202,8 @@ class TableProperties(BaseModel):
         if value is None:  # a size left unset: derived from another property
             return value
         name = cls.model_fields[info.field_name or ""].alias or ""
+        if name not in RANGES and isinstance(value, bool):
+            return value
         if name == "compaction.major-window":
             try:
                 return str(Window.parse(value))  # in a normal form

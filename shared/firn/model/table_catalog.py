@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from firn.model.commits import CommitResult, StagedFile, StreamBatch
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
+from firn.model.schema import SchemaVersion, TableSchema
 
 
 class TableCatalog(Protocol):
@@ -77,6 +78,28 @@ class TableCatalog(Protocol):
 
     def save_properties(self, table_id: int, properties: TableProperties) -> bool:
         """Store the table's properties; False when the table no longer exists."""
+
+    # -- schema versions ---------------------------------------------------------
+
+    def commit_schema(
+        self,
+        table_id: int,
+        expected_schema_id: int,
+        definition: TableSchema,
+        changes: Sequence[str],
+    ) -> SchemaVersion:
+        """Make ``definition`` the table's schema (the version after
+        ``expected_schema_id``) with a snapshot of its own, atomically; ``CommitError``
+        (nothing changed) when the schema is no longer ``expected_schema_id``."""
+
+    def schema_versions(self, table_id: int) -> list[SchemaVersion]:
+        """Every version, oldest first."""
+
+    def schema_id_at(self, table_id: int, snapshot_id: int) -> int:
+        """The schema version a read of ``snapshot_id`` sees."""
+
+    def current_schema_id(self, table_id: int) -> int:
+        """The table's current schema version (what a commit is checked against)."""
 
     # -- reading ---------------------------------------------------------------
 

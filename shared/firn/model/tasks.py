@@ -80,6 +80,8 @@ class InputFile:
     max_key: list[Any] | None = None
     deletion_vector: DeletionVector | None = None
     """Base files: the rows to skip (``firn.io.deletion_vectors``)."""
+    schema_id: int = 0
+    """The schema version the file was written under."""
 
     @property
     def node(self) -> Node:
@@ -99,12 +101,15 @@ class InputFile:
             min_key=entry.min_key,
             max_key=entry.max_key,
             deletion_vector=entry.deletion_vector,
+            schema_id=entry.schema_id,
         )
 
     def to_dict(self) -> dict[str, Any]:
         out = _to_dict(self)
         if out["deletion_vector"] is None:
             del out["deletion_vector"]  # most files have none: specs stay as they were
+        if out["schema_id"] == 0:
+            del out["schema_id"]
         return out
 
     @classmethod
@@ -213,6 +218,17 @@ class TaskSpec:
     """Base files (ids) the task rewrites whatever its changes touch: small files the
     planner coalesces (``firn.model.tiering.coalesce_windows``), which a deletion
     vector would leave as small as they are."""
+    table: Mapping[str, Any] | None = None
+    """The table's definition at the plan's schema version, in its JSON form
+    (``TableSchema.to_dict``), with the earlier versions its inputs were written
+    under: what the task writes with and reads its inputs by (executors have no
+    catalog). None in specs planned before schema versions existed: the definition
+    the executor is handed then, every input of version 0."""
+
+    @property
+    def schema_id(self) -> int:
+        """The schema version the task's new files are written under."""
+        return 0 if self.table is None else int(self.table["schema_id"])
 
     @property
     def node(self) -> Node:
@@ -235,6 +251,10 @@ class TaskSpec:
         out = _to_dict(self)
         for name in ("base_files", "change_files"):
             out[name] = [f.to_dict() for f in getattr(self, name)]
+        if out["table"] is None:
+            del out["table"]
+        else:
+            out["table"] = dict(self.table or {})
         return out
 
     def to_json(self) -> str:
