@@ -115,7 +115,9 @@ class FakeCatalog:
             first = definition.at_version(0)
             self.versions.append(SchemaVersion(0, 0, None, (), first))
         self.snapshot += 1
-        version = SchemaVersion(definition.schema_id, self.snapshot, None, tuple(changes), definition)
+        version = SchemaVersion(
+            definition.schema_id, self.snapshot, None, tuple(changes), definition
+        )
         self.versions.append(version)
         return version
 

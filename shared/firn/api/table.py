@@ -608,8 +608,9 @@ class Table:
     def files(self, snapshot: int | None = None) -> pa.Table:
         """The live files: store, type, partition, node, seq, size, records, ...,
         ``deleted_records``, the rows of a base file its deletion vector hides, and
-        ``deletion_vector``, that vector's own path (null: none); a live table's
-        storage holds exactly the paths and vector paths listed here."""
+        ``deletion_vector``, that vector's own path (null: none), and ``schema_id``, the
+        schema version it was written under; a live table's storage holds exactly the
+        paths and vector paths listed here."""
         snapshot = self._readable(snapshot)
         entries = self.catalog.files_at(self.table_id, snapshot)
         return pa.table(
@@ -634,6 +635,8 @@ class Table:
                     [e.deletion_vector.path if e.deletion_vector else None for e in entries],
                     pa.string(),
                 ),
+                # The schema version the file was written under (read by field id).
+                "schema_id": pa.array([e.schema_id for e in entries], pa.int32()),
             }
         )
 
