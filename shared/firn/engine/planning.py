@@ -47,7 +47,8 @@ def plan_now(
     plans as the services do (``firn.engine.tiered``: each unit folds or merges runs
     on its own numbers); else a major folds every change of the partition."""
     snapshot = current_snapshot(conn, table.table_id)
-    draft = _draft(conn, table, partition, kind, snapshot, tiered=tiered)
+    definition = definition_at_snapshot(conn, table, snapshot)
+    draft = _draft(conn, table, definition, partition, kind, snapshot, tiered=tiered)
     if draft is None:
         return None
     return create_plan(
@@ -61,7 +62,7 @@ def plan_now(
         small_file_bytes=table.properties.vector_min_file_bytes,
         reason=reason,
         score=score,
-        definition=definition_at_snapshot(conn, table, snapshot),
+        definition=definition,
     )
 
 
@@ -80,12 +81,14 @@ def draft_now(
     """What ``plan_now`` would plan for ``partition`` now, without storing anything:
     ``None`` when there is nothing to compact."""
     snapshot = current_snapshot(conn, table.table_id)
-    return _draft(conn, table, partition, kind, snapshot, tiered=tiered)
+    definition = definition_at_snapshot(conn, table, snapshot)
+    return _draft(conn, table, definition, partition, kind, snapshot, tiered=tiered)
 
 
 def _draft(
     conn: Connection,
     table: PlannedTable,
+    definition: TableSchema,
     partition: str,
     kind: Kind,
     snapshot: int,
@@ -94,6 +97,6 @@ def _draft(
 ) -> PlanDraft | None:
     files = partition_files_at(conn, table.table_id, snapshot, partition)
     merged = merged_seqs_at(conn, table.table_id, snapshot).get(partition, 0)
-    plan_kind: Kind = kind if table.definition.keyed else "bin-pack"
+    plan_kind: Kind = kind if definition.keyed else "bin-pack"
     planner = plan_tiered if tiered else plan_partition
-    return planner(table.definition, table.properties, partition, merged, files, plan_kind)
+    return planner(definition, table.properties, partition, merged, files, plan_kind)

@@ -44,6 +44,7 @@ from firn.model.tiering import (
     kept_by_vector,
     plan_unit,
     runs_to_merge,
+    schema_step,
 )
 from firn.model.tree import Node
 
@@ -79,6 +80,11 @@ def plan_tiered(
     coalesced = (
         {} if kind != "major" or off_peak else _coalesced(ranges, unit_base, level, properties)
     )
+    if kind == "major" and not off_peak and level == properties.base_buckets:
+        # Base files of older schema versions: a bounded step rewritten with the rest.
+        for node, old in _by_unit(schema_step(base, table.schema_id, properties), level).items():
+            together = coalesced.setdefault(node, [])
+            together += [f for f in old if f not in together]
     if not unit_changes and not coalesced:
         return None
     nodes = max(1, properties.base_buckets // level)

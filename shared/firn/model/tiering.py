@@ -30,6 +30,12 @@ After Paimon's universal compaction for primary-key tables, applied to Firn's tr
   the window (``coalesce_windows``), so that a byte is rewritten once per
   ``COALESCE_FAN_IN``-fold (or more) growth of its file, not each time a few small
   files join it. Large files between them stay as they are.
+- Base files written under an older **schema version** are read by field id, so a
+  schema change rewrites nothing at once; each major plan of a partition then
+  rewrites a bounded step of them into the current version (``schema_step``, after
+  OceanBase's progressive merge): at most ``schema.rewrite-per-round`` of the
+  partition's base bytes (at least one file), oldest version first, so the table
+  converges in about ``1 / schema.rewrite-per-round`` plans without a burst of I/O.
 
 Pure: the caller turns units into tasks (``firn.engine.tiered``).
 """
@@ -196,3 +202,28 @@ def _balanced(sizes: Sequence[int], lo: int, hi: int) -> list[range]:
     if best is None:
         return []
     return [*_balanced(sizes, lo, best.start), best, *_balanced(sizes, best.stop, hi)]
+
+
+def schema_step(
+    base: Sequence[FileEntry], schema_id: int, properties: TableProperties
+) -> list[FileEntry]:
+    """The base files of a partition written under a schema version older than
+    ``schema_id`` that this plan rewrites into it: oldest version first (then
+    oldest file), while their bytes stay within ``schema.rewrite-per-round`` of the
+    partition's base bytes; at least one file when any is old, none when the share
+    is 0."""
+    share = properties.schema_rewrite_per_round
+    old = sorted(
+        (f for f in base if f.schema_id < schema_id), key=lambda f: (f.schema_id, f.file_id)
+    )
+    if not old or share <= 0:
+        return []
+    budget = share * sum(f.size_bytes for f in base)
+    chosen: list[FileEntry] = []
+    used = 0
+    for f in old:
+        if chosen and used + f.size_bytes > budget:
+            break
+        chosen.append(f)
+        used += f.size_bytes
+    return chosen
