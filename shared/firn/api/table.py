@@ -162,6 +162,11 @@ class Table:
             self.definition = newest
         return versions[schema_id]
 
+    def definition_at(self, snapshot: int | None = None) -> TableSchema:
+        """The table's definition (columns, key, field ids) as a read of ``snapshot``
+        sees it (default: the latest)."""
+        return self._definition_at(self._readable(snapshot))
+
     def _definition_at(self, snapshot: int) -> TableSchema:
         """The definition a read of ``snapshot`` uses: that snapshot's version."""
         schema_id = self.catalog.schema_id_at(self.table_id, snapshot)
@@ -196,8 +201,8 @@ class Table:
         so a producer that passes it slows down instead of letting reads degrade.
         The commit itself has landed either way."""
         self.refresh()
-        if merge_schema:
-            self._merge_new_columns(changes)
+        if merge_schema and isinstance(changes, pa.Table | pa.RecordBatch):
+            self.merge_schema(changes.schema)
         validated = validate_changes(
             self.definition, changes, ignore_dropped=self.properties.schema_ignore_dropped
         )
@@ -225,25 +230,29 @@ class Table:
         self._announce(result, staged)
         return self._back_pressure(result.seq, {f.partition_key for f in staged}, stall_wait)
 
-    def _merge_new_columns(self, rows: pa.Table | pa.RecordBatch) -> None:
-        """Add the columns of ``rows`` the table has never had (``merge_schema``), as
-        one schema version; a concurrent writer adding them first is fine."""
-        if not isinstance(rows, pa.Table | pa.RecordBatch):
-            return  # validation says what is wrong with it
+    def merge_schema(self, schema: pa.Schema, ignore: Sequence[str] = ()) -> SchemaVersion | None:
+        """Add the columns of ``schema`` (a change set's or a DataFrame's) that the
+        table has never had, as nullable columns of their types, in one schema
+        version; returns it (None: nothing was new). A writer that added them first
+        is fine. What ``commit(merge_schema=True)`` and Spark's ``mergeSchema`` do.
+        ``ignore``: names that are not columns (a write's ``order_by``)."""
+        if not isinstance(schema, pa.Schema):
+            raise ConfigError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
         for attempt in range(MERGE_SCHEMA_ATTEMPTS):
-            new = new_columns(self.definition, rows.schema, extra=(OP,))
+            self.refresh()
+            new = new_columns(self.definition, schema, extra=(OP, *ignore))
             if not new:
-                return
+                return None
             try:
                 with self.update_schema() as update:
                     for field in new:
                         update.add_column(field.name, field.type)
                 log.info("%s: merge_schema added %s", self.name, [f.name for f in new])
-                return
+                return update.committed
             except CommitError:
                 if attempt == MERGE_SCHEMA_ATTEMPTS - 1:
                     raise
-                self.refresh()  # another writer changed the schema: look again
+        return None
 
     def _back_pressure(self, seq: int, partitions: set[str], wait: float | None) -> Committed:
         limit = self.properties.write_stall_runs

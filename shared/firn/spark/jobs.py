@@ -71,6 +71,8 @@ def open_job(
         raise ConfigError("a streaming write to Firn appends change sets; it cannot overwrite")
     with opened(opts.settings) as catalog:
         table = catalog.table(opts.table)
+        if opts.merge_schema:
+            table.merge_schema(schema, ignore=[opts.order_by] if opts.order_by else [])
         op = _check_schema(table, schema, opts, overwrite=overwrite)
         kind = "stream" if stream else "load" if overwrite else "spark"
         staged_dir = table.stage_directory(kind, opts.stream_id if stream else None)
@@ -86,6 +88,7 @@ def open_job(
         overwrite=overwrite,
         op=op,
         order_by=opts.order_by,
+        ignore_dropped=table.properties.schema_ignore_dropped,
     )
     log.info("%s: write staged under %s", table.name, staged_dir)
     return job, opts
@@ -103,7 +106,9 @@ def _check_schema(
                 'mode("overwrite") loads whole rows, one per key: drop the _op column '
                 "and the op and order_by options"
             )
-        validate_rows(table.definition, empty)
+        validate_rows(
+            table.definition, empty, ignore_dropped=table.properties.schema_ignore_dropped
+        )
         return None
     if opts.order_by is not None:
         if opts.order_by not in schema.names:
@@ -124,7 +129,9 @@ def _check_schema(
         opts.order_by,
     )
     changes, _ = change_set(probe, empty)
-    validate_changes(table.definition, changes)
+    validate_changes(
+        table.definition, changes, ignore_dropped=table.properties.schema_ignore_dropped
+    )
     return op
 
 

@@ -39,6 +39,8 @@ class WriteOptions:
     order_by: str | None = None
     dynamic_overwrite: bool = False
     stream_id: str | None = None
+    merge_schema: bool = False
+    """``mergeSchema``: columns the table has never had are added to its schema first."""
     settings: dict[str, str] = field(default_factory=dict)
 
 
@@ -60,8 +62,12 @@ def write_options(options: Mapping[str, str], *, stream: bool = False) -> WriteO
             "a streaming write to Firn needs a stable id to commit each micro-batch once: "
             'set option("checkpointLocation", ...) or option("stream_id", ...)'
         )
+    merge = lowered.get("mergeschema", "false").lower()
+    if merge not in ("true", "false"):
+        raise ConfigError(f"option mergeSchema must be 'true' or 'false', got {merge!r}")
     return WriteOptions(
         table=table,
+        merge_schema=merge == "true",
         op=None if op is None else OPS[op.lower()],
         order_by=lowered.get("order_by"),
         dynamic_overwrite=mode == "dynamic",

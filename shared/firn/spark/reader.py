@@ -88,6 +88,11 @@ class ReadOptions:
     def changes(self) -> bool:
         return self.start_snapshot is not None
 
+    @property
+    def pinned(self) -> int | None:
+        """The snapshot whose schema the read has (None: the latest's)."""
+        return self.end_snapshot if self.changes else self.snapshot
+
 
 def _snapshot(options: Mapping[str, str], name: str) -> int | None:
     text = options.get(name)
@@ -199,7 +204,7 @@ def read_schema(options: Mapping[str, str]) -> StructType:
     opts = read_options(options)
     catalog, table = _open_table(opts)
     try:
-        return spark_schema(_chosen(table.definition, opts))
+        return spark_schema(_chosen(table.definition_at(opts.pinned), opts))
     finally:
         catalog.close()
 
@@ -214,7 +219,7 @@ def firn_reader(options: Mapping[str, str], schema: StructType) -> FirnReader:
     opts = read_options(options)
     catalog, table = _open_table(opts)
     try:
-        definition = table.definition
+        definition = table.definition_at(opts.pinned)
     finally:
         catalog.close()
     available = _result_schema(definition, opts)

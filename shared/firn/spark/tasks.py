@@ -70,6 +70,8 @@ class WriteJob:
     op: str | None
     """``U``/``D`` for every row; None: the rows carry ``_op``."""
     order_by: str | None
+    ignore_dropped: bool = False
+    """``schema.ignore-dropped-columns``: columns the table dropped are left out."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ def _write_changes(
 ) -> list[StagedFile]:
     table = job.definition
     changes, order = change_set(job, rows)
-    validated = validate_changes(table, changes)
+    validated = validate_changes(table, changes, ignore_dropped=job.ignore_dropped)
     if not table.keyed and pc.any(pc.equal(validated.column(OP), DELETE)).as_py():
         raise ConfigError(f"table {job.table!r} has no primary key: it only takes upserts")
     groups = split_changes(table, job.change_buckets, validated)
@@ -180,7 +182,7 @@ def _write_base(
     job: WriteJob, storage: Storage, directory: str, rows: pa.Table
 ) -> list[StagedFile]:
     table = job.definition
-    validated = validate_rows(table, rows)
+    validated = validate_rows(table, rows, ignore_dropped=job.ignore_dropped)
     groups = group_rows(table, job.base_buckets, validated)
     # One task per core already: write its groups one after the other.
     return write_groups(
