@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -345,3 +347,74 @@ def test_random_change_sets_written_by_spark_read_as_the_model(
         assert table.current_snapshot() == number
         assert as_view(table.read()) == model.view()
     assert recorded(table) == set()
+
+
+# -- schema evolution ---------------------------------------------------------------
+
+
+def test_merge_schema_adds_a_new_column_and_reads_follow_the_snapshot_schema(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    table = new_table(catalog)
+    table.upsert(pa.table({"part": ["a"], "k": [1], "qty": [1], "label": ["x"]}))
+    first = table.current_snapshot()
+    rows = [{"part": "b", "k": 2, "qty": 2, "label": "y", "tag": "new"}]
+    df = frame(spark, rows, f"{SPARK_SCHEMA}, tag string", parts=1)
+    with pytest.raises(Exception, match=r"merge_schema=True"):
+        df.write.format("firn").options(**options).mode("append").save(table.name)
+    assert table.refresh().schema.names == SCHEMA.names  # the refused write changed nothing
+    df.write.format("firn").options(**options).option("mergeSchema", "true").mode("append").save(
+        table.name
+    )
+    assert table.refresh().schema.names == [*SCHEMA.names, "tag"]
+    read = spark.read.format("firn").options(**options).load(table.name)
+    assert {r["k"]: r["tag"] for r in read.collect()} == {1: None, 2: "new"}
+    old = spark.read.format("firn").options(**options).option("snapshot", str(first))
+    assert old.load(table.name).columns == SCHEMA.names
+    # A renamed column reads under its new name at the latest snapshot only.
+    with table.update_schema() as u:
+        u.rename_column("label", "title")
+    renamed = spark.read.format("firn").options(**options).load(table.name)
+    assert {r["k"]: r["title"] for r in renamed.collect()} == {1: "x", 2: "y"}
+
+
+def test_a_schema_change_while_a_spark_compaction_runs_loses_nothing(
+    spark: SparkSession, catalog: firn.Catalog
+) -> None:
+    table = new_table(catalog, **{"target-file-size": "4KiB"})
+    model = ReferenceModel()
+    for n in range(6):
+        ops = [
+            {"part": p, "k": k, "qty": n * k, "label": f"{n}", "_op": "U"}
+            for p in "abc"
+            for k in range(n, 40, 3)
+        ]
+        table.commit(pa.Table.from_pylist(ops, schema=SCHEMA.append(pa.field("_op", pa.string()))))
+        model.apply(ops)
+    changed = threading.Event()
+
+    def change_schema() -> None:
+        time.sleep(0.5)  # while the Spark job runs (it takes seconds)
+        admin = catalog.table(table.name)
+        with admin.update_schema() as u:
+            u.add_column("flag", pa.bool_(), default=True)
+            u.delete_column("label")
+        changed.set()
+
+    changer = threading.Thread(target=change_schema)
+    changer.start()
+    summary = firn.compact(table, kind="full", engine="spark", spark=spark)
+    changer.join()
+    assert changed.is_set()
+    assert summary["failed_attempts"] == 0, summary["errors"]
+    read = table.refresh().read()
+    assert read.schema.names == ["part", "k", "qty", "flag"]
+    expected = {
+        key: {"part": row["part"], "k": row["k"], "qty": row["qty"], "flag": True}
+        for key, row in model.view().items()
+    }
+    assert as_view(read) == expected
+    # What the plan wrote is of the version it was planned under, or later ones read it.
+    assert firn.compact(table, kind="full", engine="spark", spark=spark)["failed_attempts"] == 0
+    assert {r["schema_id"] for r in table.files().to_pylist()} == {table.schema_id}
+    assert as_view(table.read()) == expected

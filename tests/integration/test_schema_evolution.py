@@ -1,0 +1,231 @@
+"""Schema evolution on the real catalog: one block is one version and one snapshot
+or nothing; concurrent changes; what commits may send after a change; reads,
+filters, incremental reads, loads and verify across versions; field ids in every
+Parquet file; a task planned under one version never drops a newer column."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import itertools
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import firn
+from firn.errors import CommitError, ConfigError, FirnError
+from firn.settings import FirnSettings
+
+SCHEMA = pa.schema(
+    [
+        pa.field("region", pa.string(), nullable=False),
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("qty", pa.int32()),
+        pa.field("note", pa.string()),
+    ]
+)
+_names = itertools.count()
+
+
+@pytest.fixture
+def catalog(settings: FirnSettings, tmp_path: Path) -> Any:
+    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
+        yield catalog
+
+
+def new_table(catalog: firn.Catalog, **props: Any) -> firn.Table:
+    properties = {"change.buckets": 2, "base.buckets": 2, **props}
+    return catalog.create_table(
+        f"evolve_{next(_names)}", SCHEMA, ["region", "id"], ["region"], properties
+    )
+
+
+def upsert(table: firn.Table, rows: list[dict[str, Any]]) -> int:
+    table.refresh()
+    schema = pa.schema([table.schema.field(name) for name in rows[0]])
+    return table.upsert(pa.Table.from_pylist(rows, schema=schema))
+
+
+def by_id(table: pa.Table) -> dict[int, dict[str, Any]]:
+    return {r["id"]: r for r in table.to_pylist()}
+
+
+def test_a_block_is_one_version_and_one_snapshot_or_nothing(catalog: firn.Catalog) -> None:
+    table = new_table(catalog)
+    upsert(table, [{"region": "eu", "id": 1, "qty": 3, "note": "a"}])
+    before = table.current_snapshot()
+    with table.update_schema() as u:
+        u.add_column("price", pa.decimal128(10, 2), default=Decimal("9.99"), doc="unit price")
+        u.rename_column("note", "comment")
+        u.update_column("qty", field_type=pa.int64())
+    assert table.current_snapshot() == before + 1
+    versions = table.schemas()
+    assert [(v.schema_id, v.snapshot_id) for v in versions] == [(0, 0), (1, before + 1)]
+    assert versions[1].changes[0] == "add price decimal128(10, 2)"
+    assert table.schema.names == ["region", "id", "qty", "comment", "price"]
+    assert table.read().to_pylist() == [
+        {"region": "eu", "id": 1, "qty": 3, "comment": "a", "price": Decimal("9.99")}
+    ]
+
+    # A refused operation, or an exception in the block, applies nothing.
+    def refused() -> None:
+        with table.update_schema() as u:
+            u.add_column("extra", pa.int64())
+            u.delete_column("id")
+
+    def abandoned() -> None:
+        with table.update_schema() as u:
+            u.add_column("extra", pa.int64())
+            raise RuntimeError("the caller changed its mind")
+
+    with pytest.raises(ConfigError, match="primary key"):
+        refused()
+    with pytest.raises(RuntimeError):
+        abandoned()
+    assert len(table.schemas()) == 2
+    assert table.current_snapshot() == before + 1
+    # Another handle sees the change at its next look.
+    other = catalog.table(table.name)
+    assert other.schema.names == table.schema.names
+    assert other.schema_id == 1
+
+
+def test_concurrent_changes_one_wins_the_other_is_refused_whole(catalog: firn.Catalog) -> None:
+    table = new_table(catalog)
+    other = catalog.table(table.name)
+    first = table.update_schema().add_column("a", pa.int64())
+    second = other.update_schema().add_column("b", pa.int64())
+    assert first.commit() is not None
+    with pytest.raises(CommitError, match="schema changed since"):
+        second.commit()
+    assert other.refresh().schema.names == [*SCHEMA.names, "a"]
+
+
+def test_commits_after_changes(catalog: firn.Catalog) -> None:
+    table = new_table(catalog)
+    producer = catalog.table(table.name)  # opened before the changes
+    with table.update_schema() as u:
+        u.add_column("score", pa.int64(), default=5)
+        u.delete_column("note")
+    # A producer still sending the previous version's columns.
+    old = pa.table({"region": ["eu"], "id": [1], "qty": pa.array([2], pa.int32()), "_op": ["U"]})
+    producer.commit(old)
+    with pytest.raises(ConfigError, match=r"dropped from table .* in schema version 1"):
+        producer.commit(old.append_column("note", pa.array(["x"])))
+    table.set_properties({"schema.ignore-dropped-columns": True})
+    catalog.table(table.name).commit(old.append_column("note", pa.array(["x"])))
+    with pytest.raises(ConfigError, match="merge_schema=True"):
+        producer.commit(old.append_column("color", pa.array(["red"])))
+    producer.commit(old.append_column("color", pa.array(["red"])), merge_schema=True)
+    assert table.refresh().schema.names == ["region", "id", "qty", "score", "color"]
+    assert table.read().to_pylist() == [
+        {"region": "eu", "id": 1, "qty": 2, "score": 5, "color": "red"}
+    ]
+    # Widened: an int32 column of a change set still goes into the int64 column.
+    with table.update_schema() as u:
+        u.update_column("qty", field_type=pa.int64())
+    producer.commit(old)
+    assert table.read().column("qty").type == pa.int64()
+
+
+def test_reads_filters_and_changes_across_versions(catalog: firn.Catalog) -> None:
+    table = new_table(catalog)
+    first = upsert(table, [{"region": "eu", "id": i, "qty": i, "note": f"n{i}"} for i in range(6)])
+    snap0 = table.current_snapshot()
+    firn.compact(table, engine="local")  # base files of version 0
+    with table.update_schema() as u:
+        u.rename_column("qty", "quantity")
+        u.add_column("flag", pa.bool_(), default=True)
+        u.delete_column("note")
+        u.add_column("note", pa.string(), default="new")  # the same name, a new column
+    upsert(table, [{"region": "eu", "id": 9, "quantity": 9, "flag": False, "note": "nine"}])
+    latest = by_id(table.read())
+    assert latest[1] == {"region": "eu", "id": 1, "quantity": 1, "flag": True, "note": "new"}
+    assert latest[9]["flag"] is False
+    # Filters on renamed and added columns, the old files judged by their defaults.
+    assert sorted(by_id(table.scan(filter="quantity >= 4").to_arrow())) == [4, 5, 9]
+    assert sorted(by_id(table.scan(filter="flag = false").to_arrow())) == [9]
+    assert len(table.scan(filter="note = 'new'").to_arrow()) == 6
+    assert table.scan(columns=["id", "flag"]).to_arrow().schema.names == ["id", "flag"]
+    with pytest.raises(ConfigError, match="unknown column"):
+        table.scan(filter="qty > 1")
+    # The old snapshot reads with its own schema.
+    old = table.read(snapshot=snap0)
+    assert old.schema.names == SCHEMA.names
+    assert by_id(old)[2] == {"region": "eu", "id": 2, "qty": 2, "note": "n2"}
+    assert by_id(table.scan(filter="qty = 2", snapshot=snap0).to_arrow()).keys() == {2}
+    # Incremental reads come in the end snapshot's schema.
+    changes = table.changes(0).to_arrow()
+    assert changes.schema.names[:5] == ["region", "id", "quantity", "flag", "note"]
+    assert {r["id"]: r["quantity"] for r in changes.to_pylist()} == {
+        **{i: i for i in range(6)},
+        9: 9,
+    }
+    assert first > 0
+    assert table.verify(deep=True).problems == ()
+    assert table.verify(snapshot=snap0, deep=True).problems == ()
+
+
+def test_data_files_carry_field_ids(catalog: firn.Catalog) -> None:
+    table = new_table(catalog)
+    upsert(table, [{"region": "eu", "id": 1, "qty": 1, "note": "x"}])
+    with table.update_schema() as u:
+        u.add_column("when", pa.date32(), default=dt.date(2026, 1, 1))
+    upsert(table, [{"region": "eu", "id": 2, "qty": 2, "note": "y", "when": dt.date(2026, 2, 2)}])
+    firn.compact(table, kind="full", engine="local")
+    for row in table.files().to_pylist():
+        # Parquet's own schema (not the Arrow schema stored beside it) names the ids.
+        text = str(pq.ParquetFile(table.storage.full_path(row["path"])).schema)
+        ids = {name: int(i) for i, name in re.findall(r"field_id=(\d+) (\w+)[ ;]", text)}
+        ids.pop("schema", None)
+        assert ids == {"region": 1, "id": 2, "qty": 3, "note": 4, "when": 5}, row
+
+
+def test_a_load_after_changes_and_old_base_files(catalog: firn.Catalog) -> None:
+    table = new_table(catalog)
+    upsert(table, [{"region": r, "id": 1, "qty": 1, "note": "x"} for r in ("eu", "us")])
+    firn.compact(table, engine="local")
+    with table.update_schema() as u:
+        u.add_column("score", pa.int64(), default=0)
+    table.load(
+        pa.table({"region": ["eu"], "id": [5], "qty": pa.array([5], pa.int32()), "note": ["l"]}),
+        partitions="region=eu",
+    )
+    rows = sorted(table.read().to_pylist(), key=lambda r: r["region"])
+    assert rows == [
+        {"region": "eu", "id": 5, "qty": 5, "note": "l", "score": 0},
+        {"region": "us", "id": 1, "qty": 1, "note": "x", "score": 0},
+    ]
+    versions = {(r["partition"], r["schema_id"]) for r in table.files().to_pylist()}
+    assert versions == {("region=eu", 1), ("region=us", 0)}
+
+
+def test_a_task_never_writes_a_newer_input_under_its_older_version(
+    catalog: firn.Catalog,
+) -> None:
+    from firn.engine.kernel import run_task
+    from firn.model.tasks import TaskSpec
+
+    table = new_table(catalog)
+    upsert(table, [{"region": "eu", "id": 1, "qty": 1, "note": "x"}])
+    planned = firn.compact(table, engine="local")
+    assert planned["failed_attempts"] == 0
+    spec_row = table.catalog.conn.execute(  # type: ignore[attr-defined]
+        "SELECT spec FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+        "WHERE p.table_id = %s ORDER BY task_id DESC LIMIT 1",
+        (table.table_id,),
+    ).fetchone()
+    spec = TaskSpec.from_dict(spec_row[0])
+    assert spec.table is not None
+    assert spec.schema_id == 0
+    # As if an input had been written under version 1 after the plan was made.
+    newer = dataclasses.replace(spec.change_files[0], schema_id=1)
+    forged = dataclasses.replace(spec, change_files=(newer, *spec.change_files[1:]))
+    with pytest.raises(FirnError, match="plan it again") as raised:
+        run_task(table.definition, forged, 9)
+    assert raised.value.retryable is False
