@@ -4,16 +4,26 @@ routes, token check and catalog handling over a fake catalog."""
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 from pydantic import SecretStr
 
-from firn.catalog.history import PlanHistory, Transition
+from firn.catalog.history import (
+    PlanHistory,
+    SchemaHistory,
+    Transition,
+    describe_columns,
+    schema_history,
+)
 from firn.catalog.progress import CommitPoint, MergePoint
 from firn.commands.output import Output
 from firn.dashboard import Dashboard, pages
 from firn.dashboard.charts import backlog_series, latency_series, line_chart
 from firn.errors import ConfigError, ServiceError
+from firn.model.evolution import SchemaChange
+from firn.model.schema import TableSchema
 from firn.settings import FirnSettings
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -134,6 +144,71 @@ def test_a_plan_shows_its_transitions_and_tasks() -> None:
     assert '<div class="error">boom</div>' in html
 
 
+def orders_schema() -> TableSchema:
+    schema = pa.schema(
+        [
+            pa.field("region", pa.string(), nullable=False),
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("note", pa.string()),
+        ]
+    )
+    return TableSchema.build("orders", schema, ["region", "id"], ["region"])
+
+
+def evolved() -> TableSchema:
+    """``orders_schema`` after one change: a column with a default and a doc, a rename."""
+    change = SchemaChange(orders_schema())
+    change.add_column("discount", pa.decimal128(12, 2), Decimal("0.5"), "<b>in EUR</b>")
+    change.rename_column("note", "comment")
+    return change.apply()
+
+
+def schema_rows(*definitions: TableSchema) -> list[tuple[Any, ...]]:
+    """What ``schema_history``'s query returns for these versions."""
+    changes = [[], ["add discount decimal128(12, 2)", "rename note -> <comment>"]]
+    return [
+        (d.schema_id, 3 * d.schema_id, at(d.schema_id), changes[d.schema_id], d.to_ipc(),
+         list(d.primary_key), list(d.partition_by))
+        for d in definitions
+    ]  # fmt: skip
+
+
+def test_the_schema_section_shows_the_columns_and_every_version() -> None:
+    versions = schema_history(FakeConn(rows=schema_rows(orders_schema(), evolved())), 1)
+    assert [v.schema_id for v in versions] == [0, 1]
+    html = pages.table_page(
+        status("orders", partition("region=eu", 1.0, 2)), [], [], action_enabled=False,
+        schema=versions,
+    )  # fmt: skip
+    section = html[html.index("<h2>Schema</h2>") :]
+    columns = section[: section.index("</table>")]
+    names = [c.split('"')[1] for c in columns.split("data-column=")[1:]]
+    assert names == ["region", "id", "comment", "discount"]
+    assert '<td class="num field-id">4</td><td class="column-name">discount</td>' in columns
+    assert '<td class="column-type">decimal128(12, 2)</td>' in columns
+    assert '<td class="default">0.50</td>' in columns
+    assert '<td class="doc">&lt;b&gt;in EUR&lt;/b&gt;</td>' in columns  # user data, escaped
+    assert "<td>key, partition</td>" in columns
+    assert '<td class="required">yes</td>' in columns
+    history = section[section.index('id="schema-versions"') :]
+    assert history.index('data-schema="1"') < history.index('data-schema="0"')  # newest first
+    assert "add discount decimal128(12, 2)<br>rename note -&gt; &lt;comment&gt;" in history
+    assert "as created" in history
+    assert "Version 1, since snapshot 3." in section
+
+
+def test_a_string_default_is_quoted_and_no_default_is_a_dash() -> None:
+    change = SchemaChange(orders_schema())
+    change.add_column("label", pa.string(), "")
+    (version,) = [SchemaHistory(1, 4, None, ("add label string",), describe_columns(
+        change.apply().schema, ("region", "id"), ("region",)))]  # fmt: skip
+    html = pages.schema_section([version])
+    assert '<tr data-column="label">' in html
+    assert '<td class="default">&quot;&quot;</td>' in html
+    assert '<td class="default">-</td>' in html
+    assert pages.schema_section([]).endswith("No schema versions recorded.</p>")
+
+
 def test_overview_without_tables_and_the_dead_letter_note() -> None:
     html = pages.overview_page([], [])
     assert "No tables yet." in html
@@ -145,9 +220,11 @@ def test_overview_without_tables_and_the_dead_letter_note() -> None:
 
 
 class FakeConn:
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, rows: list[tuple[Any, ...]] | None = None) -> None:
         self.fail = fail
         self.statements: list[tuple[str, Any]] = []
+        self.schema_rows = rows or []
+        """What a query of ``table_schema`` returns (every other query: nothing)."""
 
     def execute(self, query: str, params: Any = None) -> FakeConn:
         if self.fail:
@@ -156,7 +233,11 @@ class FakeConn:
         return self
 
     def fetchall(self) -> list[Any]:
-        return []
+        query = self.statements[-1][0] if self.statements else ""
+        return list(self.schema_rows) if "FROM table_schema" in query else []
+
+    def fetchone(self) -> Any:
+        return None
 
 
 class FakeTable:
@@ -242,6 +323,17 @@ def test_a_bug_in_a_page_is_a_500_and_the_server_serves_on() -> None:
     assert failed.status == 500
     assert "ValueError: a bug" in failed.html
     assert board.get("/").status == 200
+
+
+def test_the_table_page_reads_the_schema_versions() -> None:
+    conn = FakeConn(rows=schema_rows(orders_schema(), evolved()))
+    response = dashboard(Opener(FakeCatalog(conn))).get("/table?name=orders")
+    assert response.status == 200, response.html
+    assert '<table id="schema-columns">' in response.html
+    assert '<tr data-column="discount">' in response.html
+    assert '<tr data-schema="1">' in response.html
+    queries = [q for q, params in conn.statements if "FROM table_schema" in q]
+    assert len(queries) == 1
 
 
 def test_unknown_pages_and_tables_are_404() -> None:

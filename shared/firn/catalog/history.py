@@ -1,14 +1,23 @@
 """Read-only history of a table for people (the web dashboard): its recent
-compaction plans and tasks with every state they went through, and what each
-snapshot added, from which write amplification and the backlog are drawn over time.
-Nothing here changes state."""
+compaction plans and tasks with every state they went through, what each snapshot
+added, from which write amplification and the backlog are drawn over time, and its
+schema versions with their columns (``describe_columns`` is also how ``firn schema``
+shows them). Nothing here changes state."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
 
+import pyarrow as pa
+
+from firn.model.projection import default_scalar
+from firn.model.schema import DOC, default_json, field_id
 from firn.postgres.connection import Connection
 
 
@@ -149,4 +158,110 @@ def snapshot_bytes(conn: Connection, table_id: int, limit: int = 500) -> list[Sn
     return [
         SnapshotBytes(int(snap), kind, at, int(committed or 0), int(compacted or 0))
         for snap, kind, at, committed, compacted in rows
+    ]
+
+
+@dataclass(frozen=True)
+class SchemaColumn:
+    """One column of a schema version, as people read it."""
+
+    field_id: int | None
+    name: str
+    type: str
+    """The Arrow type as pyarrow spells it (``decimal128(12, 2)``)."""
+    required: bool
+    default: Any
+    """The default rows written before the column read as, JSON-ready and readable:
+    numbers and booleans as such, dates and times in ISO form, decimals as text,
+    binary as hex; None when it has none (such rows read as null)."""
+    default_text: str | None
+    """The same as one string (a text default quoted), None when there is none."""
+    doc: str | None
+    key: bool
+    partition: bool
+
+
+@dataclass(frozen=True)
+class SchemaHistory:
+    """One schema version (``table_schema``): when it began and what it changed."""
+
+    schema_id: int
+    snapshot_id: int
+    """The snapshot it began at (0: as the table was created)."""
+    created_at: dt.datetime | None
+    changes: tuple[str, ...]
+    columns: tuple[SchemaColumn, ...]
+
+
+def describe_columns(
+    schema: pa.Schema, primary_key: Sequence[str], partition_by: Sequence[str]
+) -> tuple[SchemaColumn, ...]:
+    """A version's columns, in order, for people (``firn schema``, the dashboard)."""
+    out = []
+    for f in schema:
+        default = _readable_default(f)
+        doc = (f.metadata or {}).get(DOC)
+        out.append(
+            SchemaColumn(
+                field_id=field_id(f),
+                name=f.name,
+                type=str(f.type),
+                required=not f.nullable,
+                default=default,
+                default_text=_default_text(default, f.type),
+                doc=None if doc is None else doc.decode(errors="replace"),
+                key=f.name in primary_key,
+                partition=f.name in partition_by,
+            )
+        )
+    return tuple(out)
+
+
+def _readable_default(field: pa.Field) -> Any:
+    value = default_json(field)
+    if value is None:
+        return None
+    scalar = default_scalar(value, field.type)
+    try:
+        plain = scalar.as_py()
+    except (ValueError, OverflowError, pa.ArrowException):
+        return str(scalar)  # e.g. nanoseconds a datetime cannot hold
+    if isinstance(plain, dt.date):  # datetimes too
+        return plain.isoformat()
+    if isinstance(plain, Decimal):
+        return str(plain)
+    if isinstance(plain, bytes):
+        return plain.hex()
+    return plain
+
+
+def _default_text(value: Any, type_: pa.DataType) -> str | None:
+    if value is None:
+        return None
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def schema_history(conn: Connection, table_id: int) -> list[SchemaHistory]:
+    """Every schema version of the table, oldest first, with its columns (one query)."""
+    rows = conn.execute(
+        "SELECT v.schema_id, v.snapshot_id, v.created_at, v.changes, v.schema_ipc, "
+        "v.primary_key, c.partition_by FROM table_schema v JOIN catalog_table c "
+        "USING (table_id) WHERE v.table_id = %s ORDER BY v.schema_id",
+        (table_id,),
+    ).fetchall()
+    return [
+        SchemaHistory(
+            schema_id=int(sid),
+            snapshot_id=int(snapshot_id),
+            created_at=created_at,
+            changes=tuple(changes or ()),
+            columns=describe_columns(
+                pa.ipc.read_schema(pa.py_buffer(bytes(ipc))), tuple(key), tuple(parts or ())
+            ),
+        )
+        for sid, snapshot_id, created_at, changes, ipc, key, parts in rows
     ]

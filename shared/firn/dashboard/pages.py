@@ -3,7 +3,8 @@ them from fakes. Every value from the catalog is escaped: table names, partition
 keys and error messages are user data.
 
 Cells that tests and scripts read carry a class (``score``, ``unmerged-files``, ...)
-and rows a ``data-table`` / ``data-partition``, so a reader need not parse text.
+and rows a ``data-table`` / ``data-partition`` (a schema's: ``data-column`` and
+``data-schema``), so a reader need not parse text.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-from firn.catalog.history import PlanHistory, Transition
+from firn.catalog.history import PlanHistory, SchemaHistory, Transition
 from firn.catalog.listing import TaskRow
 from firn.commands.output import partition_name, size
 
@@ -142,9 +143,11 @@ def table_page(
     charts: Sequence[str],
     *,
     action_enabled: bool,
+    schema: Sequence[SchemaHistory] = (),
 ) -> str:
-    """One table: its partitions, charts over time, the request-a-compaction form
-    and its recent plans with their tasks and state history."""
+    """One table: its partitions, charts over time, the request-a-compaction form,
+    its recent plans with their tasks and state history, and its schema: the current
+    columns and every version (``schema``, oldest first)."""
     name = status["table"]
     body = (
         f"<p>Seq {status['seq']}, snapshot {status['snapshot']}.</p>"
@@ -154,8 +157,61 @@ def table_page(
         + compact_form(name, [p["partition"] for p in status["partitions"]], action_enabled)
         + "<h2>Recent plans</h2>"
         + plans_table(plans)
+        + schema_section(schema)
     )
     return layout(f"Table {name}", body)
+
+
+def schema_section(versions: Sequence[SchemaHistory]) -> str:
+    """The current columns (the newest version's) and the history of versions."""
+    if not versions:
+        return '<h2>Schema</h2><p class="muted">No schema versions recorded.</p>'
+    current = versions[-1]
+    head = (
+        "<tr><th>Id</th><th>Column</th><th>Type</th><th>Required</th><th>Default</th>"
+        "<th>Doc</th><th>Key</th></tr>"
+    )
+    columns = [
+        f'<tr data-column="{escape(c.name)}"><td class="num field-id">{_or_dash(c.field_id)}</td>'
+        f'<td class="column-name">{escape(c.name)}</td>'
+        f'<td class="column-type">{escape(c.type)}</td>'
+        f'<td class="required">{"yes" if c.required else "no"}</td>'
+        f'<td class="default">{escape(_or_dash(c.default_text))}</td>'
+        f'<td class="doc">{escape(c.doc or "")}</td>'
+        f"<td>{escape(_markers(c.key, c.partition))}</td></tr>"
+        for c in current.columns
+    ]
+    history_head = (
+        "<tr><th>Version</th><th>Began at snapshot</th><th>When</th><th>Changes</th></tr>"
+    )
+    history = [
+        f'<tr data-schema="{v.schema_id}"><td class="num">{v.schema_id}</td>'
+        f'<td class="num">{v.snapshot_id}</td>'
+        f"<td>{'-' if v.created_at is None else _clock(v.created_at)}</td>"
+        f'<td class="changes">{_changes(v)}</td></tr>'
+        for v in reversed(versions)
+    ]
+    return (
+        f"<h2>Schema</h2><p>Version {current.schema_id}, since snapshot "
+        f"{current.snapshot_id}.</p>"
+        f'<table id="schema-columns">{head}{"".join(columns)}</table>'
+        f'<h3>Schema versions</h3><table id="schema-versions">{history_head}'
+        f"{''.join(history)}</table>"
+    )
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _markers(key: bool, partition: bool) -> str:
+    return ", ".join(m for m, on in (("key", key), ("partition", partition)) if on)
+
+
+def _changes(version: SchemaHistory) -> str:
+    if not version.changes:
+        return '<span class="muted">as created</span>' if version.schema_id == 0 else ""
+    return "<br>".join(escape(change) for change in version.changes)
 
 
 def compact_form(table: str, partitions: Sequence[str], enabled: bool) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from firn.api.catalog import Catalog
-from firn.catalog.history import recent_plans, snapshot_bytes
+from firn.catalog.history import recent_plans, schema_history, snapshot_bytes
 from firn.catalog.listing import list_tasks
 from firn.catalog.progress import commit_points, merge_points
 from firn.dashboard import pages
@@ -44,4 +44,5 @@ def table_view(catalog: Catalog, name: str, *, action_enabled: bool) -> str:
         line_chart("Latency: longest wait until compacted", latency[-CHART_POINTS:], " s"),
         line_chart("Write amplification (written / committed)", amplification, "x"),
     ]
-    return pages.table_page(status, plans, charts, action_enabled=action_enabled)
+    schema = schema_history(conn, table_id)
+    return pages.table_page(status, plans, charts, action_enabled=action_enabled, schema=schema)
