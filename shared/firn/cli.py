@@ -3,8 +3,9 @@
 ``firn up`` / ``firn down`` drive the local stack (its code lives in ``deploy/``;
 ``firn up --demo`` adds a synthetic producer, ``firn demo`` runs it alone against a
 running stack);
-``firn service NAME`` runs one service process; ``table``, ``status``, ``tasks``,
-``compact``, ``expire`` and ``verify`` work on tables (``firn.commands``);
+``firn service NAME`` runs one service process; ``table``, ``schema``, ``alter``,
+``status``, ``tasks``, ``compact``, ``expire`` and ``verify`` work on tables
+(``firn.commands``);
 ``dashboard`` serves the web dashboard. Every command takes
 ``--json``: one JSON document on stdout, ``{"error": ...}`` (exit status 1) when it
 fails; without it, text for people and ``firn: error: ...`` on stderr.
@@ -24,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from firn import __version__, logs
-from firn.commands import compact, dashboard, expire, status, tables, verify
+from firn.commands import compact, dashboard, expire, schema, status, tables, verify
 from firn.commands.output import (
     Output,
     int_between,
@@ -82,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     service.set_defaults(run=_service)
 
-    for family in (tables, status, compact, expire, verify, dashboard):
+    for family in (tables, schema, status, compact, expire, verify, dashboard):
         family.add_commands(commands, common)
     return parser
 
