@@ -229,3 +229,66 @@ def test_a_task_never_writes_a_newer_input_under_its_older_version(
     with pytest.raises(FirnError, match="plan it again") as raised:
         run_task(table.definition, forged, 9)
     assert raised.value.retryable is False
+
+
+KILLED_CHANGER = """
+import sys
+import pyarrow as pa
+import firn
+
+with firn.connect() as catalog:
+    table = catalog.table(sys.argv[1])
+    print("ready", flush=True)
+    for n in range(100_000):
+        with table.update_schema() as u:
+            u.add_column(f"c{n}", pa.int64(), default=n)
+            u.delete_column(f"c{n - 1}" if n else "note")
+"""
+
+
+def test_a_process_killed_while_changing_the_schema_leaves_whole_versions(
+    stack_settings: FirnSettings, catalog: firn.Catalog
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.integration.service_processes import service_env
+
+    table = new_table(catalog)
+    upsert(table, [{"region": "eu", "id": 1, "qty": 1, "note": "x"}])
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CHANGER, table.name],
+        env=service_env(stack_settings),
+        stdout=subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == b"ready"
+    time.sleep(1.5)  # some dozens of changes
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    versions = table.schemas()
+    assert [v.schema_id for v in versions] == list(range(len(versions)))
+    assert len(versions) > 2
+    table.refresh()
+    assert table.schema_id == versions[-1].schema_id
+    conn = table.catalog.conn  # type: ignore[attr-defined]
+    snapshots = {
+        sid: kind
+        for sid, kind in conn.execute(
+            "SELECT snapshot_id, kind FROM snapshot WHERE table_id = %s", (table.table_id,)
+        ).fetchall()
+    }
+    assert all(snapshots[v.snapshot_id] == "schema" for v in versions[1:])
+    assert conn.execute(
+        "SELECT last_snapshot FROM catalog_table WHERE table_id = %s", (table.table_id,)
+    ).fetchone()[0] == max(snapshots)
+    # Each version is whole: one column added, the previous one gone.
+    last = table.schema.names[-1]
+    assert table.schema.names == ["region", "id", "qty", last]
+    assert table.read().to_pylist() == [{"region": "eu", "id": 1, "qty": 1, last: int(last[1:])}]
+    upsert(table, [{"region": "eu", "id": 2, "qty": 2, last: 5}])
+    assert len(table.read()) == 2

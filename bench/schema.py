@@ -1,0 +1,231 @@
+"""Schema evolution's two costs: the bytes compaction rewrites after a schema change,
+and reading a table whose files span several schema versions.
+
+1. **Rewrites after a change.** A keyed table is loaded (``--rows`` rows, 4
+   partitions), then goes through rounds: each round commits ``--commits`` change
+   sets of ``--batch`` random upserts and deletes, then compacts as the services do
+   (``firn.compact(kind="auto")``: only partitions whose triggers fire, planned unit
+   by unit). After ``--before`` rounds a column is added (with a default) and one is
+   renamed; ``--after`` rounds follow. Three variants from the same seed:
+
+   - ``progressive``: ``schema.rewrite-per-round`` 0.1 (the default): each major plan
+     rewrites a bounded step of the old-version base files;
+   - ``at once``: the rule off, and a full compaction right after the change (the
+     one-shot rewrite the progressive rule replaces);
+   - ``never``: the rule off and nothing else (old files stay; the normal rate).
+
+   Per variant: bytes compaction wrote per round before the change (the table's
+   normal rate: mean and peak) and after it (peak, mean), the peak after against the
+   normal peak (goal: no burst above it), and the rounds until no base file of an
+   older version is left.
+2. **Reads across versions.** A 5-partition table whose partitions were loaded under
+   five successive schema versions, read whole,
+   by a column subset and through a filter, against the same table after a full
+   compaction (every file of the latest version), in the same run (goal: within 1.2x).
+
+    .venv/bin/python bench/schema.py      # FIRN_DATABASE_URL, or a throwaway local Postgres
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from harness import bench_catalog, best_of  # bench/ is on sys.path when run as a script
+
+import firn
+
+MiB = 1 << 20
+REGIONS = ["r0", "r1", "r2", "r3"]
+SCHEMA = pa.schema(
+    [
+        pa.field("region", pa.string(), nullable=False),
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("qty", pa.int32()),
+        pa.field("label", pa.string()),
+        pa.field("price", pa.float64()),
+    ]
+)
+PROPERTIES = {
+    "change.buckets": 4,
+    "base.buckets": 4,
+    "target-file-size": "8MiB",
+    "major.change-ratio": 0.05,
+}
+
+
+def rows(
+    rng: np.random.Generator, ids: np.ndarray, schema: pa.Schema, regions: list[str] = REGIONS
+) -> pa.Table:
+    """Rows for ``ids`` with random values, in ``schema``'s columns (value columns by type)."""
+    n = len(ids)
+    columns: dict[str, Any] = {
+        "region": pa.array(np.array(regions)[ids % len(regions)]),
+        "id": pa.array(ids, pa.int64()),
+    }
+    for field in schema:
+        if field.name in columns:
+            continue
+        if pa.types.is_integer(field.type):
+            columns[field.name] = pa.array(rng.integers(0, 10_000, n), field.type)
+        elif pa.types.is_floating(field.type):
+            columns[field.name] = pa.array(rng.random(n), field.type)
+        else:
+            columns[field.name] = pa.array([f"v-{v:06d}" for v in rng.integers(0, 10**6, n)])
+    return pa.table(columns, schema=pa.schema([schema.field(c) for c in columns]))
+
+
+def change_set(rng: np.random.Generator, table: firn.Table, keys: int, batch: int) -> pa.Table:
+    ids = rng.choice(keys, batch, replace=False)
+    upserts = rows(rng, ids, table.schema)
+    ops = np.where(rng.random(batch) < 0.1, "D", "U")
+    return upserts.append_column("_op", pa.array(ops))
+
+
+def written(summary: dict[str, Any]) -> int:
+    return sum(p["added_bytes"] for p in summary["plans"] if p["outcome"] == "committed")
+
+
+def old_base_bytes(table: firn.Table) -> int:
+    return sum(
+        r["size"]
+        for r in table.files().to_pylist()
+        if r["store"] == "base" and r["schema_id"] != table.schema_id
+    )
+
+
+def rewrite_run(catalog: firn.Catalog, variant: str, args: argparse.Namespace) -> dict[str, Any]:
+    rng = np.random.default_rng(args.seed)
+    share = 0.1 if variant == "progressive" else 0.0
+    table = catalog.create_table(
+        f"rewrites_{variant.replace(' ', '_')}",
+        SCHEMA,
+        ["region", "id"],
+        ["region"],
+        {**PROPERTIES, "schema.rewrite-per-round": share},
+    )
+    keys = args.rows * 2
+    table.load(rows(rng, rng.choice(keys, args.rows, replace=False), SCHEMA))
+    per_round: list[int] = []
+    converged_at = None
+    for n in range(args.before + args.after):
+        if n == args.before:
+            with table.update_schema() as u:
+                u.add_column("discount", pa.float64(), default=0.0)
+                u.rename_column("label", "title")
+            if variant == "at once":
+                per_round.append(written(firn.compact(table, kind="full", engine="local")))
+                continue
+        for _ in range(args.commits):
+            table.commit(change_set(rng, table, keys, args.batch))
+        per_round.append(written(firn.compact(table, kind="auto", engine="local")))
+        if n >= args.before and converged_at is None and old_base_bytes(table) == 0:
+            converged_at = n - args.before + 1
+        print(f"  {variant}: round {n + 1}: {per_round[-1] / MiB:.1f} MiB", file=sys.stderr)
+    before, after = per_round[: args.before], per_round[args.before :]
+    normal_peak = max(before)
+    return {
+        "variant": variant,
+        "normal_mean_mib": round(float(np.mean(before)) / MiB, 2),
+        "normal_peak_mib": round(normal_peak / MiB, 2),
+        "after_peak_mib": round(max(after) / MiB, 2),
+        "after_mean_mib": round(float(np.mean(after)) / MiB, 2),
+        "after_peak_vs_normal_peak": round(max(after) / normal_peak, 2),
+        "rounds_to_converge": converged_at,
+        "old_base_left_mib": round(old_base_bytes(table) / MiB, 2),
+        "per_round_mib": [round(b / MiB, 2) for b in per_round],
+    }
+
+
+def read_run(catalog: firn.Catalog, args: argparse.Namespace) -> dict[str, Any]:
+    rng = np.random.default_rng(args.seed)
+    table = catalog.create_table(
+        "versions", SCHEMA, ["region", "id"], ["region"], {**PROPERTIES, "target-file-size": "64MiB"}
+    )
+    changes = [
+        lambda u: u.add_column("discount", pa.float64(), default=0.0),
+        lambda u: u.rename_column("label", "title"),
+        lambda u: u.update_column("qty", field_type=pa.int64()),
+        lambda u: u.add_column("note", pa.string(), default="none"),
+    ]
+    regions = [*REGIONS, "r4"]
+    per_part = args.read_rows // len(regions)
+    for i, region in enumerate(regions):
+        if i:
+            with table.update_schema() as u:
+                changes[i - 1](u)
+        ids = np.arange(per_part) * len(regions) + i
+        table.load(rows(rng, ids, table.schema, regions), partitions=f"region={region}")
+    versions = sorted({r["schema_id"] for r in table.files().to_pylist()})
+    reads = {
+        "read": lambda: table.read(),
+        "columns": lambda: table.scan(columns=["id", "qty", "discount"]).to_arrow(),
+        "filter": lambda: table.scan(filter="qty < 1000").to_arrow(),
+    }
+    spanning = {name: best_of(args.runs, fn) for name, fn in reads.items()}
+    expected = table.read().sort_by([("region", "ascending"), ("id", "ascending")])
+    firn.compact(table, kind="full", engine="local")
+    assert {r["schema_id"] for r in table.files().to_pylist()} == {table.schema_id}
+    same = table.read().sort_by([("region", "ascending"), ("id", "ascending")])
+    assert same.equals(expected), "the full compaction changed the table"
+    single = {name: best_of(args.runs, fn) for name, fn in reads.items()}
+    return {
+        "rows": expected.num_rows,
+        "versions_spanned": versions,
+        **{
+            name: {
+                "spanning_s": round(spanning[name], 3),
+                "one_version_s": round(single[name], 3),
+                "ratio": round(spanning[name] / single[name], 2),
+            }
+            for name in reads
+        },
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=2_000_000, help="rows loaded first")
+    parser.add_argument("--commits", type=int, default=2, help="change sets per round")
+    parser.add_argument("--batch", type=int, default=20_000, help="rows per change set")
+    parser.add_argument("--before", type=int, default=8, help="rounds before the change")
+    parser.add_argument("--after", type=int, default=16, help="rounds after the change")
+    parser.add_argument("--read-rows", type=int, default=4_000_000)
+    parser.add_argument("--runs", type=int, default=5, help="timings per read (best kept)")
+    parser.add_argument("--seed", type=int, default=35)
+    parser.add_argument("--skip-rewrites", action="store_true")
+    args = parser.parse_args()
+    report: dict[str, Any] = {}
+    with bench_catalog() as catalog:
+        if not args.skip_rewrites:
+            report["rewrites"] = [
+                rewrite_run(catalog, v, args) for v in ("progressive", "at once", "never")
+            ]
+        report["reads"] = read_run(catalog, args)
+    print(json.dumps(report, indent=2))
+    for r in report.get("rewrites", []):
+        print(
+            f"{r['variant']:>12}: normal {r['normal_mean_mib']} MiB/round (peak "
+            f"{r['normal_peak_mib']}), after the change peak {r['after_peak_mib']} "
+            f"({r['after_peak_vs_normal_peak']}x the normal peak), mean {r['after_mean_mib']}; "
+            f"converged after {r['rounds_to_converge']} rounds, {r['old_base_left_mib']} MiB "
+            "old base left",
+            file=sys.stderr,
+        )
+    reads = report["reads"]
+    for name in ("read", "columns", "filter"):
+        r = reads[name]
+        print(
+            f"{name:>8}: {len(reads['versions_spanned'])} versions {r['spanning_s']}s, "
+            f"one version {r['one_version_s']}s: {r['ratio']}x",
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
