@@ -8,8 +8,9 @@ and reading a table whose files span several schema versions.
    by unit). After ``--before`` rounds a column is added (with a default) and one is
    renamed; ``--after`` rounds follow. Three variants from the same seed:
 
-   - ``progressive``: ``schema.rewrite-per-round`` 0.1 (the default): each major plan
-     rewrites a bounded step of the old-version base files;
+   - ``progressive``: ``schema.rewrite-ratio`` 1 (the default): major plans rewrite
+     old-version base files worth what the partition's compaction wrote since the
+     change (``--ratio`` for another value);
    - ``at once``: the rule off, and a full compaction right after the change (the
      one-shot rewrite the progressive rule replaces);
    - ``never``: the rule off and nothing else (old files stay; the normal rate).
@@ -100,13 +101,13 @@ def old_base_bytes(table: firn.Table) -> int:
 
 def rewrite_run(catalog: firn.Catalog, variant: str, args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
-    share = 0.1 if variant == "progressive" else 0.0
+    share = args.ratio if variant == "progressive" else 0.0
     table = catalog.create_table(
         f"rewrites_{variant.replace(' ', '_')}",
         SCHEMA,
         ["region", "id"],
         ["region"],
-        {**PROPERTIES, "schema.rewrite-per-round": share},
+        {**PROPERTIES, "schema.rewrite-ratio": share},
     )
     keys = args.rows * 2
     table.load(rows(rng, rng.choice(keys, args.rows, replace=False), SCHEMA))
@@ -144,7 +145,11 @@ def rewrite_run(catalog: firn.Catalog, variant: str, args: argparse.Namespace) -
 def read_run(catalog: firn.Catalog, args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
     table = catalog.create_table(
-        "versions", SCHEMA, ["region", "id"], ["region"], {**PROPERTIES, "target-file-size": "64MiB"}
+        "versions",
+        SCHEMA,
+        ["region", "id"],
+        ["region"],
+        {**PROPERTIES, "target-file-size": "64MiB"},
     )
     changes = [
         lambda u: u.add_column("discount", pa.float64(), default=0.0),
@@ -193,10 +198,11 @@ def main() -> int:
     parser.add_argument("--commits", type=int, default=2, help="change sets per round")
     parser.add_argument("--batch", type=int, default=20_000, help="rows per change set")
     parser.add_argument("--before", type=int, default=8, help="rounds before the change")
-    parser.add_argument("--after", type=int, default=16, help="rounds after the change")
+    parser.add_argument("--after", type=int, default=60, help="rounds after the change")
     parser.add_argument("--read-rows", type=int, default=4_000_000)
     parser.add_argument("--runs", type=int, default=5, help="timings per read (best kept)")
     parser.add_argument("--seed", type=int, default=35)
+    parser.add_argument("--ratio", type=float, default=1.0, help="schema.rewrite-ratio")
     parser.add_argument("--skip-rewrites", action="store_true")
     args = parser.parse_args()
     report: dict[str, Any] = {}

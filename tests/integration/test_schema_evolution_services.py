@@ -7,12 +7,11 @@ a default, rename and widen, drop a column and add one back under the same name,
 move one. The dispatcher is killed with SIGKILL just before one of the changes and
 started again after it. Nobody triggers compaction by hand. Reads equal the
 reference model throughout; at the end the table settles, and the base files
-written under older versions converge to the latest one in a bounded number of
-major plans."""
+written under older versions converge to the latest one as the partitions' own
+compaction pays for it (``schema.rewrite-ratio``)."""
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from pathlib import Path
@@ -36,14 +35,15 @@ from tests.schema_model import (
 )
 
 SERVICES = ["metrics", "planner", "dispatcher", "committer"]
-SHARE = 0.34
 PROPERTIES = {
     "change.buckets": 2,
     "base.buckets": 2,
     "minor.file-count": 6,
     "major.file-count": 4,
     "task.lease": "6s",
-    "schema.rewrite-per-round": SHARE,
+    # Old files may be rewritten at four times the partitions' own compaction rate,
+    # so that convergence fits in the test.
+    "schema.rewrite-ratio": 4,
 }
 CHANGES: dict[int, list[tuple[Any, ...]]] = {
     30: [("add", "score", "int64", 7)],
@@ -137,11 +137,8 @@ def test_services_follow_schema_changes_under_load(
         assert table.schema.field("quantity").type == pa.int64()
         assert [v.schema_id for v in table.schemas()] == [0, 1, 2, 3, 4]
 
-        # Convergence: each major plan rewrites at most a SHARE of the partition's base
-        # in older versions, so within ceil(1 / SHARE) major plans of each partition
-        # after the last change no old base file is left. Small commits keep the
-        # partitions planned until then.
-        bound = math.ceil(1 / SHARE)
+        # Convergence: the partitions' compaction pays for rewriting the old base
+        # files; small commits keep them compacting until none is left.
         deadline = time.monotonic() + 240
         while old_base(table) and time.monotonic() < deadline:
             ops, left_out = random_ops(rng, model)
@@ -153,4 +150,3 @@ def test_services_follow_schema_changes_under_load(
         wait_until_settled(table, services, timeout=300)
         assert as_named_view(table.read()) == model.view()
         print(f"\nconverged: major plans per partition since the last change {plans}")
-        assert max(plans.values()) <= bound + 2, plans

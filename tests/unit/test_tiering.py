@@ -433,22 +433,21 @@ def test_coalesced_windows_are_small_neighbours_none_dominates_and_none_is_misse
 # --- base files of older schema versions ------------------------------------------
 
 
-def test_old_schema_files_are_rewritten_a_bounded_step_per_plan_oldest_first() -> None:
+def test_old_schema_files_are_rewritten_within_the_budget_oldest_first() -> None:
     node = Node(4, 1)
     files = [
         replace(base(node, 1000, i * 100, i * 100 + 99), schema_id=v)
-        for i, v in enumerate([2, 0, 1, 0, 2, 2, 2, 2, 2, 2])
+        for i, v in enumerate([2, 0, 1, 0, 2, 2])
     ]
-    p = props(base_buckets=4, schema_rewrite_per_round=0.25)
-    step = schema_step(files, 2, p)
-    # A quarter of the 10,000 base bytes: two files, version 0 first.
+    step = schema_step(files, 2, 2500)
+    # Version 0 first (oldest file first), then version 1 while the budget lasts.
     assert [(f.schema_id, f.file_id) for f in step] == [
         (0, files[1].file_id),
         (0, files[3].file_id),
     ]
-    assert schema_step(files, 2, props(schema_rewrite_per_round=0.0)) == []
-    assert len(schema_step(files, 2, props(schema_rewrite_per_round=0.01))) == 1
-    assert schema_step(files, 0, p) == []
+    assert len(schema_step(files, 2, 3000)) == 3
+    assert schema_step(files, 2, 999) == []  # not one whole file paid for yet
+    assert schema_step(files, 0, 10**9) == []  # nothing older than version 0
 
 
 def test_a_major_plan_rewrites_the_step_whether_or_not_its_unit_folds() -> None:
@@ -458,12 +457,16 @@ def test_a_major_plan_rewrites_the_step_whether_or_not_its_unit_folds() -> None:
     old_busy = replace(base(busy, lo=0, hi=10), schema_id=2)
     current = [replace(base(Node(4, n)), schema_id=3) for n in (0, 3)]
     files = [old_quiet, old_busy, *current, change(busy, 5, lo=500, hi=600)]
-    p = props(base_buckets=4, change_buckets=4, schema_rewrite_per_round=0.5)
-    draft = plan_tiered(evolved, p, "", 0, files, "major")
+    p = props(base_buckets=4, change_buckets=4)
+    draft = plan_tiered(evolved, p, "", 0, files, "major", schema_budget=2000)
     assert draft is not None
     rewritten = {f.file_id for t in draft.tasks for f in t.base_files}
     assert {old_quiet.file_id, old_busy.file_id} <= rewritten
     assert not rewritten & {f.file_id for f in current}
+    # Without a budget only what the fold touches is rewritten.
+    unpaid = plan_tiered(evolved, p, "", 0, files, "major")
+    assert unpaid is not None
+    assert old_quiet.file_id not in {f.file_id for t in unpaid.tasks for f in t.base_files}
     # A minor request leaves the base alone.
-    minor = plan_tiered(evolved, p, "", 0, files, "minor")
+    minor = plan_tiered(evolved, p, "", 0, files, "minor", schema_budget=2000)
     assert minor is None or not any(t.base_files for t in minor.tasks)

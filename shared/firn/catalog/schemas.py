@@ -134,6 +134,32 @@ def schema_id_at(conn: Connection, table_id: int, snapshot_id: int) -> int:
     return int(row[0])
 
 
+def rewrite_budget(
+    conn: Connection, table_id: int, partition: str, schema_id: int, ratio: float
+) -> int:
+    """The bytes of older-version base files a major plan of ``partition`` may
+    rewrite now (``schema.rewrite-ratio``, ``firn.model.tiering``): ``ratio`` times
+    what the partition's compactions wrote since version ``schema_id`` began, less
+    what they wrote for old files, less the old files' bytes already rewritten.
+    Old files rewritten are counted by what was removed (about what was written for
+    them), whether this rule or a fold chose them."""
+    if ratio <= 0:
+        return 0
+    row = conn.execute(
+        "WITH began AS (SELECT snapshot_id FROM table_schema WHERE table_id = %(t)s "
+        "AND schema_id = %(v)s) "
+        "SELECT (SELECT coalesce(sum((s.summary->>'added_bytes')::bigint), 0) FROM snapshot s "
+        "WHERE s.table_id = %(t)s AND s.kind = 'compaction' AND s.summary->>'partition' = %(p)s "
+        "AND s.snapshot_id > (SELECT snapshot_id FROM began)), "
+        "(SELECT coalesce(sum(f.size_bytes), 0) FROM data_file f WHERE f.table_id = %(t)s "
+        "AND f.partition_key = %(p)s AND f.store = 'base' AND f.schema_id < %(v)s "
+        "AND f.removed_snapshot > (SELECT snapshot_id FROM began))",
+        {"t": table_id, "v": schema_id, "p": partition},
+    ).fetchone()
+    written, rewritten = (0, 0) if row is None else (int(row[0]), int(row[1]))
+    return max(0, int(ratio * max(0, written - rewritten)) - rewritten)
+
+
 def current_schema_id(conn: Connection, table_id: int) -> int:
     row = conn.execute(
         "SELECT schema_id FROM catalog_table WHERE table_id = %s", (table_id,)

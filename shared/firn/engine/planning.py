@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from firn.catalog.files import current_snapshot, merged_seqs_at, partition_files_at
 from firn.catalog.plans import create_plan
-from firn.catalog.schemas import definition_at, schema_id_at
+from firn.catalog.schemas import definition_at, rewrite_budget, schema_id_at
 from firn.engine.planner import plan_partition
 from firn.engine.tiered import plan_tiered
 from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
@@ -98,5 +98,14 @@ def _draft(
     files = partition_files_at(conn, table.table_id, snapshot, partition)
     merged = merged_seqs_at(conn, table.table_id, snapshot).get(partition, 0)
     plan_kind: Kind = kind if definition.keyed else "bin-pack"
-    planner = plan_tiered if tiered else plan_partition
-    return planner(definition, table.properties, partition, merged, files, plan_kind)
+    if not tiered:
+        return plan_partition(definition, table.properties, partition, merged, files, plan_kind)
+    budget = 0
+    if plan_kind == "major" and any(
+        f.store == "base" and f.schema_id < definition.schema_id for f in files
+    ):
+        ratio = table.properties.schema_rewrite_ratio
+        budget = rewrite_budget(conn, table.table_id, partition, definition.schema_id, ratio)
+    return plan_tiered(
+        definition, table.properties, partition, merged, files, plan_kind, schema_budget=budget
+    )

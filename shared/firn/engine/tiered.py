@@ -57,12 +57,14 @@ def plan_tiered(
     files: Sequence[FileEntry],
     kind: Kind = "major",
     now: dt.datetime | None = None,
+    schema_budget: int = 0,
 ) -> PlanDraft | None:
     """The tiered plan for one partition, or ``None`` when no unit needs work. Full
     compactions and tables without a key plan as ``plan_partition`` does. Outside
     the table's ``compaction.major-window`` (at ``now``, default the current time) a
     unit folds only when its runs have reached ``write.stall-runs``; others merge
-    runs if they are due to."""
+    runs if they are due to. A major plan also rewrites base files of older schema
+    versions worth up to ``schema_budget`` bytes (``firn.model.tiering.schema_step``)."""
     if kind not in ("major", "minor", "full") or not table.keyed:
         return plan_partition(table, properties, partition_key, max_merged_seq, files, kind)
     mine = [f for f in files if f.partition_key == partition_key]
@@ -81,8 +83,9 @@ def plan_tiered(
         {} if kind != "major" or off_peak else _coalesced(ranges, unit_base, level, properties)
     )
     if kind == "major" and not off_peak and level == properties.base_buckets:
-        # Base files of older schema versions: a bounded step rewritten with the rest.
-        for node, old in _by_unit(schema_step(base, table.schema_id, properties), level).items():
+        # Base files of older schema versions: the step ``schema_budget`` pays for.
+        step = schema_step(base, table.schema_id, schema_budget)
+        for node, old in _by_unit(step, level).items():
             together = coalesced.setdefault(node, [])
             together += [f for f in old if f not in together]
     if not unit_changes and not coalesced:

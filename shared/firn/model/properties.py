@@ -99,7 +99,7 @@ RANGES: dict[str, Range] = {
     "deletion-vectors.max-ratio": Range(0, 1, "ratio"),
     "deletion-vectors.min-file-bytes": Range(1, 8 * GiB, "bytes"),
     "compaction.quota": Range(0, 10_000, "ratio", above=True),
-    "schema.rewrite-per-round": Range(0, 1, "ratio"),
+    "schema.rewrite-ratio": Range(0, 100, "ratio"),
     "task.max-bytes": Range(KiB, TiB, "bytes"),
     "task.max-attempts": Range(1, 100, "count"),
     "task.lease": Range(3, DAY, "seconds"),
@@ -174,11 +174,12 @@ class TableProperties(BaseModel):
         description="executor slots the table may keep busy on average (over 5 min) "
         "before other tables' work goes first",
     )
-    schema_rewrite_per_round: _Ratio = Field(
-        0.1,
-        alias="schema.rewrite-per-round",
-        description="share of a partition's base bytes written under an older schema "
-        "version that each fold rewrites into the current one; 0: only as folds touch them",
+    schema_rewrite_ratio: _Ratio = Field(
+        1.0,
+        alias="schema.rewrite-ratio",
+        description="bytes of base files written under an older schema version that a "
+        "partition's major plans rewrite into the current one, per byte they write for "
+        "their changes since the change; 0: only as folds touch them",
     )
     schema_ignore_dropped: bool = Field(
         False,

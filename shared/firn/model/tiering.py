@@ -31,11 +31,14 @@ After Paimon's universal compaction for primary-key tables, applied to Firn's tr
   ``COALESCE_FAN_IN``-fold (or more) growth of its file, not each time a few small
   files join it. Large files between them stay as they are.
 - Base files written under an older **schema version** are read by field id, so a
-  schema change rewrites nothing at once; each major plan of a partition then
-  rewrites a bounded step of them into the current version (``schema_step``, after
-  OceanBase's progressive merge): at most ``schema.rewrite-per-round`` of the
-  partition's base bytes (at least one file), oldest version first, so the table
-  converges in about ``1 / schema.rewrite-per-round`` plans without a burst of I/O.
+  schema change rewrites nothing at once; major plans of a partition then rewrite
+  them into the current version a step at a time (``schema_step``, after
+  OceanBase's progressive merge), oldest version first, paid for by the partition's
+  own compaction: since the change, its plans may rewrite old files worth
+  ``schema.rewrite-ratio`` times the bytes they wrote for their changes
+  (``firn.catalog.schemas.rewrite_budget``), so the schema's rewriting runs at most
+  at that multiple of the partition's normal compaction rate: no burst of I/O, and
+  a busy partition converges sooner than a quiet one.
 
 Pure: the caller turns units into tasks (``firn.engine.tiered``).
 """
@@ -204,25 +207,17 @@ def _balanced(sizes: Sequence[int], lo: int, hi: int) -> list[range]:
     return [*_balanced(sizes, lo, best.start), best, *_balanced(sizes, best.stop, hi)]
 
 
-def schema_step(
-    base: Sequence[FileEntry], schema_id: int, properties: TableProperties
-) -> list[FileEntry]:
-    """The base files of a partition written under a schema version older than
-    ``schema_id`` that this plan rewrites into it: oldest version first (then
-    oldest file), while their bytes stay within ``schema.rewrite-per-round`` of the
-    partition's base bytes; at least one file when any is old, none when the share
-    is 0."""
-    share = properties.schema_rewrite_per_round
+def schema_step(base: Sequence[FileEntry], schema_id: int, budget: int) -> list[FileEntry]:
+    """The base files written under a schema version older than ``schema_id`` that
+    this plan rewrites into it: oldest version first (then oldest file), while their
+    bytes stay within ``budget`` (what the partition's compaction has paid for)."""
     old = sorted(
         (f for f in base if f.schema_id < schema_id), key=lambda f: (f.schema_id, f.file_id)
     )
-    if not old or share <= 0:
-        return []
-    budget = share * sum(f.size_bytes for f in base)
     chosen: list[FileEntry] = []
     used = 0
     for f in old:
-        if chosen and used + f.size_bytes > budget:
+        if used + f.size_bytes > budget:
             break
         chosen.append(f)
         used += f.size_bytes
