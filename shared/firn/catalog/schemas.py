@@ -142,7 +142,8 @@ def rewrite_budget(
     what the partition's compactions wrote since version ``schema_id`` began, less
     what they wrote for old files, less the old files' bytes already rewritten.
     Old files rewritten are counted by what was removed (about what was written for
-    them), whether this rule or a fold chose them."""
+    them), whether this rule or a fold chose them; a file kept with a new deletion
+    vector was not."""
     if ratio <= 0:
         return 0
     row = conn.execute(
@@ -153,7 +154,11 @@ def rewrite_budget(
         "AND s.snapshot_id > (SELECT snapshot_id FROM began)), "
         "(SELECT coalesce(sum(f.size_bytes), 0) FROM data_file f WHERE f.table_id = %(t)s "
         "AND f.partition_key = %(p)s AND f.store = 'base' AND f.schema_id < %(v)s "
-        "AND f.removed_snapshot > (SELECT snapshot_id FROM began))",
+        "AND f.removed_snapshot > (SELECT snapshot_id FROM began) "
+        # A file kept with a new deletion vector is a new row for the same path, added
+        # by the snapshot that removed the old one: not rewritten.
+        "AND NOT EXISTS (SELECT 1 FROM data_file g WHERE g.path = f.path "
+        "AND g.added_snapshot = f.removed_snapshot))",
         {"t": table_id, "v": schema_id, "p": partition},
     ).fetchone()
     written, rewritten = (0, 0) if row is None else (int(row[0]), int(row[1]))
