@@ -280,3 +280,37 @@ def test_the_json_form_carries_every_version() -> None:
     back = TableSchema.from_dict(v1.to_dict())
     assert back == v1
     assert TableSchema.from_dict(v1.to_dict(versions=())).earlier == ()
+
+
+def test_a_task_spec_carries_the_definition_its_inputs_need() -> None:
+    from firn.model.tasks import InputFile, TaskSpec
+
+    v1 = SchemaChange(table()).add_column("extra", pa.int64(), default=5).apply()
+    v2 = SchemaChange(v1).delete_column("note").apply()
+    old = InputFile(1, "b.parquet", "B", 4, 0, 1, 10, 5, None, None, schema_id=0)
+    spec = TaskSpec(
+        plan_id=1,
+        task_id=2,
+        table_id=3,
+        location="/tmp/t",
+        partition_key="",
+        kind="major",
+        node_m=4,
+        node_i=0,
+        lower=None,
+        upper=None,
+        base_files=(old,),
+        change_files=(),
+        from_merged_seq=0,
+        to_seq=1,
+        target_file_size=1 << 20,
+        output_prefix="base/p1-t2",
+        table=v2.to_dict(versions={0}),
+    )
+    back = TaskSpec.from_json(spec.to_json())
+    assert back.schema_id == 2
+    definition = TableSchema.from_dict(back.table or {})
+    assert definition.versions().keys() == {0, 2}  # version 1 wrote none of its inputs
+    assert definition.version_schema(0).equals(v0_schema := table().schema)
+    assert v0_schema.names[-1] == "note"
+    assert back.base_files[0].schema_id == 0
