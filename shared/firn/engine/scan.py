@@ -154,8 +154,7 @@ def _checked_batches(
         return
     with ThreadPoolExecutor(min(len(groups), VERSION_SCANS), "firn-scan") as pool:
         scans = [
-            pool.submit(_read_version, storage, table, v, g, schema, row_filter)
-            for v, g in groups
+            pool.submit(_read_version, storage, table, v, g, schema, row_filter) for v, g in groups
         ]
         for scan in scans:
             yield from scan.result()
