@@ -65,6 +65,8 @@ def test_every_table_command_accepts_json() -> None:
         ["expire", "t", "--dry-run"],
         ["verify", "t"],
         ["verify", "t", "--snapshot", "3", "--deep"],
+        ["schema", "t"],
+        ["alter", "t", "--add", "x:int64=1", "--rename", "a:b", "--dry-run"],
     ):
         assert parser.parse_args([*argv, "--json"]).json is True
         assert parser.parse_args(argv).json is False
