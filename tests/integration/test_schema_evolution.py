@@ -358,3 +358,33 @@ def test_old_base_files_are_rewritten_as_the_partitions_compaction_pays_for_it(
     assert paid[-1] == 0, paid
     assert unpaid[-1] > 0, unpaid
     assert all(a >= b for a, b in itertools.pairwise(paid)), paid
+
+
+def test_a_table_made_before_field_ids_evolves(catalog: firn.Catalog) -> None:
+    """A table created before migration 0013 has no field ids in its stored schema and
+    files without them: its columns are 1, 2, ... in order, and it evolves like any."""
+    from firn.model.schema import schema_without_ids
+
+    table = new_table(catalog)
+    upsert(table, [{"region": "eu", "id": 1, "qty": 1, "note": "old"}])
+    firn.compact(table, engine="local")
+    legacy = pa.ipc.read_schema(pa.py_buffer(table.definition.to_ipc()))
+    plain = schema_without_ids(legacy).serialize().to_pybytes()
+    conn = table.catalog.conn  # type: ignore[attr-defined]
+    conn.execute(
+        "UPDATE catalog_table SET schema_ipc = %s, last_column_id = 0 WHERE table_id = %s",
+        (plain, table.table_id),
+    )
+    conn.execute(
+        "UPDATE table_schema SET schema_ipc = %s WHERE table_id = %s",
+        (plain, table.table_id),
+    )
+    old = catalog.table(table.name)
+    assert [old.definition.field_id(n) for n in old.schema.names] == [1, 2, 3, 4]
+    with old.update_schema() as u:
+        u.rename_column("note", "comment")
+        u.add_column("extra", pa.int64(), default=9)
+    assert old.definition.field_id("extra") == 5
+    assert old.read().to_pylist() == [
+        {"region": "eu", "id": 1, "qty": 1, "comment": "old", "extra": 9}
+    ]

@@ -184,6 +184,11 @@ class TableSchema:
         schema = with_ids(self.schema)
         if schema is not self.schema:
             object.__setattr__(self, "schema", schema)
+        # A version stored before field ids existed (the first of an old table) means
+        # 1, 2, ... in column order, like the schema itself.
+        earlier = tuple((sid, with_ids(s)) for sid, s in self.earlier)
+        if any(a is not b for (_, a), (_, b) in zip(earlier, self.earlier, strict=True)):
+            object.__setattr__(self, "earlier", earlier)
         most = max((field_id(f) or 0 for f in schema), default=0)
         if self.last_column_id < most:
             object.__setattr__(self, "last_column_id", most)
