@@ -388,3 +388,51 @@ def test_a_table_made_before_field_ids_evolves(catalog: firn.Catalog) -> None:
     assert old.read().to_pylist() == [
         {"region": "eu", "id": 1, "qty": 1, "comment": "old", "extra": 9}
     ]
+
+
+def test_moved_and_bin_packed_files_across_versions(catalog: firn.Catalog) -> None:
+    """A change file moved into base by metadata keeps the version it was written
+    under; an unkeyed table's bin-packing reads files of every version into the
+    current one."""
+    keyed = catalog.create_table(
+        f"moves_{next(_names)}",
+        pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string())]),
+        ["k"],
+        [],
+        {
+            "base.buckets": 1,
+            "change.buckets": 1,
+            "target-file-size": "2KiB",
+            "deletion-vectors.max-ratio": 0,
+        },
+    )
+    keyed.upsert(pa.table({"k": pa.array(range(0, 200), pa.int64()), "v": ["a"] * 200}))
+    with keyed.update_schema() as u:
+        u.rename_column("v", "label")
+        u.add_column("n", pa.int64(), default=3)
+    summary = firn.compact(keyed, kind="major", engine="local")
+    assert summary["failed_attempts"] == 0
+    base = [r for r in keyed.files().to_pylist() if r["store"] == "base"]
+    assert len(base) == 1
+    assert base[0]["schema_id"] == 0, "moved as it is, under the version it was written in"
+    assert keyed.read().to_pylist()[:1] == [{"k": 0, "label": "a", "n": 3}]
+
+    unkeyed = catalog.create_table(
+        f"log_{next(_names)}",
+        pa.schema([pa.field("line", pa.string()), pa.field("level", pa.int32())]),
+        [],
+    )
+    unkeyed.upsert(pa.table({"line": ["x", "y"], "level": pa.array([1, 2], pa.int32())}))
+    with unkeyed.update_schema() as u:
+        u.update_column("level", field_type=pa.int64())
+        u.add_column("host", pa.string(), default="h0")
+        u.delete_column("line")
+    unkeyed.upsert(pa.table({"level": pa.array([3], pa.int64()), "host": ["h1"]}))
+    assert firn.compact(unkeyed, kind="major", engine="local")["failed_attempts"] == 0
+    rows = sorted(unkeyed.read().to_pylist(), key=lambda r: r["level"])
+    assert rows == [
+        {"level": 1, "host": "h0"},
+        {"level": 2, "host": "h0"},
+        {"level": 3, "host": "h1"},
+    ]
+    assert {r["schema_id"] for r in unkeyed.files().to_pylist()} == {1}
