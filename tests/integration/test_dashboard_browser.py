@@ -98,7 +98,8 @@ def dashboard_settings(settings: FirnSettings, tmp_path: Path) -> FirnSettings:
 
 @pytest.fixture
 def orders(dashboard_settings: FirnSettings) -> Iterator[firn.Table]:
-    """Commits to two partitions, two major compactions of one, and commits after them."""
+    """Commits to two partitions, two major compactions of one, commits after them,
+    and a schema change."""
     with firn.connect(settings=dashboard_settings) as catalog:
         table = catalog.create_table(
             "shop.orders", SCHEMA, ["region", "id"], ["region"], {"base.buckets": 2}
@@ -112,6 +113,8 @@ def orders(dashboard_settings: FirnSettings) -> Iterator[firn.Table]:
         table.commit(_rows("eu", range(10), 9))
         for tag in range(4):
             table.commit(_rows("us", range(30), 10 + tag))
+        with table.update_schema() as u:
+            u.add_column("channel", pa.string(), default="web", doc="where it was ordered")
         yield table
 
 
@@ -189,6 +192,17 @@ def test_the_page_shows_the_catalogs_numbers_and_guards_the_action(
     assert "Committed" in plan.find_element(By.CSS_SELECTOR, ".history").text
     # Backlog, latency and write amplification, each with enough history to draw.
     assert len(browser.find_elements(By.CSS_SELECTOR, "svg polyline")) == 3
+    # The schema: every column with its field id, the added one with its default and
+    # doc; the versions newest first.
+    columns = browser.find_elements(By.CSS_SELECTOR, "#schema-columns tr[data-column]")
+    assert [c.get_attribute("data-column") for c in columns] == [*SCHEMA.names, "channel"]
+    added = browser.find_element(By.CSS_SELECTOR, '#schema-columns tr[data-column="channel"]')
+    assert added.find_element(By.CSS_SELECTOR, "td.field-id").text == str(len(SCHEMA) + 1)
+    assert "web" in added.find_element(By.CSS_SELECTOR, "td.default").text
+    assert added.find_element(By.CSS_SELECTOR, "td.doc").text == "where it was ordered"
+    versions = browser.find_elements(By.CSS_SELECTOR, "#schema-versions tr[data-schema]")
+    assert [v.get_attribute("data-schema") for v in versions] == ["1", "0"]
+    assert "add channel string" in versions[0].text
     screenshot = Path(os.environ.get("FIRN_DASHBOARD_SCREENSHOT", tmp_path / "dashboard.png"))
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(screenshot))
