@@ -395,8 +395,11 @@ def test_a_schema_change_while_a_spark_compaction_runs_loses_nothing(
 
     def change_schema() -> None:
         time.sleep(0.5)  # while the Spark job runs (it takes seconds)
-        admin = catalog.table(table.name)
-        with admin.update_schema() as u:
+        # Another process's connection, as an administrator's would be.
+        with (
+            firn.connect(settings=catalog.settings) as other,
+            other.table(table.name).update_schema() as u,
+        ):
             u.add_column("flag", pa.bool_(), default=True)
             u.delete_column("label")
         changed.set()
