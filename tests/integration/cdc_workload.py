@@ -170,4 +170,22 @@ def wait_until_settled(table: firn.Table, services: Watched, timeout: float) -> 
         if not view["open"] and not view["due"]:
             return view
         time.sleep(1.0)
-    raise AssertionError(f"not settled after {timeout:.0f}s: {view}\n{services.logs(tail=80)}")
+    raise AssertionError(
+        f"not settled after {timeout:.0f}s: {view}\n{failed_tasks(table)}\n{services.logs(tail=80)}"
+    )
+
+
+def failed_tasks(table: firn.Table) -> str:
+    """The failed tasks of the table's plans with their errors' first lines: what a
+    timeout's message needs (the services' log tails may have scrolled past them)."""
+    rows = table.catalog.conn.execute(  # type: ignore[attr-defined]
+        "SELECT p.plan_id, p.state, t.task_id, t.attempt, coalesce(t.error, p.error, '') "
+        "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+        "WHERE p.table_id = %s AND t.state = 'Failed' ORDER BY t.task_id",
+        (table.table_id,),
+    ).fetchall()
+    return "\n".join(
+        f"failed: plan {plan} ({state}) task {task} attempt {attempt}: "
+        f"{(error.strip().splitlines() or [''])[0][:300]}"
+        for plan, state, task, attempt, error in rows
+    )
