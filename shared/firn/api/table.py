@@ -119,7 +119,7 @@ class Table:
         ``with``, call ``commit()``. Producers, compaction and readers keep running:
         files written under earlier versions are read by field id."""
         self.refresh()
-        return UpdateSchema(SchemaChange(self.definition), self._commit_schema_change)
+        return UpdateSchema(self.definition, self._commit_schema_change)
 
     def _commit_schema_change(self, change: SchemaChange) -> SchemaVersion | None:
         """One block's operations as the next version (None: they changed nothing)."""

@@ -153,8 +153,10 @@ def _checked_batches(
         yield from _version_batches(storage, table, groups[0][0], groups[0][1], schema, row_filter)
         return
     with ThreadPoolExecutor(min(len(groups), VERSION_SCANS), "firn-scan") as pool:
+        # Each generator runs, whole, on a pool thread (list drains it there).
         scans = [
-            pool.submit(_read_version, storage, table, v, g, schema, row_filter) for v, g in groups
+            pool.submit(list, _version_batches(storage, table, v, g, schema, row_filter))
+            for v, g in groups
         ]
         for scan in scans:
             yield from scan.result()
@@ -162,17 +164,6 @@ def _checked_batches(
 
 VERSION_SCANS = 4
 """Scans of files of different schema versions that run at once."""
-
-
-def _read_version(
-    storage: Storage,
-    table: TableSchema,
-    schema_id: int,
-    entries: Sequence[FileEntry],
-    schema: pa.Schema,
-    row_filter: pc.Expression | None,
-) -> list[tuple[FileEntry, pa.RecordBatch]]:
-    return list(_version_batches(storage, table, schema_id, entries, schema, row_filter))
 
 
 def _version_batches(

@@ -31,7 +31,7 @@ import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import pyarrow as pa
 
@@ -48,6 +48,7 @@ from firn.model.schema import (
     with_field_id,
 )
 from firn.model.values import column_to_json
+from firn.model.widening import widens
 
 WIDENINGS = (
     "int8 -> int16 -> int32 -> int64 (and unsigned to a wider signed or unsigned int)",
@@ -61,26 +62,12 @@ WIDENINGS = (
 
 def widens_in_place(old: pa.DataType, new: pa.DataType) -> bool:
     """Whether every value a column of type ``old`` holds reads back as the same value
-    of type ``new``: the lossless widenings, without timestamp unit changes."""
-    if old.equals(new):
-        return True
-    if pa.types.is_integer(old) and pa.types.is_integer(new):
-        if pa.types.is_signed_integer(old) == pa.types.is_signed_integer(new):
-            return bool(new.bit_width >= old.bit_width)
-        return bool(pa.types.is_signed_integer(new) and new.bit_width > old.bit_width)
-    if pa.types.is_floating(old) and pa.types.is_floating(new):
-        return bool(new.bit_width >= old.bit_width)
-    if pa.types.is_decimal128(old) and pa.types.is_decimal128(new):
-        return bool(
-            new.scale >= old.scale and new.precision - new.scale >= old.precision - old.scale
-        )
-    text = (pa.types.is_string, pa.types.is_large_string)
-    if any(t(old) for t in text) and any(t(new) for t in text):
-        return True
-    raw = (pa.types.is_binary, pa.types.is_large_binary)
-    if any(t(old) for t in raw) and any(t(new) for t in raw):
-        return True
-    return bool(pa.types.is_date32(old) and pa.types.is_date64(new))
+    of type ``new``: the widenings change sets take (``firn.model.widening``), but a
+    timestamp keeps its unit (an old value may not fit a finer one). A type the
+    result cannot have (``string_view``, ...) is refused by the definition's check."""
+    if pa.types.is_timestamp(old):
+        return bool(old.equals(new))
+    return widens(old, new)
 
 
 def encode_default(name: str, value: Any, type_: pa.DataType) -> Any:
@@ -102,7 +89,7 @@ def encode_default(name: str, value: Any, type_: pa.DataType) -> Any:
 
 
 @dataclass
-class _Column:
+class WorkingColumn:
     fid: int
     field: pa.Field
 
@@ -117,7 +104,7 @@ class SchemaChange:
 
     def __init__(self, current: TableSchema) -> None:
         self.current = current
-        self._columns = [_Column(current.field_id(f.name), f) for f in current.schema]
+        self._columns = [WorkingColumn(current.field_id(f.name), f) for f in current.schema]
         self._key = list(current.primary_key)
         self._next_id = current.last_column_id + 1
         self.operations: list[str] = []
@@ -125,7 +112,7 @@ class SchemaChange:
 
     # -- lookups -----------------------------------------------------------------
 
-    def _find(self, name: str) -> _Column:
+    def _find(self, name: str) -> WorkingColumn:
         if not isinstance(name, str):
             raise ConfigError(f"a column is named by a string, got {type(name).__name__}")
         for column in self._columns:
@@ -167,7 +154,7 @@ class SchemaChange:
         doc: str | None = None,
         *,
         required: bool = False,
-    ) -> SchemaChange:
+    ) -> Self:
         """A new column, last; rows written before it existed read as ``default``."""
         self._free(name)
         if not isinstance(field_type, pa.DataType):
@@ -188,12 +175,12 @@ class SchemaChange:
         if encoded is not None:
             metadata[DEFAULT] = json.dumps(encoded).encode()
         field = pa.field(name, field_type, nullable=not required, metadata=metadata or None)
-        self._columns.append(_Column(self._next_id, with_field_id(field, self._next_id)))
+        self._columns.append(WorkingColumn(self._next_id, with_field_id(field, self._next_id)))
         self._next_id += 1
         self.operations.append(f"add {name} {field_type}")
         return self
 
-    def delete_column(self, name: str) -> SchemaChange:
+    def delete_column(self, name: str) -> Self:
         """Drop a column: reads no longer return it (its id is never reused)."""
         self._layout_column(name, "delete column")
         column = self._find(name)
@@ -203,7 +190,7 @@ class SchemaChange:
         self.operations.append(f"delete {name}")
         return self
 
-    def rename_column(self, name: str, new_name: str) -> SchemaChange:
+    def rename_column(self, name: str, new_name: str) -> Self:
         """The same column (same id, same values) under another name."""
         if name in self.current.partition_by:
             raise ConfigError(
@@ -225,7 +212,7 @@ class SchemaChange:
         field_type: pa.DataType | None = None,
         required: bool | None = None,
         doc: str | None = None,
-    ) -> SchemaChange:
+    ) -> Self:
         """Widen a column's type losslessly, make it optional, or set its doc."""
         column = self._find(name)
         field = column.field
@@ -254,20 +241,20 @@ class SchemaChange:
         column.field = field
         return self
 
-    def move_first(self, name: str) -> SchemaChange:
+    def move_first(self, name: str) -> Self:
         column = self._find(name)
         self._columns.remove(column)
         self._columns.insert(0, column)
         self.operations.append(f"move {name} first")
         return self
 
-    def move_after(self, name: str, after: str) -> SchemaChange:
+    def move_after(self, name: str, after: str) -> Self:
         return self._move(name, after, 1)
 
-    def move_before(self, name: str, before: str) -> SchemaChange:
+    def move_before(self, name: str, before: str) -> Self:
         return self._move(name, before, 0)
 
-    def _move(self, name: str, other: str, offset: int) -> SchemaChange:
+    def _move(self, name: str, other: str, offset: int) -> Self:
         if name == other:
             raise ConfigError(f"cannot move column {name!r} relative to itself")
         column = self._find(name)
