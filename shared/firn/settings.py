@@ -217,6 +217,24 @@ class FirnSettings(BaseSettings):
         le=65535,
         description="Port of the committer's /metrics endpoint (0: none).",
     )
+    publisher_prometheus_port: int = Field(
+        default=9465,
+        ge=0,
+        le=65535,
+        description="Port of the publisher's /metrics endpoint (0: none).",
+    )
+    iceberg_catalog: str = Field(
+        default="firn",
+        min_length=1,
+        max_length=255,
+        description="Name of the Iceberg SQL catalog Firn publishes its tables in: the name "
+        "readers pass to pyiceberg's load_catalog or Spark's spark.sql.catalog.NAME.",
+    )
+    publisher_sweep_interval: Seconds = Field(
+        default=5.0,
+        description="How often the publisher looks for tables whose Iceberg table is "
+        "behind (a compaction event normally wakes it first).",
+    )
     prometheus_catalog_timeout: Seconds = Field(
         default=5.0,
         description="Longest the metrics service's catalog reading may take (connecting "

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "firn.observability",
         ),
     ),
-    ("engine", ("firn.engine",)),
+    ("engine", ("firn.engine", "firn.iceberg")),
     ("api", ("firn.api", "firn.spark", "firn")),
     (
         "services and cli",

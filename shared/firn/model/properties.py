@@ -107,6 +107,7 @@ RANGES: dict[str, Range] = {
     # earliest): 1e12 s would not. A century is "keep everything" in practice.
     "snapshot.retention": Range(0, 36500 * DAY, "seconds"),
     "orphan.retention": Range(0, 36500 * DAY, "seconds"),
+    "iceberg.snapshot-retention": Range(0, 36500 * DAY, "seconds"),
 }
 """Every property's range; README.md lists the same (a unit test compares them)."""
 
@@ -195,6 +196,17 @@ class TableProperties(BaseModel):
     )
     orphan_retention: _Duration = Field(
         2 * 86400.0, alias="orphan.retention", description="how long unreferenced files are kept"
+    )
+    iceberg_publish: bool = Field(
+        True,
+        alias="iceberg.publish",
+        description="publish the table as an Apache Iceberg table other engines read",
+    )
+    iceberg_snapshot_retention: _Duration = Field(
+        3600.0,
+        alias="iceberg.snapshot-retention",
+        description="how long a published Iceberg snapshot stays readable after a newer one "
+        "(the current one always does); Firn keeps the files it shows as long",
     )
 
     @field_validator("*")

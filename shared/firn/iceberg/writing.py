@@ -1,0 +1,167 @@
+"""The files a publication writes: position delete files and manifests.
+
+Position deletes (Iceberg v2) say what Firn's deletion vectors say: one Parquet file
+per vector, ``file_path`` and ``pos`` with Iceberg's reserved field ids, its
+``file_path`` bounds naming the one data file it applies to so a reader skips it
+for every other file. A vector that did not change keeps the delete file it was
+published with (the publisher finds it in the previous snapshot's manifest).
+
+Manifests hold one partition each, data or deletes, named by the partition and a
+digest of what they list: a publication rewrites only the manifests of partitions
+whose files or vectors changed, and lists the others again as they were.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestFile,
+    ManifestWriterV2,
+)
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.typedef import Record
+
+from firn.io.storage import Storage
+
+FILE_PATH_ID = 2147483546
+POS_ID = 2147483545
+POSITION_DELETE_SCHEMA = pa.schema(
+    [
+        pa.field("file_path", pa.string(), False, {b"PARQUET:field_id": str(FILE_PATH_ID)}),
+        pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": str(POS_ID)}),
+    ]
+)
+PUBLISHED_DIR = "_iceberg"
+"""Where under a table's location the publisher writes: Firn's own sweep leaves it
+to the publisher (``firn.iceberg.publisher`` deletes what no retained snapshot uses)."""
+METADATA_DIR = f"{PUBLISHED_DIR}/metadata"
+DELETES_DIR = f"{PUBLISHED_DIR}/deletes"
+
+
+def digest(parts: Iterable[str]) -> str:
+    h = hashlib.sha1(usedforsecurity=False)
+    for part in sorted(parts):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def delete_file_name(vector_path: str) -> str:
+    """A new position delete file for the deletion vector at ``vector_path`` (a new
+    name each time: a file a retained snapshot reads is never overwritten)."""
+    return f"{DELETES_DIR}/{digest([vector_path])}-{uuid.uuid4().hex[:12]}.parquet"
+
+
+def write_position_deletes(
+    storage: Storage,
+    relative: str,
+    uri: str,
+    data_uri: str,
+    positions: npt.NDArray[np.int64],
+    partition: Record,
+) -> DataFile:
+    """Write the rows ``positions`` of ``data_uri`` hides as a position delete file."""
+    rows = pa.table(
+        [pa.array([data_uri] * len(positions), pa.string()), pa.array(positions, pa.int64())],
+        schema=POSITION_DELETE_SCHEMA,
+    )
+    size = storage.write_parquet(relative, rows)
+    bound = data_uri.encode()
+    return DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path=uri,
+        file_format=FileFormat.PARQUET,
+        partition=partition,
+        record_count=len(positions),
+        file_size_in_bytes=size,
+        lower_bounds={FILE_PATH_ID: bound},
+        upper_bounds={FILE_PATH_ID: bound},
+    )
+
+
+def data_file(uri: str, partition: Record, records: int, size: int) -> DataFile:
+    """A Firn base file, referenced in place."""
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=uri,
+        file_format=FileFormat.PARQUET,
+        partition=partition,
+        record_count=records,
+        file_size_in_bytes=size,
+    )
+
+
+class _DeleteManifestWriter(ManifestWriterV2):
+    """pyiceberg writes data manifests only; a delete manifest differs in its content."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+@dataclass(frozen=True)
+class ManifestName:
+    """What a manifest's name says: its partition, content and digest."""
+
+    partition: str
+    content: str
+    """``d`` data, ``x`` deletes."""
+    digest: str
+
+    def stem(self) -> str:
+        return f"p{self.partition}-{self.content}{self.digest}"
+
+    @classmethod
+    def parse(cls, location: str) -> ManifestName | None:
+        name = location.rsplit("/", 1)[-1]
+        parts = name.split("-")
+        if len(parts) < 3 or not parts[0].startswith("p") or parts[1][:1] not in ("d", "x"):
+            return None
+        return cls(parts[0][1:], parts[1][:1], parts[1][1:])
+
+
+def partition_tag(partition_key: str) -> str:
+    return digest([partition_key])[:12]
+
+
+def write_manifest(
+    io: FileIO,
+    path: str,
+    spec: PartitionSpec,
+    schema: Schema,
+    snapshot_id: int,
+    added: list[DataFile],
+    existing: list[ManifestEntry],
+    deleted: list[ManifestEntry],
+) -> ManifestFile:
+    """One partition's manifest: new files, files listed before (keeping their
+    sequence numbers, which decide which deletes apply to them) and the files this
+    snapshot removes."""
+    name = ManifestName.parse(path)
+    kind = _DeleteManifestWriter if name is not None and name.content == "x" else ManifestWriterV2
+    writer = kind(spec, schema, io.new_output(path), snapshot_id, "deflate")
+    with writer:
+        for file in added:
+            writer.add(ManifestEntry.from_args(data_file=file, snapshot_id=snapshot_id))
+        for entry in existing:
+            writer.existing(entry)
+        for entry in deleted:
+            writer.delete(entry)
+    return writer.to_manifest_file()
