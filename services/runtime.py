@@ -116,8 +116,11 @@ def run_consumer_service(
     consumes: list[str],
     handlers: Mapping[str, EventHandler],
     on_idle: Callable[[], None] = lambda: None,
+    idle_every: float | None = None,
 ) -> None:
-    """Run the consume loop for ``context`` until a stop signal arrives."""
+    """Run the consume loop for ``context`` until a stop signal arrives. ``on_idle``
+    runs with the heartbeat, every ``service_heartbeat_seconds``, or every
+    ``idle_every`` seconds on a timer of its own when given."""
     settings = context.settings
     group = f"{settings.topic_prefix}{context.name}"
     loop = ConsumeLoop(
@@ -130,10 +133,7 @@ def run_consumer_service(
         transient=is_transient,
         lag_every=settings.service_heartbeat_seconds,
         stuck_after=settings.kafka_stuck_seconds,
-        on_idle=_every(
-            settings.service_heartbeat_seconds,
-            lambda: (registry.heartbeat(context.conn, context.instance_id), on_idle()),
-        ),
+        on_idle=_idle_work(context, on_idle, idle_every),
     )
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
@@ -146,6 +146,31 @@ def run_consumer_service(
         loop.run()
     finally:
         stopped(context)
+
+
+def _idle_work(
+    context: ServiceContext, on_idle: Callable[[], None], idle_every: float | None
+) -> Callable[[], None]:
+    """The heartbeat and ``on_idle``, each run at most once per its own interval
+    (``on_idle`` with the heartbeat when ``idle_every`` is None)."""
+    beat = context.settings.service_heartbeat_seconds
+
+    def heartbeat() -> None:
+        registry.heartbeat(context.conn, context.instance_id)
+
+    def both() -> None:
+        heartbeat()
+        on_idle()
+
+    if idle_every is None:
+        return _every(beat, both)
+    beating, working = _every(beat, heartbeat), _every(idle_every, on_idle)
+
+    def apart() -> None:
+        beating()
+        working()
+
+    return apart
 
 
 def stopped(context: ServiceContext) -> None:

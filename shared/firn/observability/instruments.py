@@ -23,6 +23,10 @@ compacted on a schedule."""
 TASK_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 """Seconds one compaction task runs: from a small Spark job to a large rewrite."""
 
+PUBLICATION_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
+"""Seconds from a Firn commit to its Iceberg publication: the goal is a p95 under 10 s,
+so the buckets are fine around it."""
+
 PLANS_COMMITTED = Counter(
     "firn_plans_committed", "Compaction plans committed, by table and kind.", ["table", "kind"]
 )
@@ -54,6 +58,30 @@ TASK_DURATION = Histogram(
     "Seconds a compaction task attempt ran, by table and outcome.",
     ["table", "outcome"],
     buckets=TASK_BUCKETS,
+)
+PUBLICATION_LAG = Histogram(
+    "firn_publication_lag_seconds",
+    "Per Iceberg publication: seconds from the oldest Firn commit it made visible to "
+    "the moment the Iceberg table showed it (publisher).",
+    ["table"],
+    buckets=PUBLICATION_BUCKETS,
+)
+PUBLICATIONS = Counter(
+    "firn_publications",
+    "Calls to publish a table as an Iceberg table, by outcome (published, unchanged, "
+    "disabled, busy, refused).",
+    ["outcome"],
+)
+PUBLICATION_ERRORS = Counter(
+    "firn_publication_errors",
+    "Publications of one table that failed (the publisher records why for `firn status` "
+    "and tries the table again), by error class; database outages are not counted here.",
+    ["error"],
+)
+PUBLICATION_BYTES = Counter(
+    "firn_publication_bytes",
+    "Bytes of Iceberg metadata, manifests and position delete files publications wrote.",
+    ["table"],
 )
 DEAD_LETTERS = Counter(
     "firn_dead_letters",

@@ -1,0 +1,1 @@
+"""The publisher service: publishes every Firn table as an Apache Iceberg table."""

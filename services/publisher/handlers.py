@@ -1,0 +1,215 @@
+"""The publisher's handler and sweep: every Firn table kept published as an Apache
+Iceberg table (``firn.iceberg.publisher``).
+
+A compaction event wakes the table it names: the publication brings the table's
+Iceberg view up to its newest snapshot, whatever the event says. The sweep, every
+``FIRN_PUBLISHER_SWEEP_INTERVAL`` seconds, publishes every table whose view is behind
+(``Publisher.due``): never published, changed by a load or a schema change (no event
+announces those), an event that was lost, a table another publisher held ("busy")
+while a newer snapshot came, or one whose last try failed.
+
+Idempotent: a publication reads the newest snapshot under a per-table lock, so a
+repeated event, or several publishers woken for one table, find it ``unchanged`` (or
+``busy``) and write nothing.
+
+One table's failure never stops the others. Database weather (a transient Postgres
+error, the catalog unreachable) is raised: the consume loop retries the event in
+hand with backoff, and a sweep waits for its next turn, on a connection opened again.
+Anything else belongs to one table: it is logged, counted
+(``firn_publication_errors_total``) and recorded by the publisher for ``firn status``;
+the sweep tries the table again, waiting longer after each failure in a row (up to
+``RETRY_CAP_SECONDS``), and goes on with the rest. A sweep stops after
+``SWEEP_BUDGET_SECONDS`` so the consume loop keeps polling; the next one starts with
+the tables this one did not reach.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import parse_qsl
+
+import psycopg
+from pyiceberg.io import (
+    S3_ACCESS_KEY_ID,
+    S3_ANONYMOUS,
+    S3_ENDPOINT,
+    S3_REGION,
+    S3_SECRET_ACCESS_KEY,
+    S3_SESSION_TOKEN,
+)
+
+from firn.errors import ServiceError
+from firn.events.compactions import CompactionEvent
+from firn.events.schemas import validate
+from firn.iceberg.publisher import Publication
+from firn.observability.instruments import (
+    PUBLICATION_BYTES,
+    PUBLICATION_ERRORS,
+    PUBLICATION_LAG,
+    PUBLICATIONS,
+)
+from firn.postgres.retry import is_transient
+
+log = logging.getLogger(__name__)
+
+SWEEP_BUDGET_SECONDS = 60.0
+"""Longest one sweep publishes before handing the loop back (it polls between sweeps;
+a sweep far past ``max.poll.interval.ms`` would cost the consumer its group)."""
+RETRY_CAP_SECONDS = 300.0
+"""Longest a table that keeps failing waits between two tries of the sweep."""
+
+
+class TablePublisher(Protocol):
+    """What the service needs of ``firn.iceberg.publisher.Publisher``."""
+
+    def due(self) -> list[int]: ...
+
+    def publish(self, table: str | int) -> Publication: ...
+
+
+@dataclass
+class _Failing:
+    """A table whose publications failed ``times`` in a row; tried again at ``retry_at``."""
+
+    times: int
+    retry_at: float
+
+
+class Publishing:
+    """Publishes the tables compaction events name, and sweeps for the rest."""
+
+    def __init__(
+        self,
+        publisher: Callable[[], TablePublisher],
+        *,
+        interval: float,
+        sweep_budget: float = SWEEP_BUDGET_SECONDS,
+        retry_cap: float = RETRY_CAP_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``publisher`` gives a publisher on the current catalog connection (asked
+        for at each use, so a connection opened again after a restart is used);
+        ``interval`` is the sweep's, the first wait of a failing table."""
+        self._publisher = publisher
+        self.interval = interval
+        self.sweep_budget = sweep_budget
+        self.retry_cap = retry_cap
+        self._clock = clock
+        self._failing: dict[int, _Failing] = {}
+        self._last_swept = 0
+        """The table the last sweep ended with: the next one starts after it."""
+
+    def compaction(self, event: Mapping[str, Any]) -> None:
+        """A compaction committed: publish its table (a table that is failing is
+        tried at once too: the event brings a new snapshot)."""
+        validate(dict(event))  # a ConfigError parks the event in the DLQ
+        compaction = CompactionEvent.model_validate(event)
+        self.publish(compaction.table_id)
+
+    def sweep(self) -> list[Publication]:
+        """Publish every table that is behind and not waiting after a failure; what
+        was published (or found unchanged, busy, ...), in the order tried."""
+        began = self._clock()
+        due = self._publisher().due()
+        due = [t for t in due if t > self._last_swept] + [t for t in due if t <= self._last_swept]
+        done: list[Publication] = []
+        for table_id in due:
+            failing = self._failing.get(table_id)
+            if failing is not None and failing.retry_at > self._clock():
+                continue
+            if self._clock() - began >= self.sweep_budget:
+                log.info("sweep stopped after %.0fs; the rest wait for the next", self.sweep_budget)
+                break
+            self._last_swept = table_id
+            publication = self.publish(table_id)
+            if publication is not None:
+                done.append(publication)
+        else:
+            self._last_swept = 0
+        gone = set(self._failing) - set(due)  # published elsewhere, dropped, or turned off
+        for table_id in gone:
+            del self._failing[table_id]
+        return done
+
+    def publish(self, table_id: int) -> Publication | None:
+        """Publish one table; None when it failed (logged, counted, to be tried
+        again). Database weather is raised for the caller to retry."""
+        try:
+            publication = self._publisher().publish(table_id)
+        except Exception as exc:
+            transient = is_transient(exc)
+            if transient and isinstance(exc, psycopg.Error | ServiceError):
+                raise  # the catalog is away: every table would fail alike
+            self._failed(table_id, exc)
+            return None
+        self._failing.pop(table_id, None)
+        self._observe(publication)
+        return publication
+
+    def _failed(self, table_id: int, exc: BaseException) -> None:
+        PUBLICATION_ERRORS.labels(type(exc).__name__).inc()
+        before = self._failing.get(table_id)
+        times = before.times + 1 if before is not None else 1
+        wait = min(self.interval * 2.0 ** (times - 1), self.retry_cap)
+        self._failing[table_id] = _Failing(times, self._clock() + wait)
+        log.warning(
+            "table %d: publication failed (%d in a row), tried again in %.0fs: %s: %s",
+            table_id,
+            times,
+            wait,
+            type(exc).__name__,
+            exc,
+        )
+
+    @staticmethod
+    def _observe(publication: Publication) -> None:
+        PUBLICATIONS.labels(publication.outcome).inc()
+        if publication.outcome == "published":
+            if publication.lag_seconds is not None:
+                PUBLICATION_LAG.labels(publication.table).observe(publication.lag_seconds)
+            PUBLICATION_BYTES.labels(publication.table).inc(publication.bytes_written)
+            if publication.changed_outside:
+                log.warning(
+                    "%s: the Iceberg table %s had been changed outside Firn; republished",
+                    publication.table,
+                    publication.identifier,
+                )
+        elif publication.outcome == "refused":
+            log.warning("%s: not published: %s", publication.table, publication.message)
+        elif publication.outcome == "disabled":
+            log.info("%s: not published: %s", publication.table, publication.message)
+        elif publication.outcome == "busy":
+            log.debug("%s: another publisher is publishing it", publication.table)
+
+
+def file_io_properties(warehouse: str) -> dict[str, str]:
+    """pyiceberg FileIO properties for an ``s3://`` warehouse whose ``pyarrow.fs``
+    options ride in its query (``?region=...&endpoint_override=...&scheme=http``): the
+    publisher writes its manifests and metadata through pyiceberg, and must reach the
+    same store. Nothing for a local warehouse."""
+    base, _, query = warehouse.partition("?")
+    if not base.startswith("s3://") or not query:
+        return {}
+    options = dict(parse_qsl(query))
+    properties: dict[str, str] = {}
+    if "region" in options:
+        properties[S3_REGION] = options["region"]
+    if "endpoint_override" in options:
+        endpoint = options["endpoint_override"]
+        if "://" not in endpoint:
+            endpoint = f"{options.get('scheme', 'https')}://{endpoint}"
+        properties[S3_ENDPOINT] = endpoint
+    for option, key in (
+        ("access_key", S3_ACCESS_KEY_ID),
+        ("secret_key", S3_SECRET_ACCESS_KEY),
+        ("session_token", S3_SESSION_TOKEN),
+    ):
+        if option in options:
+            properties[key] = options[option]
+    if options.get("anonymous", "").lower() in ("true", "1"):
+        properties[S3_ANONYMOUS] = "true"
+    return properties

@@ -1,0 +1,40 @@
+"""Wiring of the publisher: consumes firn.compactions (a consumer group of its own,
+beside the metrics service's), publishes the tables they name into the Iceberg SQL
+catalog in Firn's Postgres, and sweeps every ``publisher_sweep_interval`` seconds
+for tables that are behind."""
+
+from __future__ import annotations
+
+from firn.iceberg.publisher import Publisher
+from firn.postgres.connection import ReconnectingConnection
+from firn.settings import FirnSettings
+from firn_services.publisher.handlers import Publishing, file_io_properties
+from firn_services.runtime import prepare, run_consumer_service
+
+NAME = "publisher"
+
+
+def main(settings: FirnSettings) -> None:
+    context = prepare(NAME, settings)
+    db = ReconnectingConnection(settings)
+    io_properties = file_io_properties(settings.warehouse)
+    try:
+        publishing = Publishing(
+            lambda: Publisher(
+                db.conn, catalog=settings.iceberg_catalog, io_properties=io_properties
+            ),
+            interval=settings.publisher_sweep_interval,
+        )
+
+        def sweep() -> None:
+            publishing.sweep()
+
+        run_consumer_service(
+            context,
+            consumes=[context.topics.compactions],
+            handlers={"compaction": publishing.compaction},
+            on_idle=sweep,
+            idle_every=settings.publisher_sweep_interval,
+        )
+    finally:
+        db.close()
