@@ -45,6 +45,7 @@ SERVICES = {
     "dispatcher": "dispatcher",
     "executor-dispatcher": "dispatcher",
     "committer": "committer",
+    "publisher": "publisher",
 }
 
 
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = commands.add_parser(
-        "up", parents=[common], help="start Postgres, Kafka and the four services"
+        "up", parents=[common], help="start Postgres, Kafka and the five services"
     )
     up.add_argument("--no-services", action="store_true", help="start only Postgres and Kafka")
     _add_demo_options(up)

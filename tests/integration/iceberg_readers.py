@@ -19,7 +19,11 @@ CATALOG = "firn"
 
 
 def iceberg_table(properties: Mapping[str, str], name: str) -> IcebergTable:
-    return load_catalog(CATALOG, **properties).load_table(name)
+    """The Iceberg table Firn table ``name`` is published as (a name without a dot is
+    in namespace ``default``)."""
+    return load_catalog(CATALOG, **properties).load_table(
+        name if "." in name else f"default.{name}"
+    )
 
 
 def pyiceberg_rows(
@@ -47,7 +51,9 @@ def duckdb_connection() -> duckdb.DuckDBPyConnection:
 
 def duckdb_rows(metadata_location: str, columns: str = "*") -> pa.Table:
     with duckdb_connection() as conn:
-        return conn.execute(f"SELECT {columns} FROM iceberg_scan('{metadata_location}')").to_arrow_table()
+        return conn.execute(
+            f"SELECT {columns} FROM iceberg_scan('{metadata_location}')"
+        ).to_arrow_table()
 
 
 def as_dict(rows: pa.Table, key: str) -> dict[Any, dict[str, Any]]:

@@ -526,6 +526,8 @@ class Table:
         filter: object = None,
         columns: Sequence[str] | None = None,
         snapshot: int | None = None,
+        *,
+        merged_only: bool = False,
     ) -> Scan:
         """A planned read of the merged view at ``snapshot`` (default: the latest).
 
@@ -537,12 +539,18 @@ class Table:
         column or a malformed filter raises ``ConfigError``. The columns, and the names
         the filter may use, are those of the snapshot's schema version: files written
         under other versions are read by field id (renamed columns keep their values,
-        added ones read as their default, dropped ones are gone)."""
+        added ones read as their default, dropped ones are gone).
+
+        ``merged_only`` reads only what compaction has folded (base files and their
+        deletion vectors, not the change files above each partition's merged seq):
+        the rows the table's published Iceberg table shows at this snapshot."""
         snapshot = self._readable(snapshot)
         definition = self._definition_at(snapshot)
         bound = as_filter(filter, definition.schema)
         names = check_columns(definition, columns)
         entries = self.catalog.files_at(self.table_id, snapshot)
+        if merged_only:
+            entries = [e for e in entries if e.store == "base"]
         merged = self.catalog.merged_seqs_at(self.table_id, snapshot)
         return Scan(self.location, definition, snapshot, entries, merged, bound, names)
 

@@ -2,7 +2,9 @@
 delete orphan files.
 
 Which snapshots stay readable: the current one, and every snapshot from ``keep_from``
-on, the oldest one created within ``snapshot.retention``. Snapshot ids, not creation
+on, the oldest one created within ``snapshot.retention`` or shown by a retained
+published Iceberg snapshot (``iceberg_snapshot``: an Iceberg reader holding that
+snapshot reads Firn's files in place). Snapshot ids, not creation
 times, decide what is kept after ``keep_from``, so a snapshot whose transaction began
 early but committed late is kept too. A data file is readable at snapshot ``s`` iff
 ``added_snapshot <= s < removed_snapshot`` (``files.files_at``), so a file removed by
@@ -230,9 +232,12 @@ def _expire_table(
 
 
 def _keep_from(conn: Connection, table_id: int, cutoff: dt.datetime) -> int:
+    # A Firn snapshot a retained published Iceberg snapshot shows stays readable too:
+    # an Iceberg reader holding it reads its files (firn.iceberg.publisher).
     row = conn.execute(
-        "SELECT coalesce((SELECT min(snapshot_id) FROM snapshot WHERE table_id = t.table_id "
-        "AND created_at >= %s), t.last_snapshot) FROM catalog_table t WHERE t.table_id = %s",
+        "SELECT least(coalesce((SELECT min(snapshot_id) FROM snapshot WHERE table_id = t.table_id "
+        "AND created_at >= %s), t.last_snapshot), (SELECT min(firn_snapshot) FROM "
+        "iceberg_snapshot WHERE table_id = t.table_id)) FROM catalog_table t WHERE t.table_id = %s",
         (cutoff, table_id),
     ).fetchone()
     if row is None:

@@ -20,6 +20,9 @@ A listed file is kept when the catalog knows it, checked after the batch was lis
   and the plan commit that registers the outputs is atomic with leaving that state
   (``_unknown`` says why two statements suffice).
 
+Files under ``_iceberg/`` belong to the Iceberg publisher (``firn.iceberg``), which
+deletes its own once no retained published snapshot uses them: the sweep leaves them.
+
 So the catalog alone protects every file that may still be committed; the age
 threshold (modification time before now minus ``orphan.retention``, on the
 database's clock) is a second guard, and it keeps fresh files around for people
@@ -99,7 +102,7 @@ def sweep_storage(
     """List ``storage`` and delete files the catalog does not know, modified before
     ``cutoff``; with ``dry_run``, only report them."""
     listed, found, size = 0, [], 0
-    for batch in _batches(storage.walk(), CHECK_BATCH):
+    for batch in _batches(_firn_files(storage), CHECK_BATCH):
         old = [f for f in batch if f.modified is not None and f.modified < cutoff]
         unknown = _unknown(conn, table_id, old) if old else []
         if not dry_run:
@@ -112,6 +115,16 @@ def sweep_storage(
             _report(progress, SweepProgress(name, listed, len(found), done=False))
     _report(progress, SweepProgress(name, listed, len(found), done=True))
     return SweepResult(listed, tuple(found), size)
+
+
+PUBLISHED_DIR = "_iceberg"
+"""The Iceberg publisher's directory under a table's location (``firn.iceberg.writing``)."""
+
+
+def _firn_files(storage: Storage) -> Iterator[StoredFile]:
+    for stored in storage.walk():
+        if not (stored.path == PUBLISHED_DIR or stored.path.startswith(PUBLISHED_DIR + "/")):
+            yield stored
 
 
 def _report(progress: Progress | None, state: SweepProgress) -> None:

@@ -2,9 +2,11 @@
 
 The name is kept as it is: its dots separate namespace levels, as Iceberg's
 SQL/JDBC catalog reads them, so ``sales.orders`` is table ``orders`` in namespace
-``sales`` and ``orders`` is a table with no namespace (pyiceberg's
-``load_table("orders")`` finds it). A name with an empty level (``a..b``, ``a.``)
-has no Iceberg identifier: its table is not published, and the publisher says why.
+``sales``. A name without a dot goes to namespace ``default`` (Spark's default
+namespace; pyiceberg and Spark address no table outside a namespace), so
+``orders`` is ``default.orders``. A name with an empty level (``a..b``, ``a.``) has
+no Iceberg identifier: its table is not published, and the publisher says why, as
+it does when two Firn tables would share one (``orders`` and ``default.orders``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from firn.errors import ConfigError
+
+
+DEFAULT_NAMESPACE = "default"
 
 
 @dataclass(frozen=True)
@@ -37,4 +42,4 @@ def iceberg_name(firn_name: str) -> IcebergName:
             "dots separate namespace levels, and no level may be empty; rename the table "
             "or set iceberg.publish to false"
         )
-    return IcebergName(tuple(parts[:-1]), parts[-1])
+    return IcebergName(tuple(parts[:-1]) or (DEFAULT_NAMESPACE,), parts[-1])

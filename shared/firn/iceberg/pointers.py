@@ -38,6 +38,16 @@ def pointer(conn: Connection, catalog: str, name: IcebergName) -> str | None:
     return None if row is None else row[0]
 
 
+def publisher_of(conn: Connection, catalog: str, name: IcebergName) -> int | None:
+    """The Firn table published as ``name``, if any."""
+    row = conn.execute(
+        "SELECT table_id FROM iceberg_publication WHERE catalog_name = %s AND namespace = %s "
+        "AND iceberg_name = %s",
+        (catalog, name.namespace_text, name.table),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def published(conn: Connection, table_id: int) -> Published | None:
     row = conn.execute(
         "SELECT metadata_location, firn_snapshot, published_at FROM iceberg_publication "

@@ -56,6 +56,7 @@ from pyiceberg.table.snapshots import (
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
 from firn.catalog.files import files_at, merged_seqs_at
+from firn.catalog.orphans import PUBLISHED_DIR
 from firn.catalog.schemas import definition_at
 from firn.catalog.tables import TableRow, table_named, table_with_id
 from firn.errors import ConfigError, FirnError
@@ -69,7 +70,6 @@ from firn.iceberg.translate import (
     partition_spec,
 )
 from firn.iceberg.writing import (
-    PUBLISHED_DIR,
     ManifestName,
     data_file,
     delete_file_name,
@@ -190,6 +190,15 @@ class Publisher:
             dropped = pointers.drop(self.conn, row.table_id, self.catalog, ident)
             message = "iceberg.publish is false" + ("; withdrew it" if dropped else "")
             return Publication(name, "disabled", str(ident), message=message)
+        owner = pointers.publisher_of(self.conn, self.catalog, ident)
+        if owner is not None and owner != row.table_id:
+            return Publication(
+                name,
+                "refused",
+                str(ident),
+                message=f"another Firn table (id {owner}) is published as {ident}; "
+                "rename one of them or set iceberg.publish to false",
+            )
         if not self._lock(row.table_id):
             return Publication(name, "busy", str(ident), message="another publisher has it")
         try:

@@ -35,6 +35,7 @@ from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.typedef import Record
 
+from firn.catalog.orphans import PUBLISHED_DIR  # Firn's own sweep leaves it to us
 from firn.io.storage import Storage
 
 FILE_PATH_ID = 2147483546
@@ -45,9 +46,6 @@ POSITION_DELETE_SCHEMA = pa.schema(
         pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": str(POS_ID)}),
     ]
 )
-PUBLISHED_DIR = "_iceberg"
-"""Where under a table's location the publisher writes: Firn's own sweep leaves it
-to the publisher (``firn.iceberg.publisher`` deletes what no retained snapshot uses)."""
 METADATA_DIR = f"{PUBLISHED_DIR}/metadata"
 DELETES_DIR = f"{PUBLISHED_DIR}/deletes"
 
