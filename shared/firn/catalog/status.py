@@ -1,6 +1,7 @@
 """``Table.status``: per partition, its merge state, what waits to be compacted, the
 trigger decision and score, the open plan with its task states, the last compaction
-(SPEC 10). Read-only; a handful of queries whatever the table's size."""
+(SPEC 10), and how fresh its Iceberg publication is (``firn.catalog.publication``).
+Read-only; a handful of queries whatever the table's size."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from firn.catalog.claiming import TABLE_STANDING, queue_parameters
 from firn.catalog.metrics import partition_metrics
 from firn.catalog.plans import OPEN_PLAN_STATES
+from firn.catalog.publication import publication_status
 from firn.errors import ConfigError
 from firn.model.properties import TableProperties
 from firn.model.states import TaskState
@@ -60,7 +62,14 @@ def table_status(
                 "last_compaction": last.get(part),
             }
         )
-    return {"table": name, "seq": head[0], "snapshot": head[1], "partitions": partitions}
+    published = publication_status(conn, table_id)
+    return {
+        "table": name,
+        "seq": head[0],
+        "snapshot": head[1],
+        "partitions": partitions,
+        "publication": None if published is None else published.as_dict(),
+    }
 
 
 def _open_plans(conn: Connection, table_id: int) -> dict[str, dict[str, Any]]:

@@ -14,7 +14,15 @@ from typing import Any
 
 from firn.api.catalog import connect
 from firn.catalog.listing import list_tasks
-from firn.commands.output import Grid, Output, grid, int_between, partition_name, size
+from firn.commands.output import (
+    Grid,
+    Output,
+    freshness,
+    grid,
+    int_between,
+    partition_name,
+    size,
+)
 from firn.model.states import TaskState
 from firn.settings import FirnSettings
 
@@ -77,8 +85,19 @@ def _status_text(statuses: list[dict[str, Any]]) -> str | list[str | Grid]:
         ((s["table"], p) for s in statuses for p in s["partitions"]),
         key=lambda tp: (-tp[1]["score"], tp[0], tp[1]["partition"]),
     )
+    published = {s["table"]: freshness(s.get("publication")) for s in statuses}
     table = grid(
-        ("TABLE", "PARTITION", "MERGED/MAX SEQ", "UNMERGED", "SCORE", "DUE", "OPEN PLAN", "LAST"),
+        (
+            "TABLE",
+            "PARTITION",
+            "MERGED/MAX SEQ",
+            "UNMERGED",
+            "SCORE",
+            "DUE",
+            "OPEN PLAN",
+            "LAST",
+            "PUBLISHED",
+        ),
         [
             (
                 name,
@@ -89,6 +108,7 @@ def _status_text(statuses: list[dict[str, Any]]) -> str | list[str | Grid]:
                 p["due"],
                 _plan_text(p["open_plan"]),
                 _last_text(p["last_compaction"]),
+                published[name],
             )
             for name, p in rows
         ],
@@ -98,9 +118,15 @@ def _status_text(statuses: list[dict[str, Any]]) -> str | list[str | Grid]:
         if p["reasons"]:
             where = f"{name} {partition_name(p['partition'])}"
             lines.append(f"  {where}: {p['due']} due: {'; '.join(p['reasons'])}")
+    for s in statuses:
+        error = (s.get("publication") or {}).get("last_error")
+        if error:
+            lines.append(f"  {s['table']}: Iceberg publication failed: {error}")
     empty = [s["table"] for s in statuses if not s["partitions"]]
     if empty:
-        lines.append(f"no data yet: {', '.join(empty)}")
+        lines.append(
+            "no data yet: " + ", ".join(f"{name} (published: {published[name]})" for name in empty)
+        )
     return lines
 
 
