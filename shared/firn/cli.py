@@ -5,7 +5,8 @@
 running stack);
 ``firn service NAME`` runs one service process; ``table``, ``schema``, ``alter``,
 ``status``, ``tasks``, ``compact``, ``expire`` and ``verify`` work on tables
-(``firn.commands``);
+(``firn.commands``); ``iceberg`` publishes them as Iceberg tables and tells readers
+how to reach them;
 ``dashboard`` serves the web dashboard. Every command takes
 ``--json``: one JSON document on stdout, ``{"error": ...}`` (exit status 1) when it
 fails; without it, text for people and ``firn: error: ...`` on stderr.
@@ -25,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from firn import __version__, logs
-from firn.commands import compact, dashboard, expire, schema, status, tables, verify
+from firn.commands import compact, dashboard, expire, iceberg, schema, status, tables, verify
 from firn.commands.output import (
     Output,
     int_between,
@@ -84,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     service.set_defaults(run=_service)
 
-    for family in (tables, schema, status, compact, expire, verify, dashboard):
+    for family in (tables, schema, status, compact, expire, verify, iceberg, dashboard):
         family.add_commands(commands, common)
     return parser
 
