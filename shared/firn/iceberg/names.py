@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from firn.errors import ConfigError
 
-
 DEFAULT_NAMESPACE = "default"
 
 

@@ -39,6 +39,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.manifest import ManifestEntry, ManifestFile, write_manifest_list
 from pyiceberg.partitioning import PartitionSpec
@@ -70,6 +72,7 @@ from firn.iceberg.translate import (
     partition_spec,
 )
 from firn.iceberg.writing import (
+    FILE_PATH_ID,
     ManifestName,
     data_file,
     delete_file_name,
@@ -423,9 +426,42 @@ class Publisher:
                 continue
             path = _manifest_path(location, name)
             owner = _relative(storage, path)
-            listed = {_vector_digest(uri): e for uri, e in _entries(io, old).items()}
-            existing = [e for d, e in listed.items() if d in vectors]
-            removed = [e for d, e in listed.items() if d not in vectors]
+            prior: dict[str, list[ManifestEntry]] = defaultdict(list)
+            for entry in _entries(io, old).values():
+                prior[_deleted_from(entry)].append(entry)
+            added, existing, removed = [], [], []
+            for vector_digest, f in vectors.items():
+                assert f.deletion_vector is not None
+                data_uri = file_uri(storage.root, f.path)
+                before = prior.pop(data_uri, [])
+                if any(_vector_digest(e.data_file.file_path) == vector_digest for e in before):
+                    existing += before  # the vector has not changed since
+                    continue
+                positions = read_positions(storage, f.deletion_vector, f.record_count)
+                shown = _positions(storage, before)
+                if np.isin(shown, positions, assume_unique=True).all():
+                    # A vector only grows: publish the rows it hides now and did not
+                    # then, next to the delete files already published for the file.
+                    existing += before
+                    positions = np.setdiff1d(positions, shown, assume_unique=True)
+                else:
+                    removed += before
+                if len(positions) == 0:
+                    continue  # a new vector file hiding the same rows
+                relative = delete_file_name(f.deletion_vector.path)
+                pointers.use_files(conn, tid, [relative], sequence, owner=owner)
+                deletes = write_position_deletes(
+                    storage,
+                    relative,
+                    file_uri(storage.root, relative),
+                    data_uri,
+                    positions,
+                    partition,
+                )
+                plan.bytes += deletes.file_size_in_bytes
+                added.append(deletes)
+            for gone in prior.values():
+                removed += gone
             pointers.use_files(
                 conn,
                 tid,
@@ -433,24 +469,6 @@ class Publisher:
                 sequence,
                 owner=owner,
             )
-            added = []
-            for vector_digest, f in vectors.items():
-                if vector_digest in listed:
-                    continue
-                assert f.deletion_vector is not None
-                relative = delete_file_name(f.deletion_vector.path)
-                pointers.use_files(conn, tid, [relative], sequence, owner=owner)
-                positions = read_positions(storage, f.deletion_vector, f.record_count)
-                deletes = write_position_deletes(
-                    storage,
-                    relative,
-                    file_uri(storage.root, relative),
-                    file_uri(storage.root, f.path),
-                    positions,
-                    partition,
-                )
-                plan.bytes += deletes.file_size_in_bytes
-                added.append(deletes)
             plan.manifests.append(
                 self._manifest(
                     tid,
@@ -580,6 +598,25 @@ def _entries(io: FileIO, manifest: ManifestFile | None) -> dict[str, ManifestEnt
 
 def _manifest_path(location: str, name: ManifestName) -> str:
     return f"{location}/metadata/{name.stem()}-{uuid.uuid4().hex[:12]}.avro"
+
+
+def _deleted_from(entry: ManifestEntry) -> str:
+    """The data file a position delete file of ours applies to (its file_path bound)."""
+    bound = (entry.data_file.lower_bounds or {}).get(FILE_PATH_ID)
+    return bound.decode() if bound else ""
+
+
+def _positions(storage: Storage, entries: Sequence[ManifestEntry]) -> npt.NDArray[np.int64]:
+    """Every position the delete files ``entries`` hide, ascending."""
+    if not entries:
+        return np.empty(0, np.int64)
+    parts = [
+        storage.read_parquet(_relative(storage, e.data_file.file_path), ["pos"])
+        .column("pos")
+        .to_numpy()
+        for e in entries
+    ]
+    return np.sort(np.concatenate(parts)).astype(np.int64)
 
 
 def _vector_digest(delete_uri: str) -> str:

@@ -3,8 +3,9 @@
 Position deletes (Iceberg v2) say what Firn's deletion vectors say: one Parquet file
 per vector, ``file_path`` and ``pos`` with Iceberg's reserved field ids, its
 ``file_path`` bounds naming the one data file it applies to so a reader skips it
-for every other file. A vector that did not change keeps the delete file it was
-published with (the publisher finds it in the previous snapshot's manifest).
+for every other file. A vector that did not change keeps the delete files it was
+published with (the publisher finds them in the previous snapshot's manifest); one
+that grew adds a file of the positions it hides now and did not then.
 
 Manifests hold one partition each, data or deletes, named by the partition and a
 digest of what they list: a publication rewrites only the manifests of partitions
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
     DataFile,
@@ -77,7 +79,20 @@ def write_position_deletes(
         [pa.array([data_uri] * len(positions), pa.string()), pa.array(positions, pa.int64())],
         schema=POSITION_DELETE_SCHEMA,
     )
-    size = storage.write_parquet(relative, rows)
+    # Positions ascend: delta-encoded they take a few bits each; the one path, a
+    # dictionary of one entry.
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        rows,
+        sink,
+        compression="zstd",
+        use_dictionary=["file_path"],
+        column_encoding={"pos": "DELTA_BINARY_PACKED"},
+    )
+    data = sink.getvalue()
+    with storage.open_output(relative) as out:
+        out.write(data)
+    size = int(data.size)
     bound = data_uri.encode()
     return DataFile.from_args(
         content=DataFileContent.POSITION_DELETES,
