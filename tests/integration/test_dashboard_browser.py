@@ -31,6 +31,7 @@ from selenium.webdriver.support.wait import WebDriverWait
 import firn
 from firn.dashboard import DashboardServer, serve
 from firn.events.plans import PlanRequestEvent
+from firn.iceberg.publisher import Publisher
 from firn.kafka import Topics, ensure_topics
 from firn.settings import FirnSettings
 from tests.integration.cdc_workload import wait_until_settled
@@ -165,9 +166,17 @@ def test_the_page_shows_the_catalogs_numbers_and_guards_the_action(
 ) -> None:
     status = {p["partition"]: p for p in orders.status()["partitions"]}
     assert status["region=us"]["unmerged_files"] > status["region=eu"]["unmerged_files"] > 0
+    # Published twice as an Iceberg table: two dots on the publication-lag charts.
+    with firn.connect(settings=dashboard_settings) as catalog:
+        publisher = Publisher(catalog.conn, catalog=dashboard_settings.iceberg_catalog)
+        assert publisher.publish("shop.orders").outcome == "published"
+        published = publisher.publish("shop.orders", force=True)
+        assert published.outcome == "published"
 
     browser.get(server.url)
     assert browser.find_element(By.TAG_NAME, "h1").text == "Tables"
+    assert _cell(browser, "shop.orders", "region=eu", "published").startswith("lag ")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "figure.publication-lag circle.dot")) == 2
     for key, partition in status.items():
         assert _cell(browser, "shop.orders", key, "score") == f"{partition['score']:g}"
         assert _cell(browser, "shop.orders", key, "unmerged-files") == str(
@@ -190,8 +199,14 @@ def test_the_page_shows_the_catalogs_numbers_and_guards_the_action(
     plan = browser.find_element(By.CSS_SELECTOR, "#plans tr[data-plan]")
     assert plan.find_element(By.CSS_SELECTOR, "td.plan-state").text == "Committed"
     assert "Committed" in plan.find_element(By.CSS_SELECTOR, ".history").text
-    # Backlog, latency and write amplification, each with enough history to draw.
+    # Backlog, latency and write amplification, each with enough history to draw,
+    # and the lag of each Iceberg publication as a dot.
     assert len(browser.find_elements(By.CSS_SELECTOR, "svg polyline")) == 3
+    assert len(browser.find_elements(By.CSS_SELECTOR, "figure.publication-lag circle.dot")) == 2
+    publication = browser.find_element(By.ID, "publication")
+    assert publication.find_element(By.CSS_SELECTOR, "td.identifier").text == "shop.orders"
+    location = publication.find_element(By.CSS_SELECTOR, "td.metadata-location").text
+    assert location == published.metadata_location
     # The schema: every column with its field id, the added one with its default and
     # doc; the versions newest first.
     columns = browser.find_elements(By.CSS_SELECTOR, "#schema-columns tr[data-column]")

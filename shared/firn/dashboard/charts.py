@@ -6,6 +6,8 @@ the number of (partition, commit) pairs not yet merged into the base store.
 ``latency_series`` gives, at each merge, the longest commit-to-compacted latency of
 the commits it merged (the rule of ``firn.catalog.progress.latency_summary``: a
 commit is compacted by the first merge of its partition that reached its seq).
+``lag_chart`` draws each Iceberg publication as a dot: when it was published, and
+how long the oldest change it shows had waited (``firn.catalog.publication``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from firn.catalog.progress import CommitPoint, MergePoint
+from firn.catalog.publication import LagPoint
 
 Point = tuple[dt.datetime, float]
 
@@ -105,6 +108,47 @@ def line_chart(title: str, points: Sequence[Point], unit: str = "") -> str:
         f'<line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{HEIGHT - PAD}" class="axis"/>'
         f'<polyline points="{path}" class="line"/>'
         f'<text x="{PAD + 4}" y="{PAD - 8}">max {top:g}{escape(unit)}</text>'
+        f'<text x="{PAD}" y="{HEIGHT - 8}">{escape(first)}</text>'
+        f'<text x="{WIDTH - PAD}" y="{HEIGHT - 8}" text-anchor="end">{escape(last)}</text>'
+        "</svg></figure>"
+    )
+
+
+def lag_chart(title: str, points: Sequence[LagPoint], *, tables: bool = False) -> str:
+    """Each publication as a dot (published at, lag in seconds), with its table
+    (``tables``), lag and time in the dot's tooltip; a note when there is none."""
+    if not points:
+        return (
+            f'<figure class="publication-lag"><figcaption>{escape(title)}</figcaption>'
+            '<p class="muted">no publications in this window</p></figure>'
+        )
+    times = [p.published_at.timestamp() for p in points]
+    t0, t1 = min(times), max(times)
+    top = max(max(p.lag_seconds for p in points), 1e-9)
+    span = (t1 - t0) or 1.0
+    dots = []
+    for t, p in zip(times, points, strict=True):
+        x = PAD + (t - t0) / span * (WIDTH - 2 * PAD) if t1 > t0 else WIDTH / 2
+        y = HEIGHT - PAD - p.lag_seconds / top * (HEIGHT - 2 * PAD)
+        where = f"{p.table}: " if tables else ""
+        tip = (
+            f"{where}lag {p.lag_seconds:.1f} s, Firn snapshot {p.firn_snapshot}, "
+            f"published {p.published_at.isoformat(sep=' ', timespec='seconds')}"
+        )
+        dots.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" class="dot" '
+            f'data-lag="{p.lag_seconds:.3f}"><title>{escape(tip)}</title></circle>'
+        )
+    first = points[0].published_at.isoformat(sep=" ", timespec="seconds")
+    last = points[-1].published_at.isoformat(sep=" ", timespec="seconds")
+    return (
+        f'<figure class="publication-lag"><figcaption>{escape(title)}</figcaption>'
+        f'<svg width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(title)}">'
+        f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" '
+        'class="axis"/>'
+        f'<line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{HEIGHT - PAD}" class="axis"/>'
+        + "".join(dots)
+        + f'<text x="{PAD + 4}" y="{PAD - 8}">max {top:.3g} s</text>'
         f'<text x="{PAD}" y="{HEIGHT - 8}">{escape(first)}</text>'
         f'<text x="{WIDTH - PAD}" y="{HEIGHT - 8}" text-anchor="end">{escape(last)}</text>'
         "</svg></figure>"

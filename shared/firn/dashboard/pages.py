@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from firn.catalog.history import PlanHistory, SchemaHistory, Transition
 from firn.catalog.listing import TaskRow
-from firn.commands.output import partition_name, size
+from firn.commands.output import freshness, partition_name, size
 
 KINDS = ("major", "full", "minor", "auto")
 
@@ -28,7 +28,7 @@ th,td{border-bottom:1px solid #ddd;padding:.25em .6em;text-align:left;font-size:
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .muted{color:#777}.error{color:#a00}.ok{color:#070}
 svg .axis{stroke:#999}svg .line{fill:none;stroke:#1f6fb2;stroke-width:2}
-svg text{font-size:10px;fill:#555}
+svg text{font-size:10px;fill:#555}svg .dot{fill:#c0392b}
 figure{display:inline-block;width:380px;vertical-align:top;margin:0 .8em 1em 0}
 details{margin:.2em 0}form{margin:1em 0}
 """
@@ -51,12 +51,17 @@ def error_page(status: int, message: str) -> str:
     )
 
 
-def overview_page(statuses: Sequence[dict[str, Any]], tasks: Sequence[TaskRow]) -> str:
-    """Every table and its partitions, highest score first, and the latest tasks."""
+def overview_page(
+    statuses: Sequence[dict[str, Any]], tasks: Sequence[TaskRow], charts: Sequence[str] = ()
+) -> str:
+    """Every table and its partitions, highest score first, the Iceberg publication
+    charts (``charts``), and the latest tasks."""
     if not statuses:
         body = '<p class="muted">No tables yet.</p>'
     else:
         body = "<h2>Partitions</h2>" + partitions_table(statuses)
+        if charts:
+            body += "<h2>Iceberg publication</h2>" + "".join(charts)
     body += "<h2>Recent tasks</h2>" + tasks_table(tasks) + dead_letters_note()
     return layout("Tables", body)
 
@@ -69,10 +74,11 @@ def partitions_table(statuses: Sequence[dict[str, Any]]) -> str:
         key=lambda tp: (-tp[1]["score"], tp[0], tp[1]["partition"]),
     )
     empty = [s["table"] for s in statuses if not s["partitions"]]
+    published = {s["table"]: s.get("publication") for s in statuses}
     head = (
         "<tr><th>Table</th><th>Partition</th><th>Score</th><th>Unmerged files</th>"
         "<th>Unmerged bytes</th><th>Read amplification (runs)</th><th>Due</th>"
-        "<th>Open plan</th><th>Last compaction</th></tr>"
+        "<th>Open plan</th><th>Last compaction</th><th>Iceberg</th></tr>"
     )
     lines = [
         f'<tr data-table="{escape(name)}" data-partition="{escape(p["partition"])}">'
@@ -85,11 +91,54 @@ def partitions_table(statuses: Sequence[dict[str, Any]]) -> str:
         f'<td class="num read-amplification">{p.get("max_runs_per_node", "")}</td>'
         f"<td>{escape(p['due'] or '-')}</td>"
         f"<td>{_open_plan(p['open_plan'])}</td>"
-        f'<td class="last-compaction">{_last(p["last_compaction"])}</td></tr>'
+        f'<td class="last-compaction">{_last(p["last_compaction"])}</td>'
+        f"{_published_cell(published[name])}</tr>"
         for name, p in rows
     ]
     note = f'<p class="muted">No data yet: {escape(", ".join(empty))}</p>' if empty else ""
     return f'<table id="partitions">{head}{"".join(lines)}</table>{note}'
+
+
+def _published_cell(publication: dict[str, Any] | None) -> str:
+    """How fresh the table's Iceberg publication is; its error as the tooltip."""
+    error = (publication or {}).get("last_error")
+    title = f' title="{escape(error)}"' if error else ""
+    css = "published error" if error else "published"
+    return f'<td class="{css}"{title}>{escape(freshness(publication))}</td>'
+
+
+def publication_section(publication: dict[str, Any] | None) -> str:
+    """The table's Iceberg publication: its identifier, metadata file, what and when."""
+    head = "<h2>Published as Iceberg</h2>"
+    if publication is None:
+        return head + '<p class="muted">Unknown.</p>'
+    if publication["state"] == "off":
+        return (
+            head + '<p class="muted" id="publication">Not published (iceberg.publish is false).</p>'
+        )
+    at = publication.get("published_at")
+    rows = [
+        ("Identifier", "identifier", publication.get("identifier")),
+        ("Catalog", "catalog", publication.get("catalog")),
+        ("Metadata location", "metadata-location", publication.get("metadata_location")),
+        ("Firn snapshot", "firn-snapshot", publication.get("firn_snapshot")),
+        (
+            "Published at",
+            "published-at",
+            None if at is None else _clock(dt.datetime.fromisoformat(at)),
+        ),
+        ("Freshness", "freshness", freshness(publication)),
+        ("Last error", "last-error", publication.get("last_error")),
+    ]
+    cells = "".join(
+        f'<tr><th>{label}</th><td class="{css}">{_or_muted_dash(value)}</td></tr>'
+        for label, css, value in rows
+    )
+    return f'{head}<table id="publication">{cells}</table>'
+
+
+def _or_muted_dash(value: object) -> str:
+    return '<span class="muted">-</span>' if value is None else escape(str(value))
 
 
 def table_href(name: str) -> str:
@@ -152,6 +201,7 @@ def table_page(
     body = (
         f"<p>Seq {status['seq']}, snapshot {status['snapshot']}.</p>"
         + partitions_table([status])
+        + publication_section(status.get("publication"))
         + "<h2>Over time</h2>"
         + "".join(charts)
         + compact_form(name, [p["partition"] for p in status["partitions"]], action_enabled)

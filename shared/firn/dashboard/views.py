@@ -6,14 +6,16 @@ from firn.api.catalog import Catalog
 from firn.catalog.history import recent_plans, schema_history, snapshot_bytes
 from firn.catalog.listing import list_tasks
 from firn.catalog.progress import commit_points, merge_points
+from firn.catalog.publication import LAG_WINDOW, publication_lags
 from firn.dashboard import pages
-from firn.dashboard.charts import backlog_series, latency_series, line_chart
+from firn.dashboard.charts import backlog_series, lag_chart, latency_series, line_chart
 from firn.errors import ConfigError
 
 RECENT_TASKS = 30
 RECENT_PLANS = 20
 CHART_POINTS = 500
 """At most this many of the newest points per chart."""
+LAG_TITLE = f"Iceberg publication lag, last {LAG_WINDOW / 3600:g} h (s)"
 
 
 class PageNotFound(Exception):
@@ -23,7 +25,9 @@ class PageNotFound(Exception):
 def overview(catalog: Catalog) -> str:
     statuses = [catalog.table(name).status() for name in catalog.tables()]
     tasks = list_tasks(catalog.conn, limit=RECENT_TASKS)
-    return pages.overview_page(statuses, tasks)
+    lags = publication_lags(catalog.conn)[-CHART_POINTS:]
+    charts = [lag_chart(LAG_TITLE + ", every table", lags, tables=True)]
+    return pages.overview_page(statuses, tasks, charts)
 
 
 def table_view(catalog: Catalog, name: str, *, action_enabled: bool) -> str:
@@ -43,6 +47,7 @@ def table_view(catalog: Catalog, name: str, *, action_enabled: bool) -> str:
         line_chart("Backlog: commits not yet merged", backlog[-CHART_POINTS:]),
         line_chart("Latency: longest wait until compacted", latency[-CHART_POINTS:], " s"),
         line_chart("Write amplification (written / committed)", amplification, "x"),
+        lag_chart(LAG_TITLE, publication_lags(conn, table_id)[-CHART_POINTS:]),
     ]
     schema = schema_history(conn, table_id)
     return pages.table_page(status, plans, charts, action_enabled=action_enabled, schema=schema)
