@@ -30,7 +30,7 @@ def add_commands(
     iceberg = commands.add_parser(
         "iceberg", help="the tables as Apache Iceberg tables: reader properties, publish, state"
     )
-    family = iceberg.add_subparsers(dest="iceberg_command", required=True, metavar="COMMAND")
+    family = iceberg.add_subparsers(dest="iceberg_command", required=True)
 
     properties = family.add_parser(
         "properties",
@@ -45,7 +45,12 @@ def add_commands(
         parents=[common],
         help="publish tables as Iceberg tables now (default: every table that is behind)",
     )
-    publish.add_argument("tables", nargs="*", metavar="TABLE", help="tables to publish")
+    publish.add_argument(
+        "tables",
+        nargs="*",
+        metavar="TABLE",
+        help="tables to publish (default: those behind; with --force, every table)",
+    )
     publish.add_argument(
         "--force",
         action="store_true",
@@ -111,7 +116,10 @@ def run_publish(args: argparse.Namespace, settings: FirnSettings) -> Output:
             catalog.table(name)  # ConfigError before anything is published
         publisher = Publisher(catalog.conn, catalog=settings.iceberg_catalog)
         by_id = {s.table_id: s.table for s in publication_statuses(catalog.conn)}
-        targets: list[str | int] = list(names) if names else list(publisher.due())
+        if names:
+            targets: list[str | int] = list(names)
+        else:  # with --force every table, else those whose Iceberg table is behind
+            targets = list(by_id) if args.force else list(publisher.due())
         results: list[dict[str, Any]] = []
         failed: list[str] = []
         for target in targets:
@@ -165,7 +173,7 @@ def publish_text(results: list[dict[str, Any]]) -> str | Grid:
                 r["table"],
                 r["outcome"],
                 r["identifier"],
-                r["firn_snapshot"] or None,
+                r["firn_snapshot"] if r["outcome"] in ("published", "unchanged") else None,
                 r["iceberg_snapshot"],
                 None if r["lag_seconds"] is None else duration(r["lag_seconds"]),
                 size(r["bytes_written"]) if r["outcome"] == "published" else None,
