@@ -192,6 +192,10 @@ def test_an_unknown_table_is_a_clear_error_and_nothing_is_published(
     assert [t["state"] for t in listed["tables"]] == ["never"]
     code, status = run("status")
     assert status["tables"][0]["publication"]["state"] == "never"
+    # --force without names: every table, due or not.
+    code, published = run("iceberg", "publish", "--force")
+    assert code == 0
+    assert [(p["table"], p["outcome"]) for p in published["publications"]] == [(NAME, "published")]
 
 
 def test_a_table_not_published_is_off_and_nothing_is_due(run: Run, catalog: firn.Catalog) -> None:
