@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from firn.settings import FirnSettings
 
 REPO = Path(__file__).resolve().parents[2]
-SERVICE_NAMES = ("metrics", "planner", "dispatcher", "committer")
+SERVICE_NAMES = ("metrics", "planner", "dispatcher", "committer", "publisher")
 
 
 def service_env(settings: FirnSettings, **extra: str) -> dict[str, str]:

@@ -51,7 +51,7 @@ def publisher_of(conn: Connection, catalog: str, name: IcebergName) -> int | Non
 def published(conn: Connection, table_id: int) -> Published | None:
     row = conn.execute(
         "SELECT metadata_location, firn_snapshot, published_at FROM iceberg_publication "
-        "WHERE table_id = %s",
+        "WHERE table_id = %s AND metadata_location IS NOT NULL",
         (table_id,),
     ).fetchone()
     return None if row is None else Published(row[0], int(row[1]), row[2])
@@ -110,12 +110,19 @@ def record_publication(
     )
 
 
-def record_error(conn: Connection, table_id: int, error: str) -> None:
-    """Remember why the table's last publication failed (``firn status`` shows it)."""
+def record_error(
+    conn: Connection, table_id: int, catalog: str, name: IcebergName | None, error: str
+) -> None:
+    """Remember why the table's last publication failed (``firn status`` shows it),
+    also for a table never published."""
+    namespace, table = (name.namespace_text, name.table) if name else ("", "")
     with conn.transaction():
         conn.execute(
-            "UPDATE iceberg_publication SET last_error = %s, error_at = now() WHERE table_id = %s",
-            (error[:2000], table_id),
+            "INSERT INTO iceberg_publication (table_id, catalog_name, namespace, iceberg_name, "
+            "last_error, error_at) VALUES (%s, %s, %s, %s, %s, now()) "
+            "ON CONFLICT (table_id) DO UPDATE SET last_error = excluded.last_error, "
+            "error_at = excluded.error_at",
+            (table_id, catalog, namespace, table, error[:2000]),
         )
 
 

@@ -160,14 +160,15 @@ class Publisher:
         """Tables whose published view is behind: never published, or a compaction,
         load or schema change since the last publication (producer commits alone do
         not change what is published), or publication turned off but still listed."""
+        publish = "coalesce((t.properties->>'iceberg.publish')::boolean, true)"
         rows = self.conn.execute(
             "SELECT t.table_id FROM catalog_table t "
             "LEFT JOIN iceberg_publication p ON p.table_id = t.table_id "
-            "WHERE (p.table_id IS NULL AND coalesce((t.properties->>'iceberg.publish')::boolean, "
-            "true)) OR (p.table_id IS NOT NULL AND (EXISTS (SELECT 1 FROM snapshot s "
-            "WHERE s.table_id = t.table_id AND s.snapshot_id > p.firn_snapshot "
-            "AND s.kind <> 'commit') OR NOT coalesce((t.properties->>'iceberg.publish')"
-            "::boolean, true))) ORDER BY t.table_id"
+            f"WHERE (p.metadata_location IS NULL AND {publish}) "
+            "OR (p.metadata_location IS NOT NULL AND (NOT " + publish + " OR EXISTS ("
+            "SELECT 1 FROM snapshot s WHERE s.table_id = t.table_id "
+            "AND s.snapshot_id > p.firn_snapshot AND s.kind <> 'commit'))) "
+            "ORDER BY t.table_id"
         ).fetchall()
         return [int(tid) for (tid,) in rows]
 
@@ -188,6 +189,7 @@ class Publisher:
         try:
             ident = iceberg_name(name)
         except ConfigError as exc:
+            pointers.record_error(self.conn, row.table_id, self.catalog, None, str(exc))
             return Publication(name, "refused", message=str(exc))
         if not row.properties.iceberg_publish:
             dropped = pointers.drop(self.conn, row.table_id, self.catalog, ident)
@@ -195,13 +197,12 @@ class Publisher:
             return Publication(name, "disabled", str(ident), message=message)
         owner = pointers.publisher_of(self.conn, self.catalog, ident)
         if owner is not None and owner != row.table_id:
-            return Publication(
-                name,
-                "refused",
-                str(ident),
-                message=f"another Firn table (id {owner}) is published as {ident}; "
-                "rename one of them or set iceberg.publish to false",
+            message = (
+                f"another Firn table (id {owner}) is published as {ident}; "
+                "rename one of them or set iceberg.publish to false"
             )
+            pointers.record_error(self.conn, row.table_id, self.catalog, None, message)
+            return Publication(name, "refused", str(ident), message=message)
         if not self._lock(row.table_id):
             return Publication(name, "busy", str(ident), message="another publisher has it")
         try:
@@ -214,7 +215,9 @@ class Publisher:
                     log.warning("%s: the Iceberg pointer moved under us; publishing again", name)
             raise AssertionError("unreachable")
         except Exception as exc:
-            pointers.record_error(self.conn, row.table_id, f"{type(exc).__name__}: {exc}")
+            pointers.record_error(
+                self.conn, row.table_id, self.catalog, ident, f"{type(exc).__name__}: {exc}"
+            )
             raise
         finally:
             self._unlock(row.table_id)

@@ -25,9 +25,9 @@ CREATE TABLE iceberg_publication (
     catalog_name      text NOT NULL,
     namespace         text NOT NULL,
     iceberg_name      text NOT NULL,
-    metadata_location text NOT NULL,
-    firn_snapshot     bigint NOT NULL,
-    published_at      timestamptz NOT NULL,
+    metadata_location text,                 -- NULL: never published (last_error says why)
+    firn_snapshot     bigint NOT NULL DEFAULT 0,
+    published_at      timestamptz,
     last_error        text,
     error_at          timestamptz
 );
