@@ -26,10 +26,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install Firn with its dev tools (re-runs when pyproject changes)
 
-demo: setup ## the main job: Postgres, Kafka, the four services and a synthetic CDC producer, live; Ctrl-C stops and sums up
+demo: setup ## the main job: Postgres, Kafka, the five services and a synthetic CDC producer, live; Ctrl-C stops and sums up
 	$(BIN)/firn up --demo $(DEMO_ARGS)
 
-up: setup ## start Postgres, Kafka and the four services; Ctrl-C stops all
+up: setup ## start Postgres, Kafka and the five services; Ctrl-C stops all
 	$(BIN)/firn up
 
 down: setup ## stop what `make demo`, `make up` or `firn up` started

@@ -1,4 +1,4 @@
-"""``firn up`` and ``firn down``: the local stack and the four services, as one unit.
+"""``firn up`` and ``firn down``: the local stack and the five services, as one unit.
 
 With ``--demo`` a synthetic producer (``demo.py``) runs in a thread of ``firn up``
 while the main thread keeps supervising the services; the stack stops once the demo

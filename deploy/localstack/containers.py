@@ -1,6 +1,6 @@
 """Firn's whole stack as testcontainers, for a user's own integration tests.
 
-``firn_containers()`` starts Postgres, a Kafka broker and the four services (Firn's
+``firn_containers()`` starts Postgres, a Kafka broker and the five services (Firn's
 image, ``firn:dev`` by default: ``docker compose build`` or ``make images`` makes
 it) on a Docker network of their own, and yields a ``FirnContainers`` whose
 ``settings`` reach them from the host::
@@ -35,7 +35,7 @@ from firn.settings import FirnSettings
 from .kafka import KAFKA_VERSION
 from .processes import free_port
 
-SERVICES = ("metrics", "planner", "dispatcher", "committer")
+SERVICES = ("metrics", "planner", "dispatcher", "committer", "publisher")
 _USER = "firn"
 _START_TIMEOUT = 120
 

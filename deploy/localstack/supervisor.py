@@ -1,4 +1,4 @@
-"""The four service processes of ``firn up``: start, wait until connected, restart, stop.
+"""The five service processes of ``firn up``: start, wait until connected, restart, stop.
 
 Each service runs as its own process (``python -m firn service NAME``), exactly as it
 would on its own host; "connected" means it has registered in the catalog's service
@@ -26,7 +26,7 @@ from .processes import spawn, stop, tail
 
 log = logging.getLogger(__name__)
 
-SERVICES = ("metrics", "planner", "dispatcher", "committer")
+SERVICES = ("metrics", "planner", "dispatcher", "committer", "publisher")
 
 RESTART_LIMIT = 5
 """Exits of one service within ``RESTART_WINDOW`` after which the supervisor gives up."""

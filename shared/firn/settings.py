@@ -378,8 +378,8 @@ class FirnSettings(BaseSettings):
         return config
 
     def prometheus_port(self, service: str) -> int:
-        """The /metrics port of ``service`` (metrics, planner, dispatcher, committer);
-        0 when it serves none."""
+        """The /metrics port of ``service`` (metrics, planner, dispatcher, committer,
+        publisher); 0 when it serves none."""
         port = getattr(self, f"{service}_prometheus_port", None)
         if not isinstance(port, int):
             raise ConfigError(f"no Prometheus port setting for service {service!r}")

@@ -1,5 +1,5 @@
 """The integration suite's two ways to its backends give the same results: the same
-seeded producer and the four services, once on Postgres and Kafka as testcontainers
+seeded producer and the five services, once on Postgres and Kafka as testcontainers
 (the path ``make test`` takes when a Docker daemon answers) and once on the local
 runner's processes (the path without Docker), end with the same merged table, equal
 to the model, every plan committed once and both stacks settled.
@@ -42,7 +42,7 @@ from tests.integration.conftest import private_settings
 from tests.integration.service_processes import running_services
 
 REPO = Path(__file__).resolve().parents[2]
-SERVICES = ["metrics", "planner", "dispatcher", "committer"]
+SERVICES = ["metrics", "planner", "dispatcher", "committer", "publisher"]
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def settle_a_streamed_table(
     postgres: AbstractContextManager[Backend],
     work: Path,
 ) -> dict[str, Any]:
-    """The seeded producer against the four services on these backends; what it ends with."""
+    """The seeded producer against the five services on these backends; what it ends with."""
     work.mkdir()
     with kafka as kafka_at, postgres as postgres_at:
         unique = uuid.uuid4().hex[:10]

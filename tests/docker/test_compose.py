@@ -1,5 +1,5 @@
 """docker-compose.yml on a real Docker engine, with the images deploy/images/build.sh
-makes here (Docker Hub is out of reach): Postgres, Kafka, the four services (three
+makes here (Docker Hub is out of reach): Postgres, Kafka, the five services (three
 dispatchers and two committers, by ``--scale``) and the demo producer come up, the
 demo's table equals its model, the work is spread over the replicas of each consumer
 group with no plan committed twice, the warehouse is readable on the host, and ``down`` leaves

@@ -29,7 +29,7 @@ def test_the_dashboard_port_is_bounded(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_service_names_include_the_executor_dispatcher_alias() -> None:
-    assert set(SERVICES.values()) == {"metrics", "planner", "dispatcher", "committer"}
+    assert set(SERVICES.values()) == {"metrics", "planner", "dispatcher", "committer", "publisher"}
     assert SERVICES["executor-dispatcher"] == "dispatcher"
 
 

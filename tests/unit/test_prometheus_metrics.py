@@ -169,6 +169,7 @@ def test_each_service_has_its_own_port_setting() -> None:
     assert settings.prometheus_port("planner") == 19462
     assert settings.prometheus_port("dispatcher") == 9463
     assert settings.prometheus_port("committer") == 0
+    assert settings.prometheus_port("publisher") == 9465
     with pytest.raises(ConfigError):
         settings.prometheus_port("scheduler")
 
@@ -180,6 +181,7 @@ def test_firn_up_prints_each_metrics_url() -> None:
         "metrics": "http://127.0.0.1:9461/metrics",
         "planner": "http://127.0.0.1:9462/metrics",
         "dispatcher": "http://127.0.0.1:9463/metrics",
+        "publisher": "http://127.0.0.1:9465/metrics",
     }
     assert metrics_urls(FirnSettings(prometheus_host="10.1.2.3"))["planner"] == (
         "http://10.1.2.3:9462/metrics"
