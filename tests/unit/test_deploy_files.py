@@ -371,6 +371,8 @@ def test_the_alerts_the_issue_asks_for_exist() -> None:
         "FirnServiceDown": "up",
         "FirnServiceMissing": "up",
         "FirnCatalogUnreachable": "firn_catalog_up",
+        "FirnPublicationLagging": "firn_publication_lag_seconds_bucket",
+        "FirnPublicationFailing": "firn_publication_errors_total",
     }
     for alert, metric in expected.items():
         assert metric in metric_names(by_name[alert]["expr"]), alert
