@@ -7,7 +7,8 @@ f61e211; the same run gives the floors):
     .venv/bin/python bench/publish.py --json    # 2M rows loaded, 20k rows/s x 60 s
       ingest 1.2M rows in 120 commits (19,998 rows/s, 0 stalled), 14 compactions,
         12 publications
-      written: 14.54 MiB published / 38.57 MiB committed = 0.38x (goal 0.1x: NOT met);
+      written: 14.54 MiB published / 38.57 MiB committed = 0.38x (goal 0.1x: NOT met)
+      [at cc1ad93, incremental delete files: 3.59 / 38.57 MiB = 0.093x, met];
         12.35 MiB of it position delete files (2,052 files, 3.64M rows: a changed
         vector is republished whole); compaction wrote 40.11 MiB
       lag p50 0.76 s, p95 1.22 s, max 2.00 s (goal p95 < 10 s: met; in-process)
