@@ -1,4 +1,4 @@
-"""``firn up`` starts Postgres, Kafka and the four services; ``firn down`` and Ctrl-C
+"""``firn up`` starts Postgres, Kafka and the five services; ``firn down`` and Ctrl-C
 stop every process it started, leaving no orphans."""
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def _gone(pid: int) -> bool:
     return stat.exists() and stat.read_text().split(") ")[-1].startswith("Z")
 
 
-def test_up_connects_all_four_services_and_down_leaves_no_orphans(home: Path) -> None:
+def test_up_connects_every_service_and_down_leaves_no_orphans(home: Path) -> None:
     env = _env(home)
     proc, report = _start_up(home, env)
     try:
