@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -376,3 +377,63 @@ def test_names_iceberg_cannot_hold_and_opting_out(
     assert table.table_id not in publisher.due()
     with pytest.raises(firn.ConfigError, match="no table"):
         publisher.publish(f"missing_{unique}")
+
+
+def test_key_bounds_let_engines_skip_files(
+    settings: FirnSettings, shared_catalog: firn.Catalog, conn: Connection, unique: str
+) -> None:
+    table = shared_catalog.create_table(
+        f"t_{unique}",
+        SCHEMA,
+        primary_key=["region", "k"],
+        partition_by=["region"],
+        properties={**PROPERTIES, "base.buckets": 8},
+    )
+    table.upsert(_rows([(r, k, f"v{k}") for r in REGIONS for k in range(400)]))
+    _compact(table)
+    Publisher(conn).publish(table.name)
+    published = iceberg_table(catalog_properties(settings), table.name)
+    every = list(published.scan().plan_files())
+    one = list(published.scan(row_filter="region = 'eu' and k = 7").plan_files())
+    assert 0 < len(one) < len(every) // 3, (len(one), len(every))
+    rows = published.scan(row_filter="region = 'eu' and k = 7").to_arrow().to_pylist()
+    assert rows == [{"region": "eu", "k": 7, "v": "v7", "n": 2}]
+
+
+def test_a_failing_publication_blocks_nothing_and_catches_up(
+    settings: FirnSettings, shared_catalog: firn.Catalog, conn: Connection, unique: str
+) -> None:
+    table = shared_catalog.create_table(
+        f"t_{unique}",
+        SCHEMA,
+        primary_key=["region", "k"],
+        partition_by=["region"],
+        properties=PROPERTIES,
+    )
+    table.upsert(_rows([("eu", 1, "a")]))
+    _compact(table)
+    # The publisher's directory cannot be created: every publication fails.
+    (Path(table.storage.root) / "_iceberg").write_text("in the way")
+    publisher = Publisher(conn)
+    with pytest.raises(firn.StorageError):
+        publisher.publish(table.name)
+    table.upsert(_rows([("eu", 2, "b")]))
+    _compact(table)  # compaction goes on regardless
+    assert table.table_id in publisher.due()
+    error = conn.execute(
+        "SELECT last_error FROM iceberg_publication WHERE table_id = %s", (table.table_id,)
+    ).fetchone()
+    assert error is not None
+    assert "_iceberg" in error[0]
+    (Path(table.storage.root) / "_iceberg").unlink()
+    result = publisher.publish(table.name)  # the next wake-up catches up
+    _check_published(
+        settings,
+        table,
+        result,
+        {
+            ("eu", 1): {"region": "eu", "k": 1, "v": "a", "n": 1},
+            ("eu", 2): {"region": "eu", "k": 2, "v": "b", "n": 1},
+        },
+    )
+    assert table.table_id not in publisher.due()

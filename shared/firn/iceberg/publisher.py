@@ -61,13 +61,14 @@ from firn.catalog.files import files_at, merged_seqs_at
 from firn.catalog.orphans import PUBLISHED_DIR
 from firn.catalog.schemas import definition_at
 from firn.catalog.tables import TableRow, table_named, table_with_id
-from firn.errors import ConfigError, FirnError
+from firn.errors import ConfigError, FirnError, StorageError
 from firn.iceberg import pointers
 from firn.iceberg.names import IcebergName, iceberg_name
 from firn.iceberg.translate import (
     FIRST_PARTITION_FIELD_ID,
     file_uri,
     iceberg_schema,
+    key_bounds,
     partition_record,
     partition_spec,
 )
@@ -209,6 +210,10 @@ class Publisher:
             for attempt in (1, 2):
                 try:
                     return self._publish(row, ident, force)
+                except OSError as exc:  # pyiceberg's file IO: say which table
+                    raise StorageError(
+                        f"cannot write the Iceberg table of {name!r} under {row.location}: {exc}"
+                    ) from exc
                 except PublicationConflict:
                     if attempt == 2:
                         raise
@@ -395,7 +400,13 @@ class Publisher:
             else:
                 listed = _entries(io, old)
                 added = [
-                    data_file(uri, partition, f.record_count, f.size_bytes)
+                    data_file(
+                        uri,
+                        partition,
+                        f.record_count,
+                        f.size_bytes,
+                        key_bounds(definition, schema, f.min_key, f.max_key),
+                    )
                     for uri, f in uris.items()
                     if uri not in listed
                 ]

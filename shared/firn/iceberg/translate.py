@@ -12,16 +12,18 @@ The primary key becomes the schema's identifier fields.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+from pyiceberg.conversions import to_bytes
 from pyiceberg.io.pyarrow import pyarrow_to_schema
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
+from pyiceberg.types import PrimitiveType
 
 from firn.errors import ConfigError
 from firn.model.schema import TableSchema
@@ -92,6 +94,49 @@ def _iceberg_value(text: str | None, type_: pa.DataType) -> Any:
     if isinstance(value, (bool, int, float, Decimal)):
         return value
     raise ConfigError(f"partition values of type {type_} cannot be published to Iceberg")
+
+
+def key_bounds(
+    table: TableSchema, schema: Schema, low: Sequence[Any] | None, high: Sequence[Any] | None
+) -> tuple[dict[int, bytes], dict[int, bytes]]:
+    """A file's column bounds from its key range (the catalog's min/max key), so an
+    engine skips files by key: the first key column is bounded by the range's ends,
+    and each next one too while the ones before are equal at both ends (a leading
+    partition column always is)."""
+    lower: dict[int, bytes] = {}
+    upper: dict[int, bytes] = {}
+    if low is None or high is None:
+        return lower, upper
+    for column, lo, hi in zip(table.primary_key, low, high, strict=False):
+        type_ = table.schema.field(column).type
+        a, b = _bound(lo, type_), _bound(hi, type_)
+        if a is None or b is None:
+            break
+        field = schema.find_field(column)
+        if not isinstance(field.field_type, PrimitiveType):
+            break
+        lower[field.field_id] = to_bytes(field.field_type, a)
+        upper[field.field_id] = to_bytes(field.field_type, b)
+        if lo != hi:
+            break
+    return lower, upper
+
+
+def _bound(value: Any, type_: pa.DataType) -> Any:
+    """A JSON key value (``firn.model.values``) as Iceberg's bound, or None."""
+    if value is None:
+        return None
+    if pa.types.is_integer(type_) or pa.types.is_string(type_) or pa.types.is_date32(type_):
+        return value
+    if pa.types.is_large_string(type_):
+        return value
+    if pa.types.is_decimal(type_):
+        return Decimal(value)
+    if pa.types.is_binary(type_) or pa.types.is_large_binary(type_):
+        return bytes.fromhex(value)
+    if pa.types.is_timestamp(type_) and type_.unit == "us":
+        return value
+    return None  # other units would need rounding outward: no bound
 
 
 def file_uri(root: str, relative: str) -> str:

@@ -106,8 +106,14 @@ def write_position_deletes(
     )
 
 
-def data_file(uri: str, partition: Record, records: int, size: int) -> DataFile:
-    """A Firn base file, referenced in place."""
+def data_file(
+    uri: str,
+    partition: Record,
+    records: int,
+    size: int,
+    bounds: tuple[dict[int, bytes], dict[int, bytes]] = ({}, {}),
+) -> DataFile:
+    """A Firn base file, referenced in place, with column ``bounds`` (lower, upper)."""
     return DataFile.from_args(
         content=DataFileContent.DATA,
         file_path=uri,
@@ -115,6 +121,8 @@ def data_file(uri: str, partition: Record, records: int, size: int) -> DataFile:
         partition=partition,
         record_count=records,
         file_size_in_bytes=size,
+        lower_bounds=bounds[0] or None,
+        upper_bounds=bounds[1] or None,
     )
 
 
