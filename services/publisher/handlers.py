@@ -30,17 +30,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import parse_qsl
 
 import psycopg
-from pyiceberg.io import (
-    S3_ACCESS_KEY_ID,
-    S3_ANONYMOUS,
-    S3_ENDPOINT,
-    S3_REGION,
-    S3_SECRET_ACCESS_KEY,
-    S3_SESSION_TOKEN,
-)
 
 from firn.errors import ServiceError
 from firn.events.compactions import CompactionEvent
@@ -184,32 +175,3 @@ class Publishing:
             log.info("%s: not published: %s", publication.table, publication.message)
         elif publication.outcome == "busy":
             log.debug("%s: another publisher is publishing it", publication.table)
-
-
-def file_io_properties(warehouse: str) -> dict[str, str]:
-    """pyiceberg FileIO properties for an ``s3://`` warehouse whose ``pyarrow.fs``
-    options ride in its query (``?region=...&endpoint_override=...&scheme=http``): the
-    publisher writes its manifests and metadata through pyiceberg, and must reach the
-    same store. Nothing for a local warehouse."""
-    base, _, query = warehouse.partition("?")
-    if not base.startswith("s3://") or not query:
-        return {}
-    options = dict(parse_qsl(query))
-    properties: dict[str, str] = {}
-    if "region" in options:
-        properties[S3_REGION] = options["region"]
-    if "endpoint_override" in options:
-        endpoint = options["endpoint_override"]
-        if "://" not in endpoint:
-            endpoint = f"{options.get('scheme', 'https')}://{endpoint}"
-        properties[S3_ENDPOINT] = endpoint
-    for option, key in (
-        ("access_key", S3_ACCESS_KEY_ID),
-        ("secret_key", S3_SECRET_ACCESS_KEY),
-        ("session_token", S3_SESSION_TOKEN),
-    ):
-        if option in options:
-            properties[key] = options[option]
-    if options.get("anonymous", "").lower() in ("true", "1"):
-        properties[S3_ANONYMOUS] = "true"
-    return properties

@@ -5,10 +5,12 @@ for tables that are behind."""
 
 from __future__ import annotations
 
+from firn.iceberg.properties import io_properties as file_io
 from firn.iceberg.publisher import Publisher
+from firn.iceberg.rest import serve as serve_rest
 from firn.postgres.connection import ReconnectingConnection
 from firn.settings import FirnSettings
-from firn_services.publisher.handlers import Publishing, file_io_properties
+from firn_services.publisher.handlers import Publishing
 from firn_services.runtime import prepare, run_consumer_service
 
 NAME = "publisher"
@@ -17,7 +19,9 @@ NAME = "publisher"
 def main(settings: FirnSettings) -> None:
     context = prepare(NAME, settings)
     db = ReconnectingConnection(settings)
-    io_properties = file_io_properties(settings.warehouse)
+    io_properties = file_io(settings)
+    # The read-only REST catalog, when asked for: one per publisher process.
+    rest = serve_rest(settings) if settings.iceberg_rest_port else None
     try:
         publishing = Publishing(
             lambda: Publisher(
@@ -37,4 +41,6 @@ def main(settings: FirnSettings) -> None:
             idle_every=settings.publisher_sweep_interval,
         )
     finally:
+        if rest is not None:
+            rest.stop()
         db.close()

@@ -230,6 +230,18 @@ class FirnSettings(BaseSettings):
         description="Name of the Iceberg SQL catalog Firn publishes its tables in: the name "
         "readers pass to pyiceberg's load_catalog or Spark's spark.sql.catalog.NAME.",
     )
+    iceberg_rest_host: str = Field(
+        default="127.0.0.1",
+        description="Address the read-only Iceberg REST catalog listens on (0.0.0.0: every "
+        "interface).",
+    )
+    iceberg_rest_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of the read-only Iceberg REST catalog the publisher serves over the "
+        "published tables (0: none); `firn iceberg serve` takes it, or 9181 when 0.",
+    )
     publisher_sweep_interval: Seconds = Field(
         default=5.0,
         description="How often the publisher looks for tables whose Iceberg table is "

@@ -49,7 +49,7 @@ def duckdb_connection() -> duckdb.DuckDBPyConnection:
     conn = duckdb.connect()
     conn.execute("SET autoinstall_known_extensions = false")
     conn.execute("SET autoload_known_extensions = false")
-    for package in ("duckdb_extension_avro", "duckdb_extension_iceberg"):
+    for package in ("duckdb_extension_httpfs", "duckdb_extension_avro", "duckdb_extension_iceberg"):
         conn.execute(f"LOAD '{_extension(package)}'")
     return conn
 

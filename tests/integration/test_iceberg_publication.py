@@ -12,7 +12,11 @@ table changed outside Firn, and names Iceberg cannot hold."""
 
 from __future__ import annotations
 
+import json
 import random
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,19 +25,23 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyiceberg.catalog import load_catalog
 
 import firn
 from firn.catalog.expiry import expire
 from firn.iceberg import pointers
 from firn.iceberg.properties import catalog_properties
 from firn.iceberg.publisher import Publication, Publisher
+from firn.iceberg.rest import RestCatalog, RestServer
 from firn.postgres.connection import Connection, connect
 from firn.settings import FirnSettings
 from tests.integration.iceberg_readers import (
+    duckdb_connection,
     duckdb_rows,
     iceberg_table,
     pyiceberg_rows,
 )
+from tests.integration.service_processes import service_env
 
 SCHEMA = pa.schema(
     [
@@ -437,3 +445,71 @@ def test_a_failing_publication_blocks_nothing_and_catches_up(
         },
     )
     assert table.table_id not in publisher.due()
+
+
+def test_the_rest_catalog_serves_the_published_tables(
+    settings: FirnSettings, shared_catalog: firn.Catalog, conn: Connection, unique: str
+) -> None:
+    table = shared_catalog.create_table(
+        f"rest_{unique}.orders",
+        SCHEMA,
+        primary_key=["region", "k"],
+        partition_by=["region"],
+        properties=PROPERTIES,
+    )
+    table.upsert(_rows([("eu", 1, "a"), ("us", 2, "b")]))
+    _compact(table)
+    table.upsert(_rows([("eu", 1, "c")]))
+    table.delete(pa.table({"region": ["us"], "k": [2]}))
+    _compact(table)
+    result = Publisher(conn).publish(table.name)
+    server = RestServer(
+        RestCatalog(lambda: connect(settings, autocommit=True), "firn"), "127.0.0.1", 0
+    ).start()
+    try:
+        # Any catalog name: the REST catalog is the endpoint, not rows named for it.
+        rest = load_catalog("anything", type="rest", uri=server.url)
+        assert ("rest_" + unique,) in rest.list_namespaces()
+        assert rest.list_tables(f"rest_{unique}") == [(f"rest_{unique}", "orders")]
+        loaded = rest.load_table(table.name)
+        assert loaded.metadata_location == result.metadata_location
+        assert _keyed(loaded.scan().to_arrow()) == _keyed(table.read())
+        assert not rest.table_exists(f"rest_{unique}.missing")
+        with pytest.raises(Exception, match="read-only"):
+            rest.drop_table(table.name)
+        with duckdb_connection() as duck:
+            duck.execute(
+                f"ATTACH '' AS ice (TYPE iceberg, ENDPOINT '{server.url}', "
+                "AUTHORIZATION_TYPE 'none')"
+            )
+            rows = duck.execute(f'SELECT * FROM ice."rest_{unique}".orders').to_arrow_table()
+        assert _keyed(rows) == _keyed(table.read())
+    finally:
+        server.stop()
+
+
+def test_firn_iceberg_serve_runs_the_rest_catalog(
+    settings: FirnSettings, shared_catalog: firn.Catalog, conn: Connection, unique: str
+) -> None:
+    table = shared_catalog.create_table(f"served_{unique}", SCHEMA, primary_key=["region", "k"])
+    table.upsert(_rows([("eu", 1, "a")]))
+    _compact(table)
+    Publisher(conn).publish(table.name)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "firn", "iceberg", "serve", "--port", "0", "--json"],
+        env=service_env(settings),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = json.loads(proc.stdout.readline())["url"]
+        rest = load_catalog("whatever", type="rest", uri=url)
+        assert _keyed(rest.load_table(f"default.served_{unique}").scan().to_arrow()) == _keyed(
+            table.read()
+        )
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+        if proc.stdout is not None:
+            proc.stdout.close()

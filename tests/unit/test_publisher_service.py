@@ -14,8 +14,9 @@ from prometheus_client import REGISTRY
 
 from firn.errors import ConfigError, ServiceError, StorageError
 from firn.events.compactions import CompactionEvent
+from firn.iceberg.properties import file_io_properties
 from firn.iceberg.publisher import Publication
-from firn_services.publisher.handlers import Publishing, file_io_properties
+from firn_services.publisher.handlers import Publishing
 
 
 class FakePublisher:

@@ -1,6 +1,7 @@
-"""``firn iceberg properties|publish|tables``: every Firn table as an Apache Iceberg
+"""``firn iceberg properties|publish|tables|serve``: every Firn table as an Apache Iceberg
 table (``firn.iceberg``).
 
+``serve`` runs a read-only Iceberg REST catalog over them (``firn.iceberg.rest``);
 ``properties`` prints what a reader passes to pyiceberg's ``load_catalog`` (with
 ``--json`` exactly that flat object, a contract for outside tools); ``publish``
 brings tables' Iceberg tables up to their newest snapshot now, as the publisher
@@ -12,15 +13,17 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
+import threading
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from firn.api.catalog import connect
 from firn.catalog.publication import PublicationStatus, publication_statuses
-from firn.commands.output import Grid, Output, duration, grid, size
+from firn.commands.output import Grid, Output, duration, grid, int_between, size
 from firn.errors import ConfigError
 from firn.iceberg.names import iceberg_name
-from firn.iceberg.properties import catalog_properties
+from firn.iceberg.properties import catalog_properties, io_properties
 from firn.settings import FirnSettings
 
 
@@ -64,6 +67,45 @@ def add_commands(
         help="per table: Iceberg identifier, metadata file, what was published and when",
     )
     tables.set_defaults(run=show_tables)
+
+    serve = family.add_parser(
+        "serve",
+        parents=[common],
+        help="serve a read-only Iceberg REST catalog of the published tables until Ctrl-C",
+    )
+    serve.add_argument(
+        "--port",
+        type=int_between(0, 65535),
+        help="port (default FIRN_ICEBERG_REST_PORT, or 9181 when that is 0; 0: a free one)",
+    )
+    serve.set_defaults(run=run_serve)
+
+
+# -- serve ----------------------------------------------------------------------------
+
+DEFAULT_REST_PORT = 9181
+
+
+def run_serve(args: argparse.Namespace, settings: FirnSettings) -> int:
+    from firn.iceberg.rest import serve  # pyiceberg loads only for this command
+
+    port = args.port if args.port is not None else settings.iceberg_rest_port or DEFAULT_REST_PORT
+    server = serve(settings.with_local_stack(), port)
+    if args.json:
+        print(json.dumps({"url": server.url, "catalog": settings.iceberg_catalog}), flush=True)
+    else:
+        print(
+            f"firn: Iceberg REST catalog at {server.url} (read-only; e.g. "
+            f'load_catalog("firn", type="rest", uri="{server.url}")); Ctrl-C stops it',
+            flush=True,
+        )
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
 
 
 # -- properties -----------------------------------------------------------------------
@@ -114,7 +156,11 @@ def run_publish(args: argparse.Namespace, settings: FirnSettings) -> Output:
         names = list(dict.fromkeys(args.tables))
         for name in names:
             catalog.table(name)  # ConfigError before anything is published
-        publisher = Publisher(catalog.conn, catalog=settings.iceberg_catalog)
+        publisher = Publisher(
+            catalog.conn,
+            catalog=settings.iceberg_catalog,
+            io_properties=io_properties(settings),
+        )
         by_id = {s.table_id: s.table for s in publication_statuses(catalog.conn)}
         if names:
             targets: list[str | int] = list(names)
