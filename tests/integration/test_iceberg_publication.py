@@ -513,3 +513,45 @@ def test_firn_iceberg_serve_runs_the_rest_catalog(
         assert proc.wait(timeout=20) == 0
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_files_lacking_a_defaulted_column_are_published_as_copies(
+    settings: FirnSettings, shared_catalog: firn.Catalog, conn: Connection, unique: str
+) -> None:
+    table = shared_catalog.create_table(
+        f"t_{unique}",
+        SCHEMA,
+        primary_key=["region", "k"],
+        partition_by=["region"],
+        properties={**PROPERTIES, "schema.rewrite-ratio": 0},
+    )
+    table.upsert(_rows([("eu", k, f"v{k}") for k in range(50)] + [("us", 1, "x")]))
+    _compact(table)
+    publisher = Publisher(conn)
+    publisher.publish(table.name)
+    with table.update_schema() as update:
+        update.add_column("tier", pa.string(), default="basic")
+    table.refresh()
+    table.upsert(
+        pa.table(
+            {
+                "region": ["eu"],
+                "k": [3],
+                "v": ["new"],
+                "n": pa.array([3], pa.int32()),
+                "tier": ["gold"],
+            }
+        )
+    )
+    _compact(table)  # folds key 3: a vector on the old eu file, which lacks `tier`
+    result = publisher.publish(table.name)
+    expected = _keyed(table.read())
+    assert expected[("eu", 4)]["tier"] == "basic"
+    props = catalog_properties(settings)
+    assert _keyed(pyiceberg_rows(props, table.name)) == expected
+    assert _keyed(duckdb_rows(result.metadata_location or "")) == expected
+    copies = [p for p in (f.path for f in table.storage.walk("_iceberg")) if "/data/" in p]
+    assert copies, "no rewritten copy was published"
+    again = publisher.publish(table.name, force=True)  # nothing changed: copies reused
+    assert again.bytes_written < result.bytes_written
+    assert _keyed(pyiceberg_rows(props, table.name)) == expected

@@ -42,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 from pyiceberg.io import FileIO, load_file_io
-from pyiceberg.manifest import ManifestEntry, ManifestFile, write_manifest_list
+from pyiceberg.manifest import DataFile, ManifestEntry, ManifestFile, write_manifest_list
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.serializers import FromInputFile, ToOutputFile
@@ -56,11 +56,13 @@ from pyiceberg.table.snapshots import (
     Summary,
 )
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.typedef import Record
 
 from firn.catalog.files import files_at, merged_seqs_at
 from firn.catalog.orphans import PUBLISHED_DIR
 from firn.catalog.schemas import definition_at
 from firn.catalog.tables import TableRow, table_named, table_with_id
+from firn.engine.scan import scan_base
 from firn.errors import ConfigError, FirnError, StorageError
 from firn.iceberg import pointers
 from firn.iceberg.names import IcebergName, iceberg_name
@@ -69,12 +71,15 @@ from firn.iceberg.translate import (
     file_uri,
     iceberg_schema,
     key_bounds,
+    lacks_defaults,
     partition_record,
     partition_spec,
 )
 from firn.iceberg.writing import (
+    COPIES_DIR,
     FILE_PATH_ID,
     ManifestName,
+    copy_name,
     data_file,
     delete_file_name,
     digest,
@@ -391,13 +396,23 @@ class Publisher:
         for key, base_files in sorted(by_partition.items()):
             tag = partition_tag(key)
             partition = partition_record(definition, values[key])
+            # Files lacking a defaulted column are published as rewritten copies (with
+            # their vector applied); the rest are referenced in place.
+            copied = [f for f in base_files if lacks_defaults(definition, f.schema_id)]
+            base_files = [f for f in base_files if f not in copied]
             uris = {file_uri(storage.root, f.path): f for f in base_files}
-            name = ManifestName(tag, "d", digest(uris))
+            sources = {
+                digest([f.path, f.deletion_vector.path if f.deletion_vector else ""]): f
+                for f in copied
+            }
+            name = ManifestName(tag, "d", digest([*uris, *sources]))
             old = previous.get((tag, "d"))
             if old is not None and ManifestName.parse(old.manifest_path) == name:
                 plan.manifests.append(old)
-                plan.used.append(_relative(storage, old.manifest_path))
+                plan.owners.append(_relative(storage, old.manifest_path))
             else:
+                path = _manifest_path(location, name)
+                owner = _relative(storage, path)
                 listed = _entries(io, old)
                 added = [
                     data_file(
@@ -410,14 +425,43 @@ class Publisher:
                     for uri, f in uris.items()
                     if uri not in listed
                 ]
+                kept_copies = {
+                    _vector_digest(uri): e
+                    for uri, e in listed.items()
+                    if _vector_digest(uri) in sources and _relative_or_none(storage, uri)
+                }
+                for source, f in sources.items():
+                    if source not in kept_copies:
+                        added.append(
+                            self._copy(
+                                tid,
+                                storage,
+                                definition,
+                                schema,
+                                f,
+                                partition,
+                                sequence,
+                                owner,
+                                plan,
+                            )
+                        )
                 existing = [e for uri, e in listed.items() if uri in uris]
-                removed = [e for uri, e in listed.items() if uri not in uris]
+                existing += list(kept_copies.values())
+                pointers.use_files(
+                    conn,
+                    tid,
+                    [_relative(storage, e.data_file.file_path) for e in kept_copies.values()],
+                    sequence,
+                    owner=owner,
+                )
+                keep = set(uris) | {e.data_file.file_path for e in kept_copies.values()}
+                removed = [e for uri, e in listed.items() if uri not in keep]
                 plan.manifests.append(
                     self._manifest(
                         tid,
                         storage,
                         io,
-                        _manifest_path(location, name),
+                        path,
                         spec,
                         schema,
                         snapshot_id,
@@ -501,6 +545,33 @@ class Publisher:
             )
             plan.rewritten.add(key)
         return plan
+
+    def _copy(
+        self,
+        table_id: int,
+        storage: Storage,
+        definition: TableSchema,
+        schema: Schema,
+        f: FileEntry,
+        partition: Record,
+        sequence: int,
+        owner: str,
+        plan: _Plan,
+    ) -> DataFile:
+        """Publish a rewritten copy of base file ``f``: its live rows in the current
+        schema (defaults filled in, hidden rows left out)."""
+        relative = copy_name(f.path, f.deletion_vector.path if f.deletion_vector else None)
+        pointers.use_files(self.conn, table_id, [relative], sequence, owner=owner)
+        rows = scan_base(storage, definition, [f])
+        size = storage.write_parquet(relative, rows)
+        plan.bytes += size
+        return data_file(
+            file_uri(storage.root, relative),
+            partition,
+            rows.num_rows,
+            size,
+            key_bounds(definition, schema, f.min_key, f.max_key),
+        )
 
     def _manifest(
         self,
@@ -631,6 +702,12 @@ def _positions(storage: Storage, entries: Sequence[ManifestEntry]) -> npt.NDArra
         for e in entries
     ]
     return np.sort(np.concatenate(parts)).astype(np.int64)
+
+
+def _relative_or_none(storage: Storage, uri: str) -> str | None:
+    """``uri`` relative to the table when it is a copy the publisher wrote."""
+    prefix = file_uri(storage.root, COPIES_DIR) + "/"
+    return uri[len(file_uri(storage.root, "")) + 1 :] if uri.startswith(prefix) else None
 
 
 def _vector_digest(delete_uri: str) -> str:

@@ -26,7 +26,7 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import PrimitiveType
 
 from firn.errors import ConfigError
-from firn.model.schema import TableSchema
+from firn.model.schema import TableSchema, field_id
 
 FIRST_PARTITION_FIELD_ID = 1000
 """Iceberg's first partition field id (``PARTITION_FIELD_ID_START``)."""
@@ -137,6 +137,16 @@ def _bound(value: Any, type_: pa.DataType) -> Any:
     if pa.types.is_timestamp(type_) and type_.unit == "us":
         return value
     return None  # other units would need rounding outward: no bound
+
+
+def lacks_defaults(table: TableSchema, schema_id: int) -> bool:
+    """Whether files of version ``schema_id`` lack a column with a default other than
+    null: Firn reads them with the default, an Iceberg v2 reader would read null (v2
+    has no initial defaults), so the publisher publishes a rewritten copy of them."""
+    if schema_id == table.schema_id:
+        return False
+    ids = {field_id(f) for f in table.version_schema(schema_id)}
+    return any(field_id(f) not in ids and table.default(f.name) is not None for f in table.schema)
 
 
 def file_uri(root: str, relative: str) -> str:

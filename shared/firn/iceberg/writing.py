@@ -50,6 +50,7 @@ POSITION_DELETE_SCHEMA = pa.schema(
 )
 METADATA_DIR = f"{PUBLISHED_DIR}/metadata"
 DELETES_DIR = f"{PUBLISHED_DIR}/deletes"
+COPIES_DIR = f"{PUBLISHED_DIR}/data"
 
 
 def digest(parts: Iterable[str]) -> str:
@@ -104,6 +105,11 @@ def write_position_deletes(
         lower_bounds={FILE_PATH_ID: bound},
         upper_bounds={FILE_PATH_ID: bound},
     )
+
+
+def copy_name(data_path: str, vector_path: str | None) -> str:
+    """A new published copy of a base file (with its vector applied)."""
+    return f"{COPIES_DIR}/{digest([data_path, vector_path or ''])}-{uuid.uuid4().hex[:12]}.parquet"
 
 
 def data_file(
