@@ -173,11 +173,9 @@ class CatalogReader:
         if properties is None:
             return []
         with self._lock:
-            states = partition_states(self.catalog.conn, table_id, properties)
+            states = partition_states(self.catalog.conn, table_id, properties, partition_key)
         updates = []
         for key, state in states.items():
-            if partition_key is not None and key != partition_key:
-                continue
             update = _update("reading", table, table_id, key)
             update["reading"] = {
                 "snapshot_id": state.snapshot_id,

@@ -22,7 +22,7 @@ WITH live AS (
     SELECT f.partition_key, f.store, f.file_type, f.node_m, f.node_i, f.seq, f.size_bytes,
            f.store = 'change' AND f.seq > p.max_merged_seq AS unmerged
     FROM data_file f JOIN catalog_partition p USING (table_id, partition_key)
-    WHERE f.table_id = %(table)s AND f.removed_snapshot IS NULL
+    WHERE f.table_id = %(table)s AND f.removed_snapshot IS NULL {only_files}
 ), per_node AS (
     SELECT partition_key, max(n) AS busiest FROM (
         SELECT partition_key, count(DISTINCT seq) AS n FROM live WHERE unmerged
@@ -46,7 +46,7 @@ SELECT p.partition_key,
 FROM catalog_partition p
 LEFT JOIN live l USING (partition_key)
 LEFT JOIN per_node n USING (partition_key)
-WHERE p.table_id = %(table)s
+WHERE p.table_id = %(table)s {only_partition}
 GROUP BY p.partition_key, p.last_major_at, p.max_seq, p.max_merged_seq
 ORDER BY p.partition_key
 """
@@ -78,11 +78,20 @@ def partition_metrics(
 
 
 def partition_states(
-    conn: Connection, table_id: int, properties: TableProperties
+    conn: Connection,
+    table_id: int,
+    properties: TableProperties,
+    partition_key: str | None = None,
 ) -> dict[str, PartitionState]:
-    """Every partition's metrics and read positions as of now."""
+    """Every partition's metrics and read positions as of now; only ``partition_key``'s
+    when given (a compaction event's reading costs its partition, not the table)."""
     small, buckets = properties.small_file_threshold, properties.base_buckets
-    rows = conn.execute(_QUERY, {"table": table_id, "small": small, "buckets": buckets}).fetchall()
+    query = _QUERY.format(
+        only_files="" if partition_key is None else "AND f.partition_key = %(part)s",
+        only_partition="" if partition_key is None else "AND p.partition_key = %(part)s",
+    )
+    params = {"table": table_id, "small": small, "buckets": buckets, "part": partition_key}
+    rows = conn.execute(query, params).fetchall()
     return {
         row[0]: PartitionState(
             metrics=_metrics(row[1:10]),
