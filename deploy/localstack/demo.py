@@ -52,6 +52,7 @@ from firn.catalog.progress import (
 from firn.errors import ConfigError, FirnError
 from firn.model.properties import TableProperties
 
+from .publication import PublicationCheck
 from .workload import (
     PARTITION_BY,
     PRIMARY_KEY,
@@ -229,10 +230,15 @@ class DemoResult:
     """Seconds those commits waited, in all."""
     error: str | None = None
     """Why producing stopped early, if it did."""
+    publication: PublicationCheck | None = None
+    """The Iceberg publication during the run (``publication.py``); None: not checked."""
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.check.matches
+        """No error, the table equals the model, and the published Iceberg table does
+        not differ from it (one that could not be compared is no failure)."""
+        published = self.publication is None or self.publication.matches is not False
+        return self.error is None and self.check.matches and published
 
 
 def open_demo_table(catalog: Catalog, name: str, properties: dict[str, Any] | None = None) -> Table:

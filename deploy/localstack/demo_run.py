@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, Any
 
 import firn
@@ -22,6 +22,7 @@ from firn.commands.output import columns
 from firn.settings import FirnSettings
 
 from .demo import DemoOptions, DemoProducer, DemoResult, Progress, format_progress
+from .publication import CATCH_UP_SECONDS, check_publication
 from .usage import Usage, delta, read_all
 
 MiB = 1 << 20
@@ -44,6 +45,7 @@ def run_demo(
     def pids() -> dict[str, int]:
         return {**processes(), "producer": os.getpid()}
 
+    began = time.monotonic()
     with firn.connect(settings=settings) as catalog:
         producer = DemoProducer(catalog, options)
         _say(
@@ -64,10 +66,27 @@ def run_demo(
             printer.close()
         _say("stopped producing; checking the table against the model", as_json)
         result = producer.finish()
+        _say(
+            "waiting for the published Iceberg table to show the newest compaction "
+            f"(at most {CATCH_UP_SECONDS:g}s)",
+            as_json,
+        )
+        publication = check_publication(
+            settings,
+            catalog,
+            producer.table,
+            producer.start_snapshot,
+            window=time.monotonic() - began,
+        )
+        result = replace(result, publication=publication)
     data = summary_data(result, options.table, idle, load)
     print(json.dumps(data) if as_json else summary_text(data), flush=True)
     if not result.ok and not as_json:
-        problem = result.error or "the table differs from the reference model"
+        problem = result.error or (
+            "the table differs from the reference model"
+            if not result.check.matches
+            else "the published Iceberg table differs from the table"
+        )
         print(f"firn: error: {problem}", file=sys.stderr, flush=True)
     return 0 if result.ok else 1
 
@@ -151,6 +170,7 @@ def summary_data(
             if load is None
             else {"seconds": round(load.seconds, 1), "processes": load.as_dict()},
         },
+        "publication": None if result.publication is None else result.publication.as_dict(),
         "error": result.error,
     }
 
@@ -172,6 +192,7 @@ def summary_text(data: dict[str, Any]) -> str:
         f"  compaction   {_work_text(data['compaction_work'])}",
         *_stall_text(data["back_pressure"]),
         f"  model check  {_check_text(data['model_check'])}",
+        f"  published    {_publication_text(data.get('publication'))}",
     ]
     if data["error"]:
         lines.append(f"  error        {data['error']}")
@@ -227,6 +248,38 @@ def _check_text(check: dict[str, Any]) -> str:
         f"{check['unexpected']} unexpected, {check['different']} different "
         f"(e.g. order ids {', '.join(map(str, check['examples']))})"
     )
+
+
+def _publication_text(publication: dict[str, Any] | None) -> str:
+    if publication is None:
+        return "not checked"
+    n = publication["publications"]
+    if n:
+        published = (
+            f"{n} Iceberg snapshot{'s' if n != 1 else ''}, "
+            f"lag median {publication['lag_p50_s']:.1f}s, p95 {publication['lag_p95_s']:.1f}s, "
+            f"max {publication['lag_max_s']:.1f}s"
+        )
+    else:
+        published = "no Iceberg snapshot published during the run"
+    snapshot = publication["firn_snapshot"]
+    differences = publication["differences"]
+    if publication["matches"]:
+        rows = publication["rows"]
+        verdict = (
+            f"published table equals the table ({rows:,} rows, as folded at snapshot {snapshot})"
+        )
+    elif publication["matches"] is False and differences is not None:
+        examples = ", ".join(map(str, differences["examples"]))
+        verdict = (
+            f"published table DIFFERS from the table as folded at snapshot {snapshot}: "
+            f"{differences['expected_rows']:,} rows expected, {publication['rows']:,} read; "
+            f"{differences['missing']} missing, {differences['unexpected']} unexpected, "
+            f"{differences['different']} different (e.g. order ids {examples})"
+        )
+    else:
+        verdict = f"published table not compared: {publication['error'] or 'no reason given'}"
+    return f"{published}; {verdict}"
 
 
 def _resources_text(resources: dict[str, Any]) -> list[str]:

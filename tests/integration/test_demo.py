@@ -14,9 +14,12 @@ import pytest
 
 import firn
 from firn.catalog.progress import commit_points
+from firn.catalog.publication import newest_change
+from firn.iceberg.publisher import Publisher
 from firn.settings import FirnSettings
 from firn_localstack.demo import DEMO_PROPERTIES, DemoOptions, DemoProducer, Progress
 from firn_localstack.demo_run import summary_data, summary_text
+from firn_localstack.publication import check_publication
 from firn_localstack.workload import DAYS
 
 OPTIONS = DemoOptions(rate=20.0, keys=300, batch=40, delete_ratio=0.2, idle_seconds=0, seed=11)
@@ -106,6 +109,47 @@ def test_every_key_distribution_keeps_the_table_equal_to_the_model(
     progress = shown[-1].as_dict()
     assert progress["base_rows"] > 0
     assert progress["runs_per_node"]["mean"] >= 1
+
+
+def test_the_published_iceberg_table_is_compared_with_the_table(
+    catalog: firn.Catalog, settings: FirnSettings
+) -> None:
+    producer = DemoProducer(catalog, OPTIONS)
+    producer.run(threading.Event(), duration=1.0, show=lambda _: None)
+    firn.compact(producer.table, engine="local")
+    publisher = Publisher(catalog.conn, catalog=settings.iceberg_catalog)
+    assert publisher.publish(OPTIONS.table).outcome == "published"
+    # Commits after the compaction are not published (nor waited for): the published
+    # table is compared with the table as folded at the snapshot it shows.
+    producer.run(threading.Event(), duration=0.5, show=lambda _: None)
+    check = check_publication(
+        settings, catalog, producer.table, producer.start_snapshot, window=60.0, timeout=5.0
+    )
+    assert check.error is None, check
+    assert check.matches is True
+    assert check.firn_snapshot == newest_change(catalog.conn, producer.table.table_id)
+    assert check.check is not None
+    assert check.check.actual_rows > 0
+    assert check.publications == 1
+    assert check.lag_max is not None
+    assert check.lag_max >= 0
+    assert check.lag_p50 == check.lag_p95 == check.lag_max  # one publication
+    result = replace(producer.finish(), publication=check)
+    assert result.ok, result
+    text = summary_text(summary_data(result, OPTIONS.table, None, None))
+    assert "published    1 Iceberg snapshot, lag median" in text
+    assert "published table equals the table" in text
+
+    # A compaction the publisher has not seen: the check waits, then says so.
+    firn.compact(producer.table, engine="local")
+    late = check_publication(
+        settings, catalog, producer.table, producer.start_snapshot, window=60.0, timeout=1.0
+    )
+    assert late.matches is None
+    assert late.error is not None
+    assert "did not show the newest compaction" in late.error
+    assert late.firn_snapshot == check.firn_snapshot
+    assert late.publications == 1
 
 
 def test_a_kept_demo_table_is_checked_from_its_current_contents(catalog: firn.Catalog) -> None:

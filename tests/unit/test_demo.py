@@ -32,6 +32,7 @@ from firn.errors import ConfigError
 from firn_localstack import usage
 from firn_localstack.demo import DemoOptions, DemoResult, Progress, format_progress
 from firn_localstack.demo_run import ProgressPrinter, ResourceWindow, summary_data, summary_text
+from firn_localstack.publication import PublicationCheck
 from firn_localstack.workload import DISTRIBUTIONS, ModelCheck
 
 T0 = dt.datetime(2024, 6, 1, 12, 0, tzinfo=dt.UTC)
@@ -196,6 +197,11 @@ def test_summary_data_and_text_agree() -> None:
         ),
         stalled=3,
         stall_seconds=4.25,
+        publication=PublicationCheck.of_lags(
+            [2.0, 1.5, 3.25, 9.5, 2.5],
+            firn_snapshot=812,
+            check=ModelCheck(9012, 9012, missing=0, unexpected=0, different=0),
+        ),
     )
     idle = ResourceWindow(10.0, {"planner": _usage(1.0, 90, 95)}, {"planner": _usage(1.5, 91, 96)})
     load = ResourceWindow(
@@ -244,6 +250,21 @@ def test_summary_data_and_text_agree() -> None:
     assert any(line.split()[:3] == ["planner", "0.5", "0.05"] for line in text.splitlines())
     assert data["back_pressure"] == {"stalled_commits": 3, "stall_seconds": 4.2}
     assert "stalls       3 commits waited for compaction, 4.2s in all" in text
+    assert data["publication"] == {
+        "publications": 5,
+        "lag_p50_s": 2.5,
+        "lag_p95_s": 9.5,
+        "lag_max_s": 9.5,
+        "matches": True,
+        "firn_snapshot": 812,
+        "rows": 9012,
+        "differences": None,
+        "error": None,
+    }
+    assert (
+        "  published    5 Iceberg snapshots, lag median 2.5s, p95 9.5s, max 9.5s; "
+        "published table equals the table (9,012 rows, as folded at snapshot 812)"
+    ) in text.splitlines()
 
     bad = DemoResult(
         seconds=1.0,
@@ -263,6 +284,75 @@ def test_summary_data_and_text_agree() -> None:
     assert "not measured" in text
     assert "compaction   no task finished yet" in text
     assert "stalls" not in text, "a run that never waited says nothing of stalls"
+    assert data["publication"] is None
+    assert "  published    not checked" in text.splitlines()
+
+
+def _published(publication: PublicationCheck) -> tuple[DemoResult, str]:
+    result = DemoResult(
+        seconds=10.0,
+        commits=20,
+        rows=2000,
+        applied={"insert": 2000},
+        reading=READING,
+        latency=LatencySummary(compacted=0, waiting=20),
+        check=ModelCheck(2000, 2000, missing=0, unexpected=0, different=0),
+        written=WrittenBytes(committed=0, compacted=0),
+        publication=publication,
+    )
+    data = summary_data(result, "demo.orders", None, None)
+    line = next(x for x in summary_text(data).splitlines() if x.startswith("  published "))
+    return result, line
+
+
+def test_a_published_table_that_differs_fails_the_demo() -> None:
+    differs = PublicationCheck.of_lags(
+        [4.0],
+        firn_snapshot=31,
+        check=ModelCheck(2000, 1999, missing=2, unexpected=1, different=3, examples=(5, 8)),
+    )
+    result, line = _published(differs)
+    assert result.ok is False
+    assert summary_data(result, "demo.orders", None, None)["publication"]["differences"] == {
+        "expected_rows": 2000,
+        "missing": 2,
+        "unexpected": 1,
+        "different": 3,
+        "examples": [5, 8],
+    }
+    assert line == (
+        "  published    1 Iceberg snapshot, lag median 4.0s, p95 4.0s, max 4.0s; "
+        "published table DIFFERS from the table as folded at snapshot 31: 2,000 rows "
+        "expected, 1,999 read; 2 missing, 1 unexpected, 3 different (e.g. order ids 5, 8)"
+    )
+
+
+def test_a_publication_that_could_not_be_compared_says_why_and_fails_nothing() -> None:
+    behind = PublicationCheck.of_lags(
+        [],
+        firn_snapshot=7,
+        error="the Iceberg table demo.orders did not show the newest compaction "
+        "(snapshot 40) within 30s: it shows snapshot 7",
+    )
+    result, line = _published(behind)
+    assert result.ok is True
+    data = summary_data(result, "demo.orders", None, None)["publication"]
+    assert data["matches"] is None
+    assert data["lag_p95_s"] is None
+    assert data["publications"] == 0
+    assert line == (
+        "  published    no Iceberg snapshot published during the run; published table not "
+        "compared: the Iceberg table demo.orders did not show the newest compaction "
+        "(snapshot 40) within 30s: it shows snapshot 7"
+    )
+
+
+def test_publication_lags_are_nearest_rank_percentiles() -> None:
+    lags = [float(n) for n in range(1, 21)]  # 1 .. 20 seconds
+    check = PublicationCheck.of_lags(lags)
+    assert (check.publications, check.lag_p50, check.lag_p95, check.lag_max) == (20, 10, 19, 20)
+    assert check.matches is None
+    assert check.as_dict()["rows"] is None
 
 
 # -- process usage through psutil -------------------------------------------------

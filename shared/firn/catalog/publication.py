@@ -165,6 +165,18 @@ def publication_lags(
     ]
 
 
+def newest_change(conn: Connection, table_id: int) -> int:
+    """The table's newest compaction, load or schema snapshot (0 when it has none):
+    what its Iceberg table shows (its current snapshot's ``firn.snapshot``, or a later
+    one) once the publication has caught up."""
+    row = conn.execute(
+        "SELECT coalesce(max(snapshot_id), 0) FROM snapshot "
+        "WHERE table_id = %s AND kind <> 'commit'",
+        (table_id,),
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
 def _seconds(value: Any) -> float | None:
     return None if value is None else max(0.0, float(value))
 
