@@ -100,6 +100,9 @@ DEFAULT_CATALOG = "firn"
 ``load_catalog`` (``firn iceberg properties`` prints the rest)."""
 LOCK_CLASS = 0x46524E49
 """First key of the per-table advisory lock ("FRNI")."""
+UNPUBLISHED_RETRY_SECONDS = 60
+"""How long a table whose first publication failed or was refused waits before a
+sweep tries it again (a compaction event tries it at once)."""
 METADATA_LOG_KEPT = 20
 """Earlier metadata files listed in a new one's metadata log."""
 
@@ -163,14 +166,18 @@ class Publisher:
     # -- which tables ----------------------------------------------------------------
 
     def due(self) -> list[int]:
-        """Tables whose published view is behind: never published, or a compaction,
-        load or schema change since the last publication (producer commits alone do
-        not change what is published), or publication turned off but still listed."""
+        """Tables whose published view is behind: never published (but not those whose
+        first publication failed or was refused in the last
+        ``UNPUBLISHED_RETRY_SECONDS``: a refused name stays refused until renamed),
+        or a compaction, load or schema change since the last publication (producer
+        commits alone do not change what is published), or publication turned off but
+        still listed."""
         publish = "coalesce((t.properties->>'iceberg.publish')::boolean, true)"
         rows = self.conn.execute(
             "SELECT t.table_id FROM catalog_table t "
             "LEFT JOIN iceberg_publication p ON p.table_id = t.table_id "
-            f"WHERE (p.metadata_location IS NULL AND {publish}) "
+            f"WHERE (p.metadata_location IS NULL AND {publish} AND (p.error_at IS NULL "
+            f"OR p.error_at < now() - make_interval(secs => {UNPUBLISHED_RETRY_SECONDS}))) "
             "OR (p.metadata_location IS NOT NULL AND (NOT " + publish + " OR EXISTS ("
             "SELECT 1 FROM snapshot s WHERE s.table_id = t.table_id "
             "AND s.snapshot_id > p.firn_snapshot AND s.kind <> 'commit'))) "
