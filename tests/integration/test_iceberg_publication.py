@@ -17,6 +17,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -558,3 +559,43 @@ def test_files_lacking_a_defaulted_column_are_published_as_copies(
     again = publisher.publish(table.name, force=True)  # nothing changed: copies reused
     assert again.bytes_written < result.bytes_written
     assert _keyed(pyiceberg_rows(props, table.name)) == expected
+
+
+def test_a_quiet_tables_replaced_snapshots_expire_and_release_firns_files(
+    settings: FirnSettings, shared_catalog: firn.Catalog, conn: Connection, unique: str
+) -> None:
+    table = shared_catalog.create_table(
+        f"t_{unique}",
+        SCHEMA,
+        primary_key=["region", "k"],
+        partition_by=["region"],
+        properties={**PROPERTIES, "iceberg.snapshot-retention": 1},
+    )
+    publisher = Publisher(conn)
+    props = catalog_properties(settings)
+    published: list[Publication] = []
+    for value in ("a", "b"):  # the second fold replaces the first one's base file
+        table.upsert(_rows([("eu", k, value) for k in range(20)]))
+        _compact(table)
+        published.append(publisher.publish(table.name))
+    first = iceberg_table(props, table.name).scan(snapshot_id=published[0].iceberg_snapshot)
+    shown = {task.file.file_path.removeprefix("file://") for task in first.plan_files()}
+    expire(conn, table.name)  # Firn's retention is 0 s, but the first publication pins
+    assert all(Path(path).exists() for path in shown)
+    assert _keyed(first.to_arrow()) == {
+        ("eu", k): {"region": "eu", "k": k, "v": "a", "n": 1} for k in range(20)
+    }
+    time.sleep(1.5)  # the first snapshot was replaced more than the retention ago
+    assert table.table_id in publisher.due()
+    expired = publisher.publish(table.name)  # nothing new: its snapshots expire
+    assert expired.outcome == "expired"
+    assert expired.removed_files > 0
+    current = iceberg_table(props, table.name)
+    assert [s.snapshot_id for s in current.snapshots()] == [published[1].iceberg_snapshot]
+    assert _keyed(current.scan().to_arrow()) == _keyed(table.read())
+    released = expire(conn, table.name)  # now Firn's expiry deletes what only it showed
+    assert released.files > 0
+    assert not all(Path(path).exists() for path in shown)
+    assert _keyed(pyiceberg_rows(props, table.name)) == _keyed(table.read())
+    assert table.table_id not in publisher.due()
+    assert publisher.publish(table.name).outcome == "unchanged"

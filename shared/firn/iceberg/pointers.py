@@ -110,6 +110,14 @@ def record_publication(
     )
 
 
+def record_location(conn: Connection, table_id: int, metadata_location: str) -> None:
+    """The table's Iceberg metadata moved without a new publication (snapshots expired)."""
+    conn.execute(
+        "UPDATE iceberg_publication SET metadata_location = %s WHERE table_id = %s",
+        (metadata_location, table_id),
+    )
+
+
 def record_error(
     conn: Connection, table_id: int, catalog: str, name: IcebergName | None, error: str
 ) -> None:

@@ -90,6 +90,7 @@ from firn.iceberg.writing import (
 from firn.io.deletion_vectors import read_positions
 from firn.io.storage import Storage
 from firn.model.files import FileEntry
+from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
 from firn.postgres.connection import Connection
 
@@ -100,13 +101,14 @@ DEFAULT_CATALOG = "firn"
 ``load_catalog`` (``firn iceberg properties`` prints the rest)."""
 LOCK_CLASS = 0x46524E49
 """First key of the per-table advisory lock ("FRNI")."""
+DEFAULT_RETENTION = TableProperties.parse(None).iceberg_snapshot_retention
 UNPUBLISHED_RETRY_SECONDS = 60
 """How long a table whose first publication failed or was refused waits before a
 sweep tries it again (a compaction event tries it at once)."""
 METADATA_LOG_KEPT = 20
 """Earlier metadata files listed in a new one's metadata log."""
 
-Outcome = Literal["published", "unchanged", "disabled", "busy", "refused"]
+Outcome = Literal["published", "expired", "unchanged", "disabled", "busy", "refused"]
 
 
 class PublicationConflict(FirnError):
@@ -170,8 +172,9 @@ class Publisher:
         first publication failed or was refused in the last
         ``UNPUBLISHED_RETRY_SECONDS``: a refused name stays refused until renamed),
         or a compaction, load or schema change since the last publication (producer
-        commits alone do not change what is published), or publication turned off but
-        still listed."""
+        commits alone do not change what is published), or a published snapshot
+        replaced longer ago than its retention (it expires), or publication turned off
+        but still listed."""
         publish = "coalesce((t.properties->>'iceberg.publish')::boolean, true)"
         rows = self.conn.execute(
             "SELECT t.table_id FROM catalog_table t "
@@ -180,7 +183,11 @@ class Publisher:
             f"OR p.error_at < now() - make_interval(secs => {UNPUBLISHED_RETRY_SECONDS}))) "
             "OR (p.metadata_location IS NOT NULL AND (NOT " + publish + " OR EXISTS ("
             "SELECT 1 FROM snapshot s WHERE s.table_id = t.table_id "
-            "AND s.snapshot_id > p.firn_snapshot AND s.kind <> 'commit'))) "
+            "AND s.snapshot_id > p.firn_snapshot AND s.kind <> 'commit') OR EXISTS ("
+            "SELECT 1 FROM iceberg_snapshot a JOIN iceberg_snapshot b ON b.table_id = a.table_id "
+            "AND b.sequence_number > a.sequence_number WHERE a.table_id = t.table_id "
+            "AND b.published_at < now() - make_interval(secs => coalesce((t.properties->>"
+            "'iceberg.snapshot-retention')::float, " + str(DEFAULT_RETENTION) + "))))) "
             "ORDER BY t.table_id"
         ).fetchall()
         return [int(tid) for (tid,) in rows]
@@ -269,7 +276,7 @@ class Publisher:
         since = mine.firn_snapshot if mine and not outside else 0
         waiting = _oldest_change(conn, tid, since, snapshot)
         if mine and not outside and not force and waiting is None:
-            return Publication(name, "unchanged", str(ident), firn_snapshot=mine.firn_snapshot)
+            return self._expire(row, ident, mine)
         storage = Storage(row.location)
         location = file_uri(storage.root, PUBLISHED_DIR)
         io = self._io(location)
@@ -374,6 +381,69 @@ class Publisher:
             bytes_written=plan.bytes,
             lag_seconds=lag,
             changed_outside=outside and mine is not None,
+            removed_files=removed,
+        )
+
+    def _expire(self, row: TableRow, ident: IcebergName, mine: pointers.Published) -> Publication:
+        """Nothing new to publish: drop the snapshots replaced longer ago than
+        ``iceberg.snapshot-retention`` (a quiet table's too, so Firn's expiry is not
+        held back by them forever), with a new metadata file and no new snapshot."""
+        conn, tid, name = self.conn, row.table_id, row.definition.name
+        unchanged = Publication(name, "unchanged", str(ident), firn_snapshot=mine.firn_snapshot)
+        storage = Storage(row.location)
+        io = self._io(file_uri(storage.root, PUBLISHED_DIR))
+        base = _readable(io, mine.metadata_location)
+        if base is None or base.current_snapshot_id is None:
+            return unchanged
+        now_ms = int(time.time() * 1000)
+        retention_ms = int(row.properties.iceberg_snapshot_retention * 1000)
+        kept = _kept(base.snapshots, now_ms - retention_ms, base.current_snapshot_id)
+        if len(kept) == len(base.snapshots):
+            return unchanged
+        ids = {s.snapshot_id for s in kept}
+        sequence = base.next_sequence_number() - 1  # no new snapshot: the same number
+        metadata = base.model_copy(
+            update={
+                "snapshots": kept,
+                "refs": {k: v for k, v in base.refs.items() if v.snapshot_id in ids},
+                "snapshot_log": [e for e in base.snapshot_log if e.snapshot_id in ids],
+                "metadata_log": [
+                    *base.metadata_log,
+                    MetadataLogEntry.model_validate(
+                        {
+                            "metadata-file": mine.metadata_location,
+                            "timestamp-ms": base.last_updated_ms,
+                        }
+                    ),
+                ][-METADATA_LOG_KEPT:],
+                "last_updated_ms": max(now_ms, base.last_updated_ms + 1),
+            }
+        )
+        location = file_uri(storage.root, PUBLISHED_DIR)
+        path = f"{location}/metadata/{sequence:05d}-{uuid.uuid4()}.metadata.json"
+        pointers.use_files(conn, tid, [_relative(storage, path)], sequence)
+        ToOutputFile.table_metadata(metadata, io.new_output(path))
+        with conn.transaction():
+            if not pointers.move_pointer(conn, self.catalog, ident, mine.metadata_location, path):
+                raise PublicationConflict(f"the Iceberg pointer of {ident} moved")
+            pointers.record_location(conn, tid, path)
+            pointers.forget_snapshots(conn, tid, sorted(ids))
+        removed = self._clean(tid, storage)
+        log.info(
+            "%s: expired %d Iceberg snapshot(s) of %s, deleted %d file(s)",
+            name,
+            len(base.snapshots) - len(kept),
+            ident,
+            removed,
+        )
+        return Publication(
+            name,
+            "expired",
+            str(ident),
+            firn_snapshot=mine.firn_snapshot,
+            iceberg_snapshot=base.current_snapshot_id,
+            sequence_number=sequence,
+            metadata_location=path,
             removed_files=removed,
         )
 
