@@ -67,6 +67,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from harness import REPO, bench_catalog  # bench/ is on sys.path when run as a script
 from psycopg.conninfo import conninfo_to_dict
+from publish import SCHEMA, change_set, rows  # the same table as bench/publish.py
 
 import firn
 from firn.iceberg.names import iceberg_name
@@ -75,15 +76,6 @@ from firn.postgres.connection import connect
 from firn.settings import FirnSettings
 
 NAME = "bench.orders"
-SCHEMA = pa.schema(
-    [
-        pa.field("part", pa.string(), nullable=False),
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("qty", pa.int64()),
-        pa.field("label", pa.string()),
-        pa.field("price", pa.float64()),
-    ]
-)
 KEY = ["part", "id"]
 PROPERTIES = {"base.buckets": 4, "change.buckets": 4, "deletion-vectors.min-file-bytes": 1}
 
@@ -164,27 +156,6 @@ def spark_properties(settings: FirnSettings) -> dict[str, str]:
 
 
 # -- the Firn side ---------------------------------------------------------------------
-
-
-def rows(rng: np.random.Generator, ids: np.ndarray, partitions: int) -> pa.Table:
-    n = len(ids)
-    parts = np.array([f"p{i}" for i in range(partitions)])
-    return pa.table(
-        {
-            "part": pa.array(parts[ids % partitions]),
-            "id": pa.array(ids, pa.int64()),
-            "qty": pa.array(rng.integers(0, 10_000, n), pa.int64()),
-            "label": pa.array([f"label-{v:06d}" for v in rng.integers(0, 10**6, n)]),
-            "price": pa.array(rng.random(n)),
-        },
-        schema=SCHEMA,
-    )
-
-
-def change_set(rng: np.random.Generator, keys: int, batch: int, partitions: int) -> pa.Table:
-    ids = rng.choice(keys, batch, replace=False)
-    ops = np.where(rng.random(batch) < 0.1, "D", "U")
-    return rows(rng, ids, partitions).append_column("_op", pa.array(ops))
 
 
 def canonical(table: pa.Table) -> pa.Table:

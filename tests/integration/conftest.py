@@ -136,6 +136,20 @@ def shared_catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Cata
 
 
 @pytest.fixture
+def cli_settings(
+    settings: FirnSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> FirnSettings:
+    """The CLI reads its settings from the environment, as it does for a user."""
+    monkeypatch.setenv("FIRN_DATABASE_URL", settings.database_dsn())
+    monkeypatch.setenv("FIRN_DATABASE_SCHEMA", settings.database_schema)
+    monkeypatch.setenv("FIRN_KAFKA_BOOTSTRAP", settings.kafka_servers())
+    monkeypatch.setenv("FIRN_TOPIC_PREFIX", settings.topic_prefix)
+    monkeypatch.setenv("FIRN_WAREHOUSE", str(tmp_path / "warehouse"))
+    monkeypatch.setenv("FIRN_HOME", str(tmp_path / "home"))
+    return settings.model_copy(update={"warehouse": str(tmp_path / "warehouse")})
+
+
+@pytest.fixture
 def db(settings: FirnSettings) -> Iterator[Connection]:
     conn = connect(settings)
     yield conn

@@ -470,6 +470,21 @@ class Publisher:
                 by_partition[f.partition_key].append(f)
         values = _partition_values(conn, tid, list(by_partition))
         plan = _Plan()
+
+        def rewrite(
+            path: str,
+            added: list[DataFile],
+            existing: list[ManifestEntry],
+            removed: list[ManifestEntry],
+        ) -> None:
+            """Write partition ``key``'s new manifest at ``path`` into the plan."""
+            manifest = self._manifest(
+                tid, storage, io, path, spec, schema, snapshot_id, sequence,
+                added, existing, removed, plan,
+            )  # fmt: skip
+            plan.manifests.append(manifest)
+            plan.rewritten.add(key)
+
         for key, base_files in sorted(by_partition.items()):
             tag = partition_tag(key)
             partition = partition_record(definition, values[key])
@@ -533,23 +548,7 @@ class Publisher:
                 )
                 keep = set(uris) | {e.data_file.file_path for e in kept_copies.values()}
                 removed = [e for uri, e in listed.items() if uri not in keep]
-                plan.manifests.append(
-                    self._manifest(
-                        tid,
-                        storage,
-                        io,
-                        path,
-                        spec,
-                        schema,
-                        snapshot_id,
-                        sequence,
-                        added,
-                        existing,
-                        removed,
-                        plan,
-                    )
-                )
-                plan.rewritten.add(key)
+                rewrite(path, added, existing, removed)
             vectors = {digest([f.deletion_vector.path]): f for f in base_files if f.deletion_vector}
             if not vectors:
                 continue
@@ -604,23 +603,7 @@ class Publisher:
                 sequence,
                 owner=owner,
             )
-            plan.manifests.append(
-                self._manifest(
-                    tid,
-                    storage,
-                    io,
-                    path,
-                    spec,
-                    schema,
-                    snapshot_id,
-                    sequence,
-                    added,
-                    existing,
-                    removed,
-                    plan,
-                )
-            )
-            plan.rewritten.add(key)
+            rewrite(path, added, existing, removed)
         return plan
 
     def _copy(
