@@ -17,8 +17,8 @@ from firn.dashboard.views import table_view
 from tests.integration import test_cli_commands
 from tests.integration.test_cli_commands import Run, make_orders, rows
 
-# The CLI tests' fixtures: settings in FIRN_ variables, a catalog, ``firn ... --json``.
-cli_settings = test_cli_commands.cli_settings
+# The CLI tests' fixtures (cli_settings: settings in FIRN_ variables, in conftest), a
+# catalog, ``firn ... --json``.
 catalog = test_cli_commands.catalog
 run = test_cli_commands.run
 
