@@ -60,6 +60,11 @@ METADATA_MAX_AGE_SECONDS = 30.0
 """How old the worker's Kafka metadata may grow before it is asked for again."""
 
 
+FULL_CHECK_EVERY = 10
+"""Every this many periodic checks, one reads every partition (the others read what
+changed since the check before the last)."""
+
+
 def changelog_topic(settings: FirnSettings) -> str:
     """The Faust table's changelog topic, as Faust names it: ``<app id>-<table>-changelog``."""
     return f"{settings.topic_prefix}metrics-{TABLE}-changelog"
@@ -243,12 +248,30 @@ def create_app(
                 value=planned.to_json(),
             )
 
+    # The periodic check reads what changed since the one before (its cost follows the
+    # changes: firn.catalog.metrics.changed_partitions), and every FULL_CHECK_EVERY-th
+    # time every partition, so anything a change stamp could not show (a transaction
+    # that committed a stamp older than the window) is still read in bounded time.
+    # The window starts a check early: a stamp taken before the last check's read but
+    # committed after it is read by the next one.
+    checks = {"count": 0, "since": 0, "previous": 0}
+
     async def check() -> None:
         started = time.monotonic()
-        found = await _retrying(reader.all_readings)
+        full = checks["count"] % FULL_CHECK_EVERY == 0
+        checks["count"] += 1
+        if full:
+            high = await _retrying(reader.change_stamp)  # read before: nothing is skipped
+            found = await _retrying(reader.all_readings)
+        else:
+            found, high = await _retrying(reader.changed_readings, checks["previous"])
+        checks["previous"], checks["since"] = checks["since"], max(high, checks["since"])
         await send_updates(found)
         log.info(
-            "catalog check: %d partition(s) read in %.2fs", len(found), time.monotonic() - started
+            "catalog check (%s): %d partition(s) read in %.2fs",
+            "every partition" if full else f"changed after stamp {checks['previous']}",
+            len(found),
+            time.monotonic() - started,
         )
 
     app.agent(source, name="fan_out")(fan_out)

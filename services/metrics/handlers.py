@@ -18,12 +18,13 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import firn
 from firn.catalog.event_rows import commit_named, compaction_named
-from firn.catalog.metrics import partition_states
+from firn.catalog.metrics import change_stamp, changed_partitions, partition_states
+from firn.catalog.tables import table_names_of
 from firn.engine.tracking import Increment, Reading, Request, TrackedPartition
 from firn.errors import ConfigError
 from firn.events.commits import CommitEvent
@@ -166,14 +167,14 @@ class CatalogReader:
         return found
 
     def readings(
-        self, table: str, table_id: int, partition_key: str | None = None
+        self, table: str, table_id: int, partition_keys: Collection[str] | None = None
     ) -> list[tuple[str, Update]]:
-        """A reading update for each partition of the table (or just one)."""
+        """A reading update for each partition of the table (or of ``partition_keys``)."""
         properties = self.properties(table, table_id)
         if properties is None:
             return []
         with self._lock:
-            states = partition_states(self.catalog.conn, table_id, properties, partition_key)
+            states = partition_states(self.catalog.conn, table_id, properties, partition_keys)
         updates = []
         for key, state in states.items():
             update = _update("reading", table, table_id, key)
@@ -221,7 +222,25 @@ class CatalogReader:
         compaction = CompactionEvent.model_validate(event)
         with self._lock:
             compaction_named(self.catalog.conn, compaction)
-        return self.readings(compaction.table, compaction.table_id, compaction.partition_key)
+        return self.readings(compaction.table, compaction.table_id, [compaction.partition_key])
+
+    def changed_readings(self, since: int) -> tuple[list[tuple[str, Update]], int]:
+        """Readings of what changed after stamp ``since`` (``changed_partitions``), and
+        the stamp the next check starts from. Each table read has its properties
+        loaded afresh."""
+        with self._lock:
+            changes = changed_partitions(self.catalog.conn, since)
+            names = table_names_of(self.catalog.conn, list(changes.partitions))
+            tables = [t for tid in changes.partitions if (t := self._load(names.get(tid, "")))]
+        updates = []
+        for table in tables:
+            updates += self.readings(table.name, table.table_id, changes.partitions[table.table_id])
+        return updates, changes.high_water
+
+    def change_stamp(self) -> int:
+        """The newest change stamp handed out (a full check reads everything up to it)."""
+        with self._lock:
+            return change_stamp(self.catalog.conn)
 
     def all_readings(self) -> list[tuple[str, Update]]:
         """A reading of every partition of every table: the periodic check. Each

@@ -109,6 +109,12 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         "SELECT 1 FROM catalog_partition WHERE table_id = %s AND partition_key = %s FOR UPDATE",
         where,
     )
+    # Stamp the partition changed (migration 0015's trigger): the metrics service's
+    # periodic check reads it again, whatever the plan did to its files.
+    conn.execute(
+        "UPDATE catalog_partition SET changed = 0 WHERE table_id = %s AND partition_key = %s",
+        where,
+    )
     plan = conn.execute(
         "SELECT table_id, partition_key, kind, state, from_merged_seq, to_seq, "
         "committed_snapshot FROM compaction_plan WHERE plan_id = %s FOR UPDATE",

@@ -9,7 +9,7 @@ reconcile; ``Table.status`` calls it to show them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,16 +81,17 @@ def partition_states(
     conn: Connection,
     table_id: int,
     properties: TableProperties,
-    partition_key: str | None = None,
+    partition_keys: Collection[str] | None = None,
 ) -> dict[str, PartitionState]:
-    """Every partition's metrics and read positions as of now; only ``partition_key``'s
+    """Every partition's metrics and read positions as of now; only ``partition_keys``'
     when given (a compaction event's reading costs its partition, not the table)."""
     small, buckets = properties.small_file_threshold, properties.base_buckets
     query = _QUERY.format(
-        only_files="" if partition_key is None else "AND f.partition_key = %(part)s",
-        only_partition="" if partition_key is None else "AND p.partition_key = %(part)s",
+        only_files="" if partition_keys is None else "AND f.partition_key = ANY(%(parts)s)",
+        only_partition="" if partition_keys is None else "AND p.partition_key = ANY(%(parts)s)",
     )
-    params = {"table": table_id, "small": small, "buckets": buckets, "part": partition_key}
+    parts = None if partition_keys is None else sorted(partition_keys)
+    params = {"table": table_id, "small": small, "buckets": buckets, "parts": parts}
     rows = conn.execute(query, params).fetchall()
     return {
         row[0]: PartitionState(
@@ -135,3 +136,41 @@ def busiest_nodes(
         (table_id, list(partition_keys)),
     ).fetchall()
     return {part: (f"({m},{i})", int(runs)) for part, m, i, runs in rows}
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What the periodic check reads: per table, the partitions to read (None: all)."""
+
+    partitions: dict[int, set[str] | None]
+    high_water: int
+    """The greatest change stamp seen: the next check reads what is stamped after it."""
+
+
+def changed_partitions(conn: Connection, since: int) -> Changes:
+    """Partitions stamped after ``since`` (migration 0015), partitions with unmerged
+    changes (their time triggers move on their own), and every partition of a table
+    whose properties or schema changed after ``since``. Index scans only: its cost
+    follows the changes and the backlog, not the catalog."""
+    rows = conn.execute(
+        "SELECT table_id, partition_key, changed FROM catalog_partition "
+        "WHERE changed > %(since)s OR max_seq > max_merged_seq "
+        "UNION ALL SELECT table_id, NULL, definition_changed FROM catalog_table "
+        "WHERE definition_changed > %(since)s",
+        {"since": since},
+    ).fetchall()
+    partitions: dict[int, set[str] | None] = {}
+    high = since
+    for table_id, key, stamp in rows:
+        high = max(high, int(stamp))
+        if key is None:
+            partitions[int(table_id)] = None
+        elif (known := partitions.setdefault(int(table_id), set())) is not None:
+            known.add(str(key))
+    return Changes(partitions, high)
+
+
+def change_stamp(conn: Connection) -> int:
+    """The newest stamp the change sequence handed out (0 before the first)."""
+    row = conn.execute("SELECT last_value, is_called FROM partition_change_seq").fetchone()
+    return int(row[0]) if row and row[1] else 0

@@ -7,6 +7,7 @@ later change of ``FIRN_WAREHOUSE`` does not move existing tables.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -72,6 +73,14 @@ def table_with_id(conn: Connection, table_id: int) -> TableRow | None:
 
 def table_names(conn: Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT name FROM catalog_table ORDER BY name").fetchall()]
+
+
+def table_names_of(conn: Connection, table_ids: Sequence[int]) -> dict[int, str]:
+    """The names of the tables ``table_ids`` that exist."""
+    rows = conn.execute(
+        "SELECT table_id, name FROM catalog_table WHERE table_id = ANY(%s)", (list(table_ids),)
+    ).fetchall()
+    return {int(tid): str(name) for tid, name in rows}
 
 
 def save_properties(conn: Connection, table_id: int, properties: TableProperties) -> bool:
