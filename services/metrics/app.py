@@ -227,7 +227,7 @@ def create_app(
                     reader.readings,
                     update["table"],
                     update["table_id"],
-                    update["partition_key"],
+                    [update["partition_key"]],
                 )
             ] + batch
         tracked, request = apply_update(state, batch, properties, time.time(), resend_after)

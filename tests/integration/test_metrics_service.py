@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 import firn
 from firn.kafka import Topics, consumer, ensure_topics, producer
@@ -45,18 +47,33 @@ class Tail:
         self.reader.close()
 
 
+@pytest.fixture
+def tail(settings: FirnSettings) -> Iterator[Callable[[str, str], Tail]]:
+    """Makes Tails and closes them whatever the test did: a consumer left to the garbage
+    collector after the broker is gone can spin in librdkafka's destroy for good."""
+    made: list[Tail] = []
+
+    def make(topic: str, group: str) -> Tail:
+        made.append(Tail(settings, topic, group))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
 def _upsert(table: firn.Table, ids: range, tag: str) -> int:
     return table.upsert(pa.table({"id": list(ids), "v": [tag] * len(ids)}))
 
 
 def test_commit_events_become_plan_requests_once(
-    settings: FirnSettings, tmp_path: Path, unique: str
+    settings: FirnSettings, tmp_path: Path, unique: str, tail: Callable[[str, str], Tail]
 ) -> None:
     topics = Topics.from_settings(settings)
     ensure_topics(settings, topics.all())
-    requests = Tail(settings, topics.plan_requests, f"requests-{unique}")
-    dlq = Tail(settings, topics.dlq, f"dlq-{unique}")
-    commits = Tail(settings, topics.commits, f"commits-{unique}")
+    requests = tail(topics.plan_requests, f"requests-{unique}")
+    dlq = tail(topics.dlq, f"dlq-{unique}")
+    commits = tail(topics.commits, f"commits-{unique}")
     with (
         firn.connect(warehouse=str(tmp_path / "wh"), settings=settings) as catalog,
         running_services(settings, tmp_path, ["metrics"]) as services,
@@ -105,16 +122,14 @@ def test_commit_events_become_plan_requests_once(
         got = requests.until(2, timeout=60, services=services)
         assert [r["table"] for r in got] == ["events", "other"]
         assert got[1]["kind"] == "major"  # never compacted: the interval rule fires
-    for tail in (requests, dlq, commits):
-        tail.close()
 
 
 def test_the_periodic_check_finds_commits_without_events(
-    settings: FirnSettings, tmp_path: Path, unique: str
+    settings: FirnSettings, tmp_path: Path, unique: str, tail: Callable[[str, str], Tail]
 ) -> None:
     topics = Topics.from_settings(settings)
     ensure_topics(settings, topics.all())
-    requests = Tail(settings, topics.plan_requests, f"requests-{unique}")
+    requests = tail(topics.plan_requests, f"requests-{unique}")
     silent = settings.model_copy(update={"kafka_bootstrap": None})
     with (
         firn.connect(warehouse=str(tmp_path / "wh"), settings=silent) as catalog,
@@ -128,4 +143,3 @@ def test_the_periodic_check_finds_commits_without_events(
         got = requests.until(1, timeout=90, services=services)
         assert len(got) == 1, services.logs()
         assert (got[0]["table"], got[0]["kind"], got[0]["max_seq"]) == ("quiet", "major", 1)
-    requests.close()

@@ -85,6 +85,8 @@ def partition_states(
 ) -> dict[str, PartitionState]:
     """Every partition's metrics and read positions as of now; only ``partition_keys``'
     when given (a compaction event's reading costs its partition, not the table)."""
+    if isinstance(partition_keys, str):  # a str is a Collection[str] of its letters
+        raise TypeError("partition_keys takes a collection of partition keys, not one key")
     small, buckets = properties.small_file_threshold, properties.base_buckets
     query = _QUERY.format(
         only_files="" if partition_keys is None else "AND f.partition_key = ANY(%(parts)s)",
