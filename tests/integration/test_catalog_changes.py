@@ -9,6 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 import firn
+from firn.catalog.fleet import BACKLOG
 from firn.catalog.metrics import change_stamp, changed_partitions
 from firn.postgres.connection import Connection
 
@@ -79,3 +80,8 @@ def test_the_check_query_uses_indexes_on_a_large_catalog(
     assert "Seq Scan on catalog_table" not in plan, plan
     found = changed_partitions(db, stamp)
     assert sum(len(keys or ()) for keys in found.partitions.values()) == 10  # the unmerged
+
+    # `firn status --fleet` finds the backlog the same way.
+    plan = "\n".join(str(row[0]) for row in db.execute("EXPLAIN " + BACKLOG).fetchall())
+    assert "Seq Scan on catalog_partition" not in plan, plan
+    assert "Seq Scan on data_file" not in plan, plan

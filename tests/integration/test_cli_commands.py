@@ -185,6 +185,51 @@ def test_status_renders_table_status_highest_score_first(
     assert run("status", "nope")[0] == 1
 
 
+def test_status_fleet_shows_the_backlog_across_tables(
+    run: Run, catalog: firn.Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    orders = make_orders(run, catalog)
+    orders.upsert(rows("eu", range(30), 0.0))
+    time.sleep(0.05)  # the two tables' oldest changes are apart
+    orders.upsert(rows("us", range(10), 1.0))
+    orders.upsert(rows("eu", range(5), 2.0))
+    quiet = make_orders(run, catalog, "quiet")
+    quiet.upsert(rows("eu", range(5), 1.0))
+    folded = make_orders(run, catalog, "folded")
+    folded.upsert(rows("us", range(5), 1.0))
+    firn.compact(folded, kind="major", engine="local")
+    plan = plan_now(catalog.conn, quiet, "region=eu", "major")
+    assert isinstance(plan, PlanRecord)
+
+    code, doc = run("status", "--fleet")
+    assert code == 0
+    fleet = doc["fleet"]
+    assert (fleet["tables"], fleet["partitions"]) == (3, 4)
+    assert (fleet["partitions_unmerged"], fleet["partitions_due"], fleet["tables_due"]) == (3, 3, 2)
+    assert fleet["open_plans"] == 1
+    assert sum(fleet["tasks"].values()) >= 1
+    oldest = fleet["oldest_due"]
+    assert (oldest["table"], oldest["partition"], oldest["due"]) == ("orders", "region=eu", "major")
+    debts = {d["table"]: d for d in fleet["debts"]}
+    assert list(debts) == ["orders", "quiet"]  # the folded table owes nothing
+    assert oldest["waiting_seconds"] == debts["orders"]["oldest_change_seconds"]
+    assert debts["orders"]["oldest_change_seconds"] > debts["quiet"]["oldest_change_seconds"]
+    per_partition = {p["partition"]: p for p in orders.status()["partitions"]}
+    assert debts["orders"]["unmerged_files"] == sum(
+        p["unmerged_files"] for p in per_partition.values()
+    )
+    assert (debts["orders"]["partitions_due"], debts["orders"]["open_plans"]) == (2, 0)
+    assert debts["quiet"]["open_plans"] == 1
+
+    code, top = run("status", "--fleet", "--top", "1")
+    assert [d["table"] for d in top["fleet"]["debts"]] == ["orders"]
+    assert main(["status", "--fleet"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0] == "fleet: 3 tables, 4 partitions"
+    assert "waiting longest: orders region=eu, major due" in text[3]
+    assert run("status", "orders", "--fleet")[0] == 1
+
+
 def test_tasks_after_a_compaction(run: Run, catalog: firn.Catalog) -> None:
     orders = make_orders(run, catalog)
     orders.upsert(rows("eu", range(200), 0.0))

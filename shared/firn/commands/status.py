@@ -3,7 +3,8 @@ what the compaction machinery is doing. Read-only.
 
 ``status`` is ``Table.status()`` rendered; across tables, partitions with the
 highest score (the most read amplification) come first, the order the services
-serve them in.
+serve them in. ``status --fleet`` is every table at a glance
+(``firn.catalog.fleet``), for a catalog of thousands.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import datetime as dt
 from typing import Any
 
 from firn.api.catalog import connect
+from firn.catalog.fleet import FleetStatus, fleet_status
 from firn.catalog.listing import list_tasks
 from firn.commands.output import (
     Grid,
@@ -23,6 +25,7 @@ from firn.commands.output import (
     partition_name,
     size,
 )
+from firn.errors import ConfigError
 from firn.model.states import TaskState
 from firn.settings import FirnSettings
 
@@ -36,6 +39,17 @@ def add_commands(
         "status", parents=[common], help="per partition: merge state, score, due compaction"
     )
     status.add_argument("table", nargs="?", help="one table (default: all)")
+    status.add_argument(
+        "--fleet",
+        action="store_true",
+        help="every table at a glance: partitions due, the longest wait, the biggest debts",
+    )
+    status.add_argument(
+        "--top",
+        type=int_between(1, MAX_LIMIT),
+        default=10,
+        help="with --fleet: list this many tables that owe the most (default 10)",
+    )
     status.set_defaults(run=show_status)
 
     tasks = commands.add_parser("tasks", parents=[common], help="compaction tasks, newest first")
@@ -65,6 +79,10 @@ def task_state(text: str) -> TaskState:
 
 
 def show_status(args: argparse.Namespace, settings: FirnSettings) -> Output:
+    if args.fleet:
+        if args.table:
+            raise ConfigError("--fleet shows every table; drop the table name, or --fleet")
+        return show_fleet(settings, args.top)
     with connect(settings=settings) as catalog:
         names = [args.table] if args.table else catalog.tables()
         statuses = [catalog.table(name).status() for name in names]
@@ -72,6 +90,50 @@ def show_status(args: argparse.Namespace, settings: FirnSettings) -> Output:
         status["partitions"].sort(key=lambda p: (-p["score"], p["partition"]))
     statuses.sort(key=lambda s: (-_top_score(s), s["table"]))
     return Output({"tables": statuses}, _status_text(statuses))
+
+
+def show_fleet(settings: FirnSettings, top: int) -> Output:
+    with connect(settings=settings) as catalog:
+        fleet = fleet_status(catalog.conn, top=top)
+    return Output({"fleet": fleet.as_dict()}, _fleet_text(fleet))
+
+
+def _fleet_text(fleet: FleetStatus) -> list[str | Grid]:
+    share = fleet.partitions_due / fleet.partitions if fleet.partitions else 0.0
+    tasks = ", ".join(f"{state} {n}" for state, n in fleet.tasks.items()) or "none"
+    lines: list[str | Grid] = [
+        f"fleet: {fleet.tables} tables, {fleet.partitions} partitions",
+        f"  due: {fleet.partitions_due} partitions ({share:.1%}) of {fleet.tables_due} tables; "
+        f"{fleet.partitions_unmerged} partitions have unmerged changes",
+        f"  open plans: {fleet.open_plans} (tasks: {tasks})",
+    ]
+    oldest = fleet.oldest_due
+    if oldest is not None:
+        lines.append(
+            f"  waiting longest: {oldest.table} {partition_name(oldest.partition)}, "
+            f"{oldest.due} due, oldest change {_age(oldest.waiting_seconds)}"
+        )
+    if fleet.debts:
+        lines.append(
+            grid(
+                ("TABLE", "DUE", "UNMERGED", "OLDEST CHANGE", "OPEN PLANS"),
+                [
+                    (
+                        d.table,
+                        f"{d.partitions_due}/{d.partitions_unmerged} partitions",
+                        f"{d.unmerged_files} files, {size(d.unmerged_bytes)}",
+                        _age(d.oldest_change_seconds),
+                        d.open_plans,
+                    )
+                    for d in fleet.debts
+                ],
+            )
+        )
+    return lines
+
+
+def _age(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds:.0f}s ago"
 
 
 def _top_score(status: dict[str, Any]) -> float:
