@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -215,8 +216,16 @@ def test_commit_event_reaches_the_commits_topic(
     topics = Topics.from_settings(settings)
     ensure_topics(settings, (topics.commits,), partitions=1)
     table = catalog.create_table("orders", SCHEMA, ["region", "id"], ["region"])
+    began = time.perf_counter()
     seq = table.commit(changes([("U", "eu", 1, 1.0, "a"), ("D", "us", 2, None, None)]))
+    took = time.perf_counter() - began
     assert table.last_event_delivered is True
+    # The commit's time broken down, each step once, in order, within the whole.
+    assert list(seq.phases) == [
+        "validate", "split", "stage", "write", "register", "announce", "back_pressure"
+    ]  # fmt: skip
+    assert all(t >= 0 for t in seq.phases.values())
+    assert 0 < sum(seq.phases.values()) <= took
     reader = consumer(settings, f"{settings.topic_prefix}reader")
     try:
         reader.subscribe([topics.commits])

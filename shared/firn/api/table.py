@@ -200,6 +200,7 @@ class Table:
         then waits, up to that long, until compaction brings them below the limit,
         so a producer that passes it slows down instead of letting reads degrade.
         The commit itself has landed either way."""
+        lap = _Laps()
         self.refresh()
         if merge_schema and isinstance(changes, pa.Table | pa.RecordBatch):
             self.merge_schema(changes.schema)
@@ -210,12 +211,15 @@ class Table:
             raise ConfigError("the change set is empty; there is nothing to commit")
         if not self.definition.keyed and pc.any(pc.equal(validated.column(OP), DELETE)).as_py():
             raise ConfigError(f"table {self.name!r} has no primary key: it only takes upserts")
+        lap("validate")
         groups = split_changes(self.definition, self.properties.change_buckets, validated)
         paths = [file_name(group) for group in groups]
+        lap("split")
         try:
             self.catalog.stage_paths(self.table_id, paths)
         except CommitError as exc:
             raise _about(self.name, exc) from exc
+        lap("stage")
         try:
             staged = [
                 write_group(self.definition, self.storage, group, path)
@@ -224,11 +228,17 @@ class Table:
         except BaseException:
             self._discard(paths)
             raise
+        lap("write")
         result = self._register(
             [f.path for f in staged], lambda: self.catalog.register_commit(self.table_id, staged)
         )
+        lap("register")
         self._announce(result, staged)
-        return self._back_pressure(result.seq, {f.partition_key for f in staged}, stall_wait)
+        lap("announce")
+        committed = self._back_pressure(result.seq, {f.partition_key for f in staged}, stall_wait)
+        lap("back_pressure")
+        committed.phases = lap.laps
+        return committed
 
     def merge_schema(self, schema: pa.Schema, ignore: Sequence[str] = ()) -> SchemaVersion | None:
         """Add the columns of ``schema`` (a change set's or a DataFrame's) that the
@@ -661,6 +671,19 @@ class Table:
         """Per partition: merge state, what waits to be compacted, the trigger
         decision and score, the open plan and its task states, the last compaction."""
         return self.catalog.status(self.table_id, self.name, self.properties)
+
+
+class _Laps:
+    """Seconds between successive calls, by name (``Committed.phases``)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._last, 6)
+        self._last = now
 
 
 def _with_op(rows: pa.Table, op: str) -> pa.Table:

@@ -33,6 +33,13 @@ from firn.model.values import key_at, partition_path, partition_texts
 
 _NODE = "_firn_node"
 
+SNAPPY_BELOW_BYTES = 1 << 20
+"""Change files of less Arrow data than this are compressed with snappy, not zstd:
+zstd sets up a context per column chunk, which on a small commit's files cost more
+than everything else in writing them (a 12-row, 7-column file: 0.47 ms to encode
+against 0.15 ms; 16 such files, one commit of 200 rows over 4 partitions: 7.5 ms
+against 2.5 ms), and files this small gain little from its better ratio."""
+
 
 @dataclass(frozen=True)
 class ChangeGroup:
@@ -88,7 +95,8 @@ def file_name(group: ChangeGroup) -> str:
 
 def write_group(table: TableSchema, storage: Storage, group: ChangeGroup, path: str) -> StagedFile:
     """Write ``group`` at ``path`` (from ``file_name``)."""
-    size = storage.write_parquet(path, group.rows)
+    codec = "snappy" if group.rows.nbytes < SNAPPY_BELOW_BYTES else "zstd"
+    size = storage.write_parquet(path, group.rows, compression=codec)
     n = group.rows.num_rows
     keyed = table.keyed and n > 0
     return StagedFile(

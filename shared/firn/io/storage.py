@@ -72,7 +72,12 @@ class Storage:
         return posixpath.join(self._base, relative) if relative else self._base
 
     def write_parquet(
-        self, relative: str, table: pa.Table, column_encoding: dict[str, str] | None = None
+        self,
+        relative: str,
+        table: pa.Table,
+        column_encoding: dict[str, str] | None = None,
+        *,
+        compression: str = "zstd",
     ) -> int:
         """Write ``table`` as one Parquet file; returns its size in bytes.
         ``column_encoding`` names a Parquet encoding per column (no dictionary then)."""
@@ -80,7 +85,7 @@ class Storage:
         pq.write_table(
             table,
             sink,
-            compression="zstd",
+            compression=compression,
             use_dictionary=column_encoding is None,
             column_encoding=column_encoding,
         )

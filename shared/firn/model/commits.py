@@ -67,11 +67,24 @@ class Committed(int):
     stalls: tuple[Stall, ...]
     waited: float
     """Seconds the commit waited for compaction (``stall_wait``)."""
+    phases: dict[str, float]
+    """Seconds each step of the commit took, in order: ``validate`` (the schema check,
+    with ``merge_schema``), ``split`` (hashing rows to partitions and nodes), ``stage``
+    (recording the file names), ``write`` (the change files), ``register`` (the
+    catalog transaction), ``announce`` (the commit event, until Kafka acknowledged
+    it) and ``back_pressure`` (the look at the runs per node, and any wait)."""
 
-    def __new__(cls, seq: int, stalls: tuple[Stall, ...] = (), waited: float = 0.0) -> Committed:
+    def __new__(
+        cls,
+        seq: int,
+        stalls: tuple[Stall, ...] = (),
+        waited: float = 0.0,
+        phases: dict[str, float] | None = None,
+    ) -> Committed:
         committed = super().__new__(cls, seq)
         committed.stalls = stalls
         committed.waited = waited
+        committed.phases = phases or {}
         return committed
 
     @property
