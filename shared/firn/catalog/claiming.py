@@ -110,20 +110,19 @@ QUOTA_WINDOW_SECONDS = 300.0
 
 TABLE_STANDING = """
 WITH used AS (
-    SELECT table_id, sum(seconds) AS seconds FROM (
-        SELECT p.table_id, extract(epoch FROM now() - greatest(t.started_at, now() - w.span))
+    SELECT (SELECT p.table_id FROM compaction_plan p WHERE p.plan_id = spent.plan_id)
+        AS table_id, sum(seconds) AS seconds FROM (
+        SELECT t.plan_id, extract(epoch FROM now() - greatest(t.started_at, now() - w.span))
             AS seconds
-        FROM compaction_task t JOIN compaction_plan p USING (plan_id),
-            (SELECT make_interval(secs => %(window)s) AS span) w
+        FROM compaction_task t, (SELECT make_interval(secs => %(window)s) AS span) w
         WHERE t.state = 'Executing' AND t.started_at IS NOT NULL
         UNION ALL
-        SELECT p.table_id,
+        SELECT t.plan_id,
             extract(epoch FROM t.finished_at - greatest(t.started_at, now() - w.span))
-        FROM compaction_task t JOIN compaction_plan p USING (plan_id),
-            (SELECT make_interval(secs => %(window)s) AS span) w
+        FROM compaction_task t, (SELECT make_interval(secs => %(window)s) AS span) w
         WHERE t.finished_at > now() - w.span AND t.started_at IS NOT NULL
             AND t.state <> 'Executing'
-    ) spent GROUP BY table_id
+    ) spent GROUP BY 1
 ),
 standing AS (
     SELECT c.table_id, coalesce(u.seconds, 0)
@@ -134,7 +133,9 @@ standing AS (
 """
 """Per table, whether its tasks' executor seconds over the last ``QUOTA_WINDOW_SECONDS``
 (the running attempts, and the latest attempt of tasks that ended in the window)
-reached ``compaction.quota`` x the window: what the claim order puts last."""
+reached ``compaction.quota`` x the window: what the claim order puts last. Driven by
+the tasks in the window, each plan looked up by its key: joined to every plan, the
+planner hashed the whole plan history at every dispatcher wake-up."""
 
 
 DEFAULT_QUOTA = TableProperties.parse({}).compaction_quota
