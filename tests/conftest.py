@@ -1,10 +1,17 @@
-"""Fixtures shared by every test: unique names, so tests never see each other's data."""
+"""Fixtures shared by every test: unique names, so tests never see each other's data;
+hypothesis without its per-example deadline."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
+from hypothesis import settings
+
+# No timing in tests: hypothesis's 200 ms deadline per example failed a unit test
+# on a loaded 2-core machine (the first example pays for imports and warm-up).
+settings.register_profile("firn", deadline=None)
+settings.load_profile("firn")
 
 
 @pytest.fixture

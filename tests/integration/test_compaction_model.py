@@ -44,6 +44,8 @@ def scenarios(draw: st.DrawFn) -> tuple[KeyKind, dict[str, Any], bool, list[Step
         # Small files and small tasks, so files are cut and nodes split by key range.
         "target-file-size": draw(st.sampled_from(["2KiB", "6KiB", "64MiB"])),
         "task.max-bytes": draw(st.sampled_from(["3KiB", "512MiB"])),
+        # Small partitions of a commit at their root node: never, some, always.
+        "change.split-rows": draw(st.sampled_from([0, 3, 100_000])),
     }
     return kind, properties, draw(st.booleans()), draw(steps(kind))
 

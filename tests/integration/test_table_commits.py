@@ -282,3 +282,40 @@ def test_a_commit_reports_back_pressure_until_compaction_catches_up(
     firn.compact(table, engine="local")
     assert not table.commit(eu).stalled, "compacted: one run left"
     assert table.read().num_rows == 1
+
+
+def test_small_partitions_of_a_commit_go_to_their_root_and_count_as_runs_of_every_node(
+    catalog: firn.Catalog,
+) -> None:
+    table = catalog.create_table(
+        "split",
+        SCHEMA,
+        ["region", "id"],
+        ["region"],
+        {"change.buckets": 4, "change.split-rows": 10, "write.stall-runs": 3},
+    )
+    small = changes(
+        [("U", "eu", i, float(i), None) for i in range(5)] + [("D", "us", 1, None, None)]
+    )
+    first = table.commit(small)
+    assert not first.stalled
+    files = table.files().to_pylist()
+    assert sorted((f["partition"], f["type"], f["node_m"]) for f in files) == [
+        ("region=eu", "I", 1),
+        ("region=us", "D", 1),
+    ]
+    assert not table.commit(small).stalled
+    # 20 rows of eu split by node: each node's reads merge its own run and the
+    # root's two, so the busiest node has three runs.
+    third = table.commit(changes([("U", "eu", i, -1.0, "big") for i in range(20)]))
+    assert {f["node_m"] for f in table.files().to_pylist() if f["added_snapshot"] == 3} == {4}
+    assert [(s.partition_key, s.runs) for s in third.stalls] == [("region=eu", 3)]
+    (eu,) = [p for p in table.status()["partitions"] if p["partition"] == "region=eu"]
+    assert eu["max_runs_per_node"] == 3
+    assert sorted_rows(table.read()) == [
+        {"region": "eu", "id": i, "amount": -1.0, "note": "big"} for i in range(20)
+    ]
+    firn.compact(table, engine="local")
+    assert sorted_rows(table.read()) == [
+        {"region": "eu", "id": i, "amount": -1.0, "note": "big"} for i in range(20)
+    ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,20 +19,28 @@ from tests.changesets import KEY_KINDS, KeyKind, as_change_set, operations, tabl
 @given(
     kind=st.sampled_from(KEY_KINDS),
     buckets=st.sampled_from([1, 2, 4, 16]),
+    split_rows=st.sampled_from([0, 1, 4, 1000]),
     data=st.data(),
 )
 def test_every_row_lands_in_exactly_one_sorted_file_of_its_node(
-    kind: KeyKind, buckets: int, data: st.DataObject
+    kind: KeyKind, buckets: int, split_rows: int, data: st.DataObject
 ) -> None:
     table = TableSchema.build("t", table_schema(kind), ["part", "k"], ["part"])
     ops = data.draw(operations(kind, max_size=40))
     changes = validate_changes(table, as_change_set(ops, table.schema))
-    groups = split_changes(table, buckets, changes)
+    groups = split_changes(table, buckets, changes, split_rows)
     seen = sorted(o for g in groups for o in g.rows.column("_ord").to_pylist())
     assert seen == list(range(len(ops)))
+    per_partition = Counter(str(op["part"]) for op in ops)
+    files = Counter((g.partition_key, g.file_type) for g in groups)
     for group in groups:
         rows = group.rows
-        assert group.node.m == buckets
+        # A partition with fewer than split_rows rows is one file per operation at
+        # its root; the others one per change node.
+        whole = per_partition[group.partition_values["part"]] < split_rows
+        assert group.node.m == (1 if whole else buckets)
+        if whole:
+            assert files[(group.partition_key, group.file_type)] == 1
         keys = [rows.column("part"), rows.column("k")]
         assert group.node.contains(hash_keys(keys)).all()
         assert set(rows.column("part").to_pylist()) == {group.partition_values["part"]}

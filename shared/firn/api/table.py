@@ -212,7 +212,12 @@ class Table:
         if not self.definition.keyed and pc.any(pc.equal(validated.column(OP), DELETE)).as_py():
             raise ConfigError(f"table {self.name!r} has no primary key: it only takes upserts")
         lap("validate")
-        groups = split_changes(self.definition, self.properties.change_buckets, validated)
+        groups = split_changes(
+            self.definition,
+            self.properties.change_buckets,
+            validated,
+            self.properties.change_split_rows,
+        )
         paths = [file_name(group) for group in groups]
         lap("split")
         try:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from firn.model.properties import TableProperties
+from firn.model.tree import Node
 from firn.model.triggers import PartitionMetrics
 from firn.postgres.connection import Connection
 
@@ -23,11 +24,19 @@ WITH live AS (
            f.store = 'change' AND f.seq > p.max_merged_seq AS unmerged
     FROM data_file f JOIN catalog_partition p USING (table_id, partition_key)
     WHERE f.table_id = %(table)s AND f.removed_snapshot IS NULL {only_files}
+), counted AS (
+    SELECT partition_key, node_m, node_i, count(DISTINCT seq) AS n FROM live WHERE unmerged
+    GROUP BY partition_key, node_m, node_i
 ), per_node AS (
-    SELECT partition_key, max(n) AS busiest FROM (
-        SELECT partition_key, count(DISTINCT seq) AS n FROM live WHERE unmerged
-        GROUP BY partition_key, node_m, node_i
-    ) counted GROUP BY partition_key
+    -- A node's reads merge its own runs and those of its ancestors' files (a small
+    -- commit's partition written at the root, change.buckets changed): a commit's
+    -- files sit at one level of a partition, so the counts add up without overlap.
+    SELECT partition_key, max(runs) AS busiest FROM (
+        SELECT c.partition_key, sum(a.n) AS runs FROM counted c
+        JOIN counted a ON a.partition_key = c.partition_key AND a.node_m <= c.node_m
+            AND c.node_i %% a.node_m = a.node_i
+        GROUP BY c.partition_key, c.node_m, c.node_i
+    ) nodes GROUP BY partition_key
 )
 SELECT p.partition_key,
        coalesce(sum(l.size_bytes) FILTER (WHERE l.unmerged AND l.file_type = 'I'), 0),
@@ -127,17 +136,28 @@ def busiest_nodes(
     conn: Connection, table_id: int, partition_keys: Sequence[str]
 ) -> dict[str, tuple[str, int]]:
     """Per partition, the change node with the most sorted runs (unmerged change
-    seqs) and how many; partitions without unmerged changes are left out."""
+    seqs, its own and its ancestors') and how many; partitions without unmerged
+    changes are left out."""
     rows = conn.execute(
-        "SELECT DISTINCT ON (f.partition_key) f.partition_key, f.node_m, f.node_i, "
-        "count(DISTINCT f.seq) AS runs FROM data_file f "
+        "SELECT f.partition_key, f.node_m, f.node_i, count(DISTINCT f.seq) FROM data_file f "
         "JOIN catalog_partition p USING (table_id, partition_key) "
         "WHERE f.table_id = %s AND f.partition_key = ANY(%s) AND f.store = 'change' "
         "AND f.removed_snapshot IS NULL AND f.seq > p.max_merged_seq "
-        "GROUP BY f.partition_key, f.node_m, f.node_i ORDER BY f.partition_key, runs DESC",
+        "GROUP BY f.partition_key, f.node_m, f.node_i",
         (table_id, list(partition_keys)),
     ).fetchall()
-    return {part: (f"({m},{i})", int(runs)) for part, m, i, runs in rows}
+    runs: dict[str, dict[Node, int]] = {}
+    for part, m, i, n in rows:
+        runs.setdefault(part, {})[Node(int(m), int(i))] = int(n)
+    busiest = {}
+    for part, nodes in runs.items():
+        totals = {
+            node: sum(n for other, n in nodes.items() if other.is_ancestor_or_self_of(node))
+            for node in nodes
+        }
+        node = max(sorted(totals), key=lambda n: totals[n])
+        busiest[part] = (str(node), totals[node])
+    return busiest
 
 
 @dataclass(frozen=True)

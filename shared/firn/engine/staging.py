@@ -52,8 +52,12 @@ class ChangeGroup:
     rows: pa.Table
 
 
-def split_changes(table: TableSchema, change_buckets: int, changes: pa.Table) -> list[ChangeGroup]:
-    """The file contents of a validated change set (``validate_changes`` output)."""
+def split_changes(
+    table: TableSchema, change_buckets: int, changes: pa.Table, split_rows: int = 0
+) -> list[ChangeGroup]:
+    """The file contents of a validated change set (``validate_changes`` output). A
+    partition with fewer than ``split_rows`` rows in it (``change.split-rows``) gets
+    one file per operation at its root node instead of one per change node."""
     keyed = table.keyed
     if keyed:
         hashes = hash_keys([changes.column(c) for c in table.primary_key])
@@ -64,27 +68,50 @@ def split_changes(table: TableSchema, change_buckets: int, changes: pa.Table) ->
     by = [*table.partition_by, _NODE, OP]
     groups = tagged.group_by(by, use_threads=False).aggregate([(ORD, "list")])
     texts = partition_texts(groups.select(list(table.partition_by)))
-    sort_keys = [(c, "ascending") for c in (*table.primary_key, ORD)]
-    out = []
+    # (partition, node, operation) -> the rows' positions in the change set (_ord).
+    files: dict[tuple[tuple[str, ...], Node, str], list[pa.Array]] = {}
+    rows_in: dict[tuple[str, ...], int] = {}
     for g in range(groups.num_rows):
         ords = groups.column(f"{ORD}_list")[g].values
-        is_upsert = groups.column(OP)[g].as_py() == UPSERT
+        node = Node(change_buckets, int(groups.column(_NODE)[g].as_py())) if keyed else ROOT
+        files[(tuple(texts[g]), node, groups.column(OP)[g].as_py())] = [ords]
+        rows_in[tuple(texts[g])] = rows_in.get(tuple(texts[g]), 0) + len(ords)
+    if keyed and split_rows:
+        files = _small_partitions_whole(files, rows_in, split_rows)
+    sort_keys = [(c, "ascending") for c in (*table.primary_key, ORD)]
+    out = []
+    for (partition, node, op), parts in files.items():
+        is_upsert = op == UPSERT
         columns = [*table.schema.names, ORD] if is_upsert else [*table.primary_key, ORD]
         # _ord is the row position, so the ord list indexes the change set directly.
-        rows = changes.take(ords).select(columns)
+        rows = changes.take(pa.concat_arrays(parts)).select(columns)
         rows = rows.take(pc.sort_indices(rows, sort_keys=sort_keys))
-        m = change_buckets if keyed else 1
-        node = Node(m, int(groups.column(_NODE)[g].as_py())) if keyed else ROOT
         out.append(
             ChangeGroup(
-                partition_key=partition_path(table.partition_by, texts[g]),
-                partition_values=dict(zip(table.partition_by, texts[g], strict=True)),
+                partition_key=partition_path(table.partition_by, list(partition)),
+                partition_values=dict(zip(table.partition_by, partition, strict=True)),
                 file_type="I" if is_upsert else "D",
                 node=node,
                 rows=rows,
             )
         )
     return out
+
+
+def _small_partitions_whole(
+    files: dict[tuple[tuple[str, ...], Node, str], list[pa.Array]],
+    rows_in: dict[tuple[str, ...], int],
+    split_rows: int,
+) -> dict[tuple[tuple[str, ...], Node, str], list[pa.Array]]:
+    """``files`` with each partition of fewer than ``split_rows`` rows moved to its root
+    node: a change file's fixed cost (a Parquet footer, a catalog row, an open for
+    every reader) is most of what a few rows cost, and a task of any node reads a
+    root-node file keeping only its own rows (``firn.engine.planner``)."""
+    whole: dict[tuple[tuple[str, ...], Node, str], list[pa.Array]] = {}
+    for (partition, node, op), parts in files.items():
+        at = ROOT if rows_in[partition] < split_rows else node
+        whole.setdefault((partition, at, op), []).extend(parts)
+    return whole
 
 
 def file_name(group: ChangeGroup) -> str:

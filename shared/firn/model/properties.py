@@ -84,6 +84,7 @@ class Range:
 
 RANGES: dict[str, Range] = {
     "change.buckets": Range(1, 1024, "count"),
+    "change.split-rows": Range(0, 100_000, "count"),
     "base.buckets": Range(1, 1024, "count"),
     "target-file-size": Range(KiB, 16 * GiB, "bytes"),
     "small-file-bytes": Range(1, 8 * GiB, "bytes"),
@@ -127,6 +128,12 @@ class TableProperties(BaseModel):
 
     change_buckets: _Count = Field(
         4, alias="change.buckets", description="tree level change files are written at"
+    )
+    change_split_rows: _Count = Field(
+        0,
+        alias="change.split-rows",
+        description="a commit's rows in a partition below this go to one file per "
+        "operation at the partition's root node, not one per change node (0: always split)",
     )
     base_buckets: _Count = Field(
         4, alias="base.buckets", description="tree level base files are written at"

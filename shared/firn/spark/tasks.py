@@ -72,6 +72,8 @@ class WriteJob:
     order_by: str | None
     ignore_dropped: bool = False
     """``schema.ignore-dropped-columns``: columns the table dropped are left out."""
+    change_split_rows: int = 0
+    """``change.split-rows``: a task's rows of a partition below it go to its root node."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def _write_changes(
     validated = validate_changes(table, changes, ignore_dropped=job.ignore_dropped)
     if not table.keyed and pc.any(pc.equal(validated.column(OP), DELETE)).as_py():
         raise ConfigError(f"table {job.table!r} has no primary key: it only takes upserts")
-    groups = split_changes(table, job.change_buckets, validated)
+    groups = split_changes(table, job.change_buckets, validated, job.change_split_rows)
     if order is not None:
         positions = order.to_numpy()
         validated = validated.set_column(validated.schema.get_field_index(ORD), ORD, order)
