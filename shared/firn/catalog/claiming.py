@@ -143,13 +143,14 @@ DEFAULT_QUOTA = TableProperties.parse({}).compaction_quota
 
 
 def queue_parameters() -> dict[str, float]:
-    return {"window": QUOTA_WINDOW_SECONDS, "quota": DEFAULT_QUOTA}
+    return {"window": QUOTA_WINDOW_SECONDS, "quota": DEFAULT_QUOTA, "aging": AGING_SECONDS}
 
 
 def claimable_tasks(conn: Connection, limit: int) -> list[Candidate]:
     """Up to ``limit`` Pending tasks of open plans whose backoff has passed, in the
     order dispatchers claim them: tables within their ``compaction.quota`` first, then
-    the highest plan score, then the oldest plan, in plan order. Over its quota a
+    the highest plan priority (its score, aged: ``PRIORITY``), then the oldest plan,
+    in plan order. Over its quota a
     table still gets the executors no other table's work is waiting for (after
     Amoro's quota per table): a hot table cannot starve the others, and an idle
     executor is not held back for nothing. So the quota is weighed only when more
@@ -183,11 +184,20 @@ _WAITING_TABLES = (
     "SELECT DISTINCT p.table_id FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
     "WHERE " + _CLAIMABLE_WHERE
 )
+AGING_SECONDS = 30.0
+"""A waiting plan's claim priority grows by one score point every this many seconds:
+a quiet table's plan, scored low, is not passed over for good by a busy table's
+stream of higher-scored plans (a score is about a partition's unmerged change files
+per node, weighted by their bytes: a handful for a busy partition)."""
+
+PRIORITY = "p.score + extract(epoch FROM now() - p.created_at) / %(aging)s"
+"""A plan's claim priority: its score, aged (``AGING_SECONDS``)."""
+
 _CLAIMABLE = (
     "SELECT t.task_id, p.table_id, t.input_bytes, p.score "
     "FROM compaction_task t JOIN compaction_plan p USING (plan_id) {standing}"
     "WHERE " + _CLAIMABLE_WHERE + " "
-    "ORDER BY {over_quota}p.score DESC, p.plan_id, t.ordinal LIMIT %(limit)s"
+    "ORDER BY {over_quota}" + PRIORITY + " DESC, p.plan_id, t.ordinal LIMIT %(limit)s"
 )
 
 

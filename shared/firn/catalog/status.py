@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from firn.catalog.claiming import TABLE_STANDING, queue_parameters
+from firn.catalog.claiming import PRIORITY, TABLE_STANDING, queue_parameters
 from firn.catalog.metrics import partition_metrics
 from firn.catalog.plans import OPEN_PLAN_STATES
 from firn.catalog.publication import publication_status
@@ -96,11 +96,11 @@ def _open_plans(conn: Connection, table_id: int) -> dict[str, dict[str, Any]]:
 def _queue_places(conn: Connection) -> dict[int, int]:
     """Each open plan with Pending tasks and its place (1 = next) in the order the
     dispatchers claim in: tables within their quota first, then the highest plan
-    score, then the oldest plan, over every table
+    priority (its score, aged), then the oldest plan, over every table
     (``firn.catalog.claiming.claimable_tasks``)."""
     rows = conn.execute(
         TABLE_STANDING + "SELECT p.plan_id, "
-        "row_number() OVER (ORDER BY s.over_quota, p.score DESC, p.plan_id) "
+        f"row_number() OVER (ORDER BY s.over_quota, {PRIORITY} DESC, p.plan_id) "
         "FROM compaction_plan p JOIN standing s USING (table_id) "
         "WHERE p.state = ANY(%(open)s) AND EXISTS ("
         "SELECT 1 FROM compaction_task t WHERE t.plan_id = p.plan_id AND t.state = %(pending)s)",

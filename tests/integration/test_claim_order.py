@@ -1,0 +1,64 @@
+"""The order dispatchers claim tasks in, across tables (issue 37): the highest plan
+priority first, a plan's score aged by how long it has waited, so a quiet table's
+low-scored plan is not passed over for good by a busy table's higher-scored ones;
+``firn status`` shows the same order as queue places."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import firn
+from firn.catalog.claiming import AGING_SECONDS, claimable_tasks, release_tasks
+from firn.engine.planning import plan_now
+from firn.model.plans import PlanRecord
+from firn.settings import FirnSettings
+
+SCHEMA = pa.schema(
+    [pa.field("p", pa.string(), nullable=False), pa.field("k", pa.int64(), nullable=False)]
+)
+
+
+@pytest.fixture
+def catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
+    with firn.connect(warehouse=str(tmp_path / "wh"), settings=settings) as catalog:
+        yield catalog
+
+
+def planned(catalog: firn.Catalog, name: str, score: float, waited: float) -> firn.Table:
+    """A table with one released plan of ``score``, made ``waited`` seconds ago."""
+    table = catalog.create_table(
+        name, SCHEMA, ["p", "k"], ["p"], {"change.buckets": 1, "base.buckets": 1}
+    )
+    table.upsert(pa.table({"p": ["a"], "k": [1]}, schema=SCHEMA))
+    plan = plan_now(catalog.conn, table, "p=a", "major")
+    assert isinstance(plan, PlanRecord)
+    release_tasks(catalog.conn, plan)
+    catalog.conn.execute(
+        "UPDATE compaction_plan SET score = %s, created_at = now() - make_interval(secs => %s) "
+        "WHERE plan_id = %s",
+        (score, waited, plan.plan_id),
+    )
+    return table
+
+
+def test_a_waiting_plan_ages_past_higher_scores(catalog: firn.Catalog) -> None:
+    busy = planned(catalog, "busy", score=6.0, waited=0.0)
+    quiet = planned(catalog, "quiet", score=0.5, waited=10 * AGING_SECONDS)
+    fresh = planned(catalog, "fresh", score=1.0, waited=0.0)
+    order = [c.table_id for c in claimable_tasks(catalog.conn, 10)]
+    # quiet: 0.5 + 10 = 10.5 > busy: 6 > fresh: 1
+    assert order == [quiet.table_id, busy.table_id, fresh.table_id]
+    places = {
+        t.name: p["open_plan"]["queue"]
+        for t in (busy, quiet, fresh)
+        for p in t.status()["partitions"]
+    }
+    assert places == {"quiet": 1, "busy": 2, "fresh": 3}
+
+    catalog.conn.execute("UPDATE compaction_plan SET created_at = now()")
+    order = [c.table_id for c in claimable_tasks(catalog.conn, 10)]
+    assert order == [busy.table_id, fresh.table_id, quiet.table_id]  # by score alone
