@@ -1,11 +1,13 @@
 """The executor-dispatcher's handler and sweep (SPEC 6).
 
 A plan-task event is a wake-up: the dispatcher claims (Pending -> Executing with a
-lease and a new attempt) the claimable tasks with the highest plan score, of one
-table, up to ``dispatcher.max-concurrent-tasks`` and within its memory budget
-(``firn.model.permits``), and runs them as ONE Spark job. While the job runs, a
+lease and a new attempt) the claimable tasks with the highest plan priority, up to
+``dispatcher.max-concurrent-tasks`` and within its memory budget
+(``firn.model.permits``), and runs them as ONE Spark job of one table, or, when they
+are small, on its own merge processes, several small tables' tasks one table after
+another. While the job runs, a
 heartbeat thread (on its own catalog connection) extends the leases. The batch is
-claimed in one transaction and its results are recorded in one (each Prepared, or
+claimed in one transaction and each table's results are recorded in one (each Prepared, or
 Failed and back to Pending for a retry, or its plan fails), then a task-result event
 per task goes out.
 
@@ -41,6 +43,7 @@ from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics
 from firn.model.permits import choose_batch
 from firn.model.states import Actor, TaskState
+from firn.model.tasks import TaskResult
 from firn.observability.instruments import PLANS_FAILED, TASK_DURATION
 from firn.postgres.connection import ReconnectingConnection
 from firn.postgres.retry import is_transient, retrying_transient
@@ -87,16 +90,35 @@ class Dispatcher:
         )
         if not batch:
             return  # nothing claimable: others have it, or retries are backing off
-        table = self.catalog.table_by_id(batch[0].table_id)
-        if table is None:
-            return  # dropped since: its tasks can never run
-        lease = table.properties.task_lease
+        tables = {c.table_id: self.catalog.table_by_id(c.table_id) for c in batch}
+        batch = [c for c in batch if tables[c.table_id] is not None]  # dropped: never runs
+        if not batch:
+            return
+        lease = max(t.properties.task_lease for t in tables.values() if t is not None)
         claims = claim_tasks(conn, [t.task_id for t in batch], self.owner, lease)
         if not claims:
             return  # another dispatcher claimed them first
-        partitions = {spec.task_id: (spec.plan_id, spec.partition_key) for spec, _ in claims}
+        table_of = {c.task_id: c.table_id for c in batch}
+        by_table: dict[int, list[Claim]] = {}
+        for claim in claims:
+            by_table.setdefault(table_of[claim[0].task_id], []).append(claim)
+        # A local batch may hold several small tables' tasks (firn.model.permits): each
+        # table's run as the runner knows it, one after another, under one heartbeat.
         with _Heartbeat(settings, claims, self.owner, lease):
-            results = self.runner(table.definition, claims, self.limits)
+            ran = []
+            for table_id, group in by_table.items():
+                table = tables[table_id]
+                assert table is not None
+                ran.append((table, group, self.runner(table.definition, group, self.limits)))
+        for table, group, results in ran:
+            self._record(table, group, results)
+        self._flush()
+
+    def _record(
+        self, table: firn.Table, claims: Sequence[Claim], results: Sequence[TaskResult]
+    ) -> None:
+        """Record one table's results (one transaction) and announce each."""
+        partitions = {spec.task_id: (spec.plan_id, spec.partition_key) for spec, _ in claims}
         # The job may have outlived the connection it started on (a database restart):
         # results are recorded on a fresh one, retried, not thrown away.
         outcomes = retrying_transient(
@@ -124,7 +146,6 @@ class Dispatcher:
                 self.topics.task_results,
                 f"{table.name}/{partition}",
             )
-        self._flush()
 
     def sweep(self, min_age_seconds: float = 60.0) -> list[int]:
         """Expire leases and announce those tasks again at once (their executor is

@@ -1,6 +1,7 @@
-"""The dispatcher's batch (issue 15): highest score first, one table, within the task
-count and the memory budget; a task over the budget runs alone; small tasks stay a
-batch the dispatcher runs in its own process."""
+"""The dispatcher's batch (issue 15): highest priority first, one table per Spark job,
+within the task count and the memory budget; a task over the budget runs alone;
+small tasks stay a batch the dispatcher runs in its own processes, and such a batch
+may take several tables' tasks (issue 37)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,21 @@ def test_small_tasks_stay_a_batch_the_dispatcher_runs_itself() -> None:
     assert len(choose_batch(big, 8, 10**12, SPILL, local_bytes=8 * MiB)) == 6
 
 
+def test_a_local_batch_takes_other_tables_small_tasks() -> None:
+    queue = [
+        Candidate(1, 7, 1 * MiB, 9.0),
+        Candidate(2, 8, 2 * MiB, 8.0),
+        Candidate(3, 9, 6 * MiB, 7.0),  # would pass 8 MiB in all
+        Candidate(4, 9, 1 * MiB, 6.0),
+    ]
+    local = choose_batch(queue, 8, 10**12, SPILL, local_bytes=8 * MiB)
+    assert [(c.task_id, c.table_id) for c in local] == [(1, 7), (2, 8), (4, 9)]
+    # A Spark job (no local lane, or a first task too large for it) runs one table.
+    assert [c.task_id for c in choose_batch(queue, 8, 10**12, SPILL)] == [1]
+    big = [Candidate(5, 7, 20 * MiB, 10.0), *queue]
+    assert [c.task_id for c in choose_batch(big, 8, 10**12, SPILL, 8 * MiB)] == [5, 1]
+
+
 candidates = st.lists(
     st.builds(
         Candidate,
@@ -69,7 +85,7 @@ candidates = st.lists(
     st.integers(1, 8192 * MiB),
     st.sampled_from([0, 8 * MiB, 1024 * MiB]),
 )
-def test_a_batch_is_a_prefix_choice_of_one_table_within_its_limits(
+def test_a_batch_is_a_prefix_choice_within_its_limits_of_one_table_unless_local(
     queue: list[Candidate], most: int, budget: int, local_bytes: int
 ) -> None:
     batch = choose_batch(queue, most, budget, SPILL, local_bytes)
@@ -78,7 +94,9 @@ def test_a_batch_is_a_prefix_choice_of_one_table_within_its_limits(
         return
     assert batch[0] == queue[0]
     assert len(batch) <= most
-    assert {c.table_id for c in batch} == {queue[0].table_id}
+    local = bool(local_bytes) and queue[0].input_bytes <= local_bytes
+    if not local:
+        assert {c.table_id for c in batch} == {queue[0].table_id}
     positions = [queue.index(c) for c in batch]
     assert positions == sorted(positions)
     reserved = sum(task_memory(c.input_bytes, SPILL) for c in batch)

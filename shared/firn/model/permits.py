@@ -1,19 +1,22 @@
 """Which pending tasks one dispatcher runs next (issue 15: score-first, with permits).
 
 The dispatcher's wake-up (any plan-task event) asks the catalog for the claimable
-tasks, highest plan score first; this picks the batch it runs as one Spark job:
+tasks, highest plan priority first; this picks the batch it runs:
 
-- the first candidate decides the table (a job runs one table's tasks);
-- then tasks of that table in score order while the batch stays within
+- the first candidate decides the table of a Spark job (a job runs one table's
+  tasks);
+- then tasks in priority order while the batch stays within
   ``dispatcher.max-concurrent-tasks`` and the memory budget, each task reserving its
   estimate (``task_memory``) before it starts;
 - a task whose estimate alone passes the budget runs alone, never beside others;
 - a batch whose first task reads at most ``dispatcher_local_bytes`` stays one the
-  dispatcher runs in its own process (``firn.engine.execution.run_small_here``):
+  dispatcher runs in its own processes (``firn.engine.execution.run_small_here``):
   others join it only while it reads no more than that in all. Otherwise eight small
   folds of 1-2 MiB together pass it and pay a Spark job's fixed cost instead (1-3 s
   each on two cores, while every other plan waited; bench/README, "Folding at every
-  cycle"); the rest run in the next batch.
+  cycle"); the rest run in the next batch. Such a batch may take other tables'
+  tasks (issue 37): on a fleet of small tables a wake-up's own cost (its catalog
+  round trips, its events) is then paid once for several tables, not per table.
 
 Pure: the catalog query and the claims are the caller's.
 """
@@ -68,7 +71,7 @@ def choose_batch(
         if len(batch) >= max_tasks:
             break
         need = task_memory(c.input_bytes, spill_budget)
-        if c.table_id != first.table_id or reserved + need > memory_budget:
+        if (c.table_id != first.table_id and not local) or reserved + need > memory_budget:
             continue
         if local and reads + c.input_bytes > local_bytes:
             continue
