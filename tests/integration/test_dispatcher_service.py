@@ -203,6 +203,40 @@ def test_a_wake_up_runs_the_highest_score_first_within_the_permits(
         assert states(catalog, low) == [("Prepared", 1)] * len(low.tasks)
 
 
+def test_one_wake_up_runs_several_small_tables(settings: FirnSettings, tmp_path: Path) -> None:
+    topics = Topics.from_settings(settings)
+    ensure_topics(settings, topics.all(), partitions=1)
+    with firn.connect(warehouse=str(tmp_path), settings=settings) as catalog:
+        made = [planned(catalog, f"small_{n}") for n in range(2)]
+        assert sum(len(record.tasks) for _, record in made) <= 8  # one batch's worth
+        jobs: list[tuple[str, list[int]]] = []
+
+        def runner(
+            t: TableSchema, claims: Sequence[Claim], limits: KernelLimits
+        ) -> list[TaskResult]:
+            jobs.append((t.name, [spec.task_id for spec, _ in claims]))
+            return run_local(t, claims, limits)
+
+        dispatcher = Dispatcher(catalog, producer(settings), topics, runner, owner="test")
+        table, record = made[0]
+        dispatcher.plan_task(task_event(table, record, 0))
+        # Small tasks: one wake-up claimed every table's, and ran them table by table.
+        assert sorted(name for name, _ in jobs) == ["small_0", "small_1"], jobs
+        for (t, record), (name, ids) in zip(made, sorted(jobs), strict=True):
+            assert name == t.name
+            assert sorted(ids) == sorted(task.task_id for task in record.tasks)
+            assert states(catalog, record) == [("Prepared", 1)] * len(record.tasks)
+        # A batch too large for the dispatcher's own processes is one table's Spark job.
+        spark = settings.model_copy(update={"dispatcher_local_bytes": 0})
+        others = [planned(catalog, f"big_{n}") for n in range(2)]
+        jobs.clear()
+        with firn.connect(warehouse=str(tmp_path), settings=spark) as as_spark:
+            Dispatcher(as_spark, producer(spark), topics, runner, owner="test").plan_task(
+                task_event(*others[0], 0)
+            )
+        assert len({name for name, _ in jobs}) == 1, jobs
+
+
 def test_a_table_over_its_quota_yields_to_others_but_keeps_free_executors(
     settings: FirnSettings, tmp_path: Path
 ) -> None:
