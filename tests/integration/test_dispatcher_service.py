@@ -16,7 +16,7 @@ import firn
 from firn.catalog.claiming import release_tasks
 from firn.catalog.compactions import commit_plan
 from firn.catalog.results import retry_backoff
-from firn.engine.execution import Claim, run_local, run_spark
+from firn.engine.execution import Claim, Runner, run_local, run_spark
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now
 from firn.engine.spark_session import spark_session
@@ -70,6 +70,16 @@ def states(catalog: firn.Catalog, record: PlanRecord) -> list[tuple[str, int]]:
             (record.plan_id,),
         ).fetchall()
     ]
+
+
+def recording(jobs: list[tuple[str, list[int]]]) -> Runner:
+    """``run_local``, writing down each call's table and task ids in ``jobs``."""
+
+    def run(t: TableSchema, claims: Sequence[Claim], limits: KernelLimits) -> list[TaskResult]:
+        jobs.append((t.name, [spec.task_id for spec, _ in claims]))
+        return run_local(t, claims, limits)
+
+    return run
 
 
 def test_one_event_runs_the_plan_as_one_spark_job(
@@ -183,12 +193,7 @@ def test_a_wake_up_runs_the_highest_score_first_within_the_permits(
         }
         assert queue == {"high_score": 1, "low_score": 2}
         jobs: list[tuple[str, list[int]]] = []
-
-        def runner(
-            t: TableSchema, claims: Sequence[Claim], limits: KernelLimits
-        ) -> list[TaskResult]:
-            jobs.append((t.name, [spec.task_id for spec, _ in claims]))
-            return run_local(t, claims, limits)
+        runner = recording(jobs)
 
         dispatcher = Dispatcher(catalog, producer(budgeted), topics, runner, owner="test")
         # Every wake-up names a task of the low-score plan; the catalog's order wins.
@@ -210,12 +215,7 @@ def test_one_wake_up_runs_several_small_tables(settings: FirnSettings, tmp_path:
         made = [planned(catalog, f"small_{n}") for n in range(2)]
         assert sum(len(record.tasks) for _, record in made) <= 8  # one batch's worth
         jobs: list[tuple[str, list[int]]] = []
-
-        def runner(
-            t: TableSchema, claims: Sequence[Claim], limits: KernelLimits
-        ) -> list[TaskResult]:
-            jobs.append((t.name, [spec.task_id for spec, _ in claims]))
-            return run_local(t, claims, limits)
+        runner = recording(jobs)
 
         dispatcher = Dispatcher(catalog, producer(settings), topics, runner, owner="test")
         table, record = made[0]
