@@ -413,8 +413,38 @@ def sample_fleet(conn: Connection) -> dict[str, Any]:
         "open_plans": status.open_plans,
         "tasks": status.tasks,
         "oldest_due_s": None if oldest is None else oldest.waiting_seconds,
+        "catalog_rows": catalog_rows(conn),
+        "catalog_bytes": _one(
+            conn,
+            "SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_stat_user_tables "
+            "WHERE schemaname = current_schema()",
+        )[0],
         "sample_s": round(time.perf_counter() - began, 3),
     }
+
+
+HISTORY = (
+    "snapshot",
+    "data_file",
+    "compaction_plan",
+    "compaction_task",
+    "state_transition",
+    "partition_merge_history",
+    "orphan_file",
+)
+"""The catalog tables every commit or compaction adds rows to: retention must keep
+them bounded (``firn.catalog.pruning``)."""
+
+
+def catalog_rows(conn: Connection) -> dict[str, int]:
+    """Live rows of each history table, as Postgres's statistics estimate them (a
+    count(*) of each would be most of a sample's cost on a large catalog)."""
+    rows = conn.execute(
+        "SELECT relname, n_live_tup FROM pg_stat_user_tables "
+        "WHERE schemaname = current_schema() AND relname = ANY(%s)",
+        (list(HISTORY),),
+    ).fetchall()
+    return {str(name): int(n) for name, n in sorted(rows)}
 
 
 def open_plans(conn: Connection) -> int:
@@ -500,7 +530,9 @@ class Sampler:
             f"due={s['due']}/{expected} unmerged={s['unmerged']}/{expected} "
             f"open_plans={s['open_plans']} oldest_due={s['oldest_due_s'] or 0:.0f}s "
             f"cpu metrics={cpu.get('metrics', 0):.2f} postgres={cpu.get('postgres', 0):.2f} "
-            f"dispatcher={cpu.get('dispatcher', 0):.2f}"
+            f"dispatcher={cpu.get('dispatcher', 0):.2f} "
+            f"catalog={sum(s['catalog_rows'].values()) / 1000:.0f}k rows "
+            f"{s['catalog_bytes'] / 2**20:.0f} MiB"
         )
 
 
@@ -583,10 +615,7 @@ def fleet_latency(conn: Connection) -> dict[str, Any]:
 
 
 def catalog_size(conn: Connection) -> dict[str, int]:
-    size = {
-        f"{name}_rows": _one(conn, f"SELECT count(*) FROM {name}")[0]
-        for name in ("snapshot", "data_file", "compaction_plan", "compaction_task")
-    }
+    size = {f"{name}_rows": _one(conn, f"SELECT count(*) FROM {name}")[0] for name in HISTORY}
     size["bytes"] = _one(conn, "SELECT pg_database_size(current_database())")[0]
     return size
 
@@ -670,6 +699,7 @@ def report(
         },
         "cpu_cores": cpu,
         "catalog": size,
+        "catalog_growth": _growth(run.sampler.samples),
         "model_ok": not mismatched,
         "mismatched": mismatched[:5],
         "mismatched_count": len(mismatched),
@@ -683,6 +713,24 @@ def report(
         "settles_within_60s": settled.seconds is not None and settled.seconds <= 60,
     }
     return result
+
+
+def _growth(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The catalog's history rows and bytes about every ten minutes of the run (and
+    its last sample): bounded by retention, they level off instead of climbing."""
+    if not samples:
+        return []
+    picked, next_at = [], 0.0
+    for s in samples:
+        if s["t"] >= next_at:
+            picked.append(s)
+            next_at = s["t"] + 600
+    if picked[-1] is not samples[-1]:
+        picked.append(samples[-1])
+    return [
+        {"t": s["t"], "phase": s["phase"], "rows": s["catalog_rows"], "bytes": s["catalog_bytes"]}
+        for s in picked
+    ]
 
 
 def _quantiles_ms(latencies: list[float]) -> dict[str, float | None]:

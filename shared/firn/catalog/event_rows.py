@@ -107,6 +107,8 @@ def commit_named(conn: Connection, commit: CommitEvent) -> list[CommittedFiles]:
         (table_id, snapshot_id),
     ).fetchone()
     if row is None:
+        if _pruned_snapshot(conn, commit):
+            return []  # its files were folded and expired before the event came
         raise EventMismatchError(
             f"commit event names snapshot {snapshot_id} of table id {table_id}, "
             "which does not exist"
@@ -137,6 +139,8 @@ def compaction_named(conn: Connection, compaction: CompactionEvent) -> None:
         (plan_id,),
     ).fetchone()
     if row is None:
+        if _pruned_plan(conn, compaction):
+            return  # retention pruned it: a newer plan of its partition committed since
         raise EventMismatchError(f"compaction event names plan {plan_id}, which does not exist")
     _agree(
         "compaction",
@@ -148,6 +152,33 @@ def compaction_named(conn: Connection, compaction: CompactionEvent) -> None:
             ("state", "Committed", row[3]),
             ("snapshot_id", compaction.snapshot_id, row[4]),
         ],
+    )
+
+
+def _pruned_snapshot(conn: Connection, commit: CommitEvent) -> bool:
+    """Whether the commit event names a snapshot its table allocated and retention
+    has since pruned (``firn.catalog.pruning``): a late event, not a forged one."""
+    row = conn.execute(
+        "SELECT name, last_snapshot FROM catalog_table WHERE table_id = %s", (commit.table_id,)
+    ).fetchone()
+    return row is not None and row[0] == commit.table and 0 < commit.snapshot_id <= row[1]
+
+
+def _pruned_plan(conn: Connection, compaction: CompactionEvent) -> bool:
+    """Whether the compaction event names a plan retention has pruned: its table's
+    snapshot it names was allocated, and a newer plan of its partition committed."""
+    row = conn.execute(
+        "SELECT t.name, t.last_snapshot, (SELECT max(p.plan_id) FROM compaction_plan p "
+        "WHERE p.table_id = t.table_id AND p.partition_key = %s AND p.state = 'Committed') "
+        "FROM catalog_table t WHERE t.table_id = %s",
+        (compaction.partition_key, compaction.table_id),
+    ).fetchone()
+    return (
+        row is not None
+        and row[0] == compaction.table
+        and 0 < compaction.snapshot_id <= row[1]
+        and row[2] is not None
+        and compaction.plan_id < row[2]
     )
 
 

@@ -16,7 +16,9 @@ The steps run in an order that a crash at any point leaves for a rerun to finish
 1. mark the snapshots before ``keep_from`` expired, so reading one fails with
    ``SnapshotExpiredError`` instead of a missing file;
 2. delete the expired files from storage (a file already gone is fine);
-3. delete their catalog rows: the files are gone, and no kept snapshot sees them.
+3. delete their catalog rows: the files are gone, and no kept snapshot sees them;
+4. delete the catalog's own history that no kept snapshot needs: old plans, tasks
+   and transitions, snapshot rows, merge history (``firn.catalog.pruning``).
 
 Recorded orphans (``orphan_file``: outputs of failed, replaced or killed attempts,
 staged files of producer commits that did not land) older than ``orphan.retention``
@@ -35,10 +37,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from firn.catalog.orphans import Progress, SweepResult, sweep_storage
+from firn.catalog.pruning import PrunedHistory, prune_history
 from firn.errors import ConfigError
 from firn.io.storage import Storage
 from firn.model.properties import TableProperties
@@ -72,6 +75,8 @@ class TableExpiry:
     ``orphan.retention`` (how many it listed goes to the log and the progress
     callback: a dry run lists the files expiry would delete too)."""
     swept_bytes: int = 0
+    history: PrunedHistory = field(default_factory=PrunedHistory)
+    """The catalog's own history rows retention deleted (``firn.catalog.pruning``)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,10 @@ class ExpiryReport:
     def expired_snapshots(self) -> int:
         return sum(t.expired_snapshots for t in self.tables)
 
+    @property
+    def history_rows(self) -> int:
+        return sum(t.history.rows for t in self.tables)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "dry_run": self.dry_run,
@@ -109,6 +118,7 @@ class ExpiryReport:
             "bytes": self.bytes,
             "orphans": self.orphans,
             "swept": self.swept,
+            "history_rows": self.history_rows,
             "tables": [asdict(t) for t in self.tables],
         }
 
@@ -208,6 +218,16 @@ def _expire_table(
             sum(size for _, size in files.paths),
             len(orphans),
         )
+    history = prune_history(
+        conn,
+        table.table_id,
+        keep_from,
+        snapshot_cutoff,
+        dry_run=dry_run,
+        dropped_files=files.rows,
+    )
+    if history.rows and not dry_run:
+        log.info("%s: pruned %d history row(s): %s", table.name, history.rows, history)
     swept = SweepResult(0, (), 0)
     if list_storage:
         swept = sweep_storage(
@@ -228,6 +248,7 @@ def _expire_table(
         orphans=tuple(orphans),
         swept=swept.unreferenced,
         swept_bytes=swept.bytes,
+        history=history,
     )
 
 
@@ -262,11 +283,17 @@ def _expire_snapshots(conn: Connection, table_id: int, keep_from: int, dry_run: 
 
 
 def _expired(alias: str) -> str:
-    """A file row (``alias``) removed by a snapshot older than what retention keeps."""
+    """A file row (``alias``) removed by a snapshot older than what retention keeps.
+    A snapshot before ``keep_from`` was created before the cutoff (``keep_from`` is
+    at most the oldest one created after it), so only ``keep_from`` itself needs its
+    row read: the others' rows may already be pruned (``firn.catalog.pruning``).
+    Never NULL (a live row is not expired), as the callers negate it."""
     return (
-        f"{alias}.table_id = %(table)s AND {alias}.removed_snapshot <= %(keep)s AND EXISTS "
+        f"{alias}.table_id = %(table)s AND {alias}.removed_snapshot IS NOT NULL "
+        f"AND ({alias}.removed_snapshot < %(keep)s "
+        f"OR ({alias}.removed_snapshot = %(keep)s AND EXISTS "
         f"(SELECT 1 FROM snapshot s WHERE s.table_id = {alias}.table_id "
-        f"AND s.snapshot_id = {alias}.removed_snapshot AND s.created_at < %(cutoff)s)"
+        f"AND s.snapshot_id = {alias}.removed_snapshot AND s.created_at < %(cutoff)s)))"
     )
 
 

@@ -63,14 +63,22 @@ def check_snapshot(conn: Connection, table_id: int, snapshot_id: int) -> None:
     if snapshot_id == 0:
         return
     row = conn.execute(
-        "SELECT expired_at FROM snapshot WHERE table_id = %s AND snapshot_id = %s",
-        (table_id, snapshot_id),
+        "SELECT s.snapshot_id IS NOT NULL, s.expired_at, t.last_snapshot FROM catalog_table t "
+        "LEFT JOIN snapshot s ON s.table_id = t.table_id AND s.snapshot_id = %s "
+        "WHERE t.table_id = %s",
+        (snapshot_id, table_id),
     ).fetchone()
     if row is None:
+        raise ConfigError(f"table {table_id} no longer exists")
+    found, expired_at, last = row
+    if not found and not 0 < snapshot_id <= last:
         raise ConfigError(f"table {table_id} has no snapshot {snapshot_id}")
-    if row[0] is not None:
+    if not found or expired_at is not None:
+        # A snapshot id the table allocated but no longer has was pruned by retention
+        # after it expired (firn.catalog.pruning).
+        when = "" if expired_at is None else f" at {expired_at.isoformat()}"
         raise SnapshotExpiredError(
-            f"snapshot {snapshot_id} of table {table_id} expired at {row[0].isoformat()} "
+            f"snapshot {snapshot_id} of table {table_id} expired{when} "
             "(older than snapshot.retention); read a newer snapshot"
         )
 

@@ -56,7 +56,8 @@ def _text(report: ExpiryReport) -> str:
         lines.append(
             f"{t.table}: {verb} {t.expired_snapshots} snapshot(s) (oldest kept: {t.keep_from}), "
             f"{len(t.files)} data file(s) ({size(t.bytes)}), {len(t.orphans)} orphan(s), "
-            f"{len(t.swept)} unknown file(s) in storage ({size(t.swept_bytes)})"
+            f"{len(t.swept)} unknown file(s) in storage ({size(t.swept_bytes)}), "
+            f"{t.history.rows} history row(s)"
         )
         if report.dry_run:
             paths = [*t.files, *t.orphans, *t.swept]
