@@ -22,6 +22,7 @@ from firn.model.tiering import (
     COALESCE_FAN_IN,
     Run,
     Unit,
+    UnitPlan,
     coalesce_windows,
     fold_reasons,
     kept_by_vector,
@@ -57,6 +58,19 @@ def test_fold_rules_are_the_spec_major_rules_on_the_unit() -> None:
     assert "delete bytes" in fold_reasons(many_deletes, p)[0]
     assert fold_reasons(Unit(many_deletes.runs, 10**12, nodes=2), p) == []
     assert fold_reasons(Unit((), base_bytes=0), p) == []
+
+
+def test_a_change_floor_keeps_a_small_units_few_runs_until_the_run_trigger() -> None:
+    p = props(major_change_bytes_lowest=1000)
+    small = Unit((run(3, 60), run(2, 40)), base_bytes=200, nodes=2)  # ratio 0.5, 100 < 2000
+    assert fold_reasons(small, p) == []
+    assert plan_unit(small, p) is None, "below the run trigger: not even a merge"
+    five = Unit(tuple(run(seq, 20) for seq in range(7, 2, -1)), base_bytes=200, nodes=2)
+    assert fold_reasons(five, p) == ["change ratio 0.500 >= 0.3"]
+    assert plan_unit(five, p) == UnitPlan(True, 0, ("change ratio 0.500 >= 0.3",)), "not a merge"
+    big = Unit((run(3, 2000),), base_bytes=4000, nodes=2)
+    assert fold_reasons(big, p) == ["change ratio 0.500 >= 0.3"]
+    assert fold_reasons(small, props()) == ["change ratio 0.500 >= 0.3"], "no floor by default"
 
 
 def test_no_merge_below_the_trigger_and_enough_runs_to_get_back_to_it() -> None:

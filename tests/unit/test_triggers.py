@@ -51,6 +51,36 @@ def test_change_ratio() -> None:
     assert decide(replace(QUIET, unmerged_insert_bytes=29 * MiB), PROPS).kind is None
 
 
+def test_a_change_floor_lets_a_small_partitions_runs_collect_before_a_fold() -> None:
+    floor = TableProperties.parse({"base.buckets": 4, "major.change-bytes-lowest": "64KiB"})
+    # Two small commits into a small base: ratio 0.5, far below 4 x 64 KiB.
+    small = replace(
+        QUIET,
+        unmerged_insert_bytes=6000,
+        unmerged_files=2,
+        small_files=3,
+        base_bytes=12_000,
+        max_runs_per_node=2,
+    )
+    assert decide(small, PROPS).reasons == ("change ratio 0.500 >= 0.3",), "no floor: folds"
+    assert decide(small, floor).kind is None
+    # ... until a node holds minor.file-count (5) runs: then a fold, not a minor merge.
+    five = replace(small, max_runs_per_node=5, unmerged_files=5, unmerged_insert_bytes=15_000)
+    assert decide(five, floor).reasons == ("change ratio 1.250 >= 0.3",)
+    # ... or the changes reach the floor.
+    big = replace(small, unmerged_insert_bytes=256 * 1024, base_bytes=512 * 1024)
+    assert decide(big, floor).kind is Kind.MAJOR
+    # A partition never folded waits for the same; one folded before keeps its interval.
+    fresh = replace(small, base_bytes=0, seconds_since_major=None)
+    assert decide(fresh, PROPS).kind is Kind.MAJOR
+    assert decide(fresh, floor).kind is None
+    assert decide(replace(fresh, max_runs_per_node=5), floor).kind is Kind.MAJOR
+    overdue = replace(small, seconds_since_major=3600.0)
+    assert decide(overdue, floor).reasons == (
+        "unmerged changes and last major 3600s ago (max 3600s)",
+    )
+
+
 def test_small_base_file_count_scaled_by_nodes() -> None:
     # QUIET's two unmerged change files are among its small files.
     assert decide(replace(QUIET, small_files=2 + 12 * 4 - 1), PROPS).kind is None

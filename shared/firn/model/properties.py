@@ -93,6 +93,7 @@ RANGES: dict[str, Range] = {
     "major.delete-bytes-lowest": Range(1, TiB, "bytes"),
     "major.delete-bytes": Range(1, TiB, "bytes"),
     "major.change-ratio": Range(0, 1000, "ratio", above=True),
+    "major.change-bytes-lowest": Range(0, TiB, "bytes"),
     "major.interval-max": Range(1, 365 * DAY, "seconds"),
     "minor.file-count": Range(1, 10_000, "count"),
     "minor.size-ratio": Range(0, 100, "ratio"),
@@ -149,6 +150,12 @@ class TableProperties(BaseModel):
     major_delete_bytes_lowest: _Size = Field(1 * MiB, alias="major.delete-bytes-lowest")
     major_delete_bytes: _Size = Field(64 * MiB, alias="major.delete-bytes")
     major_change_ratio: _Ratio = Field(0.3, alias="major.change-ratio")
+    major_change_bytes_lowest: _Size = Field(
+        0,
+        alias="major.change-bytes-lowest",
+        description="unmerged bytes per base node below which the change-ratio and "
+        "first-fold rules wait for minor.file-count sorted runs",
+    )
     major_interval_max: _Duration = Field(3600.0, alias="major.interval-max")
     minor_file_count: _Count = Field(
         5, alias="minor.file-count", description="sorted runs per node that start a merge"

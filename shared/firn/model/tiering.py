@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
 from firn.model.tasks import may_carry_vector
+from firn.model.triggers import worth_folding
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,11 @@ def fold_reasons(unit: Unit, p: TableProperties) -> list[str]:
         and (deletes >= p.major_delete_bytes_lowest * n)
     ):
         reasons.append(f"delete ratio {deletes / live:.3f} >= {p.major_delete_ratio}")
-    if base > 0 and unit.change_bytes / base >= p.major_change_ratio:
+    if (
+        base > 0
+        and unit.change_bytes / base >= p.major_change_ratio
+        and worth_folding(unit.change_bytes, len(unit.runs), n, p)
+    ):
         reasons.append(f"change ratio {unit.change_bytes / base:.3f} >= {p.major_change_ratio}")
     return reasons
 

@@ -73,18 +73,34 @@ def major_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
         reasons.append(
             f"delete ratio {m.unmerged_delete_bytes / live:.3f} >= {p.major_delete_ratio}"
         )
-    if m.base_bytes > 0 and m.unmerged_bytes / m.base_bytes >= p.major_change_ratio:
+    worth = worth_folding(m.unmerged_bytes, m.max_runs_per_node, n, p)
+    if m.base_bytes > 0 and m.unmerged_bytes / m.base_bytes >= p.major_change_ratio and worth:
         reasons.append(
             f"change ratio {m.unmerged_bytes / m.base_bytes:.3f} >= {p.major_change_ratio}"
         )
     if too_many_small_base_files(m, p):
         reasons.append(f"small base files {m.small_base_files} >= {p.major_file_count * n}")
-    if m.unmerged_files > 0 and (
-        m.seconds_since_major is None or m.seconds_since_major >= p.major_interval_max
+    if m.unmerged_files > 0 and m.seconds_since_major is None and worth:
+        reasons.append(f"unmerged changes and last major never (max {p.major_interval_max:.0f}s)")
+    elif m.unmerged_files > 0 and (
+        m.seconds_since_major is not None and m.seconds_since_major >= p.major_interval_max
     ):
-        age = "never" if m.seconds_since_major is None else f"{m.seconds_since_major:.0f}s ago"
-        reasons.append(f"unmerged changes and last major {age} (max {p.major_interval_max:.0f}s)")
+        reasons.append(
+            f"unmerged changes and last major {m.seconds_since_major:.0f}s ago "
+            f"(max {p.major_interval_max:.0f}s)"
+        )
     return reasons
+
+
+def worth_folding(unmerged_bytes: int, runs: int, nodes: int, p: TableProperties) -> bool:
+    """Whether changes are enough for the change-ratio and first-fold rules: at least
+    ``major.change-bytes-lowest`` per base node, or a node with ``minor.file-count``
+    sorted runs. Below both, a small partition's few small runs cost its readers less
+    than folding them at every commit costs the compaction service: a fleet of small
+    tables otherwise folds every partition after each commit (issue 37), where
+    Paimon's universal compaction waits for its sorted-run trigger too. 0 (the
+    default) folds as soon as the ratio says."""
+    return unmerged_bytes >= p.major_change_bytes_lowest * nodes or runs >= p.minor_file_count
 
 
 def too_many_small_base_files(m: PartitionMetrics, p: TableProperties) -> bool:
