@@ -38,8 +38,8 @@ def planned(catalog: firn.Catalog, name: str, score: float, waited: float) -> fi
     assert isinstance(plan, PlanRecord)
     release_tasks(catalog.conn, plan)
     catalog.conn.execute(
-        "UPDATE compaction_plan SET score = %s, created_at = now() - make_interval(secs => %s) "
-        "WHERE plan_id = %s",
+        "UPDATE compaction_plan SET score = %s, "
+        "waiting_since = now() - make_interval(secs => %s) WHERE plan_id = %s",
         (score, waited, plan.plan_id),
     )
     return table
@@ -59,6 +59,30 @@ def test_a_waiting_plan_ages_past_higher_scores(catalog: firn.Catalog) -> None:
     }
     assert places == {"quiet": 1, "busy": 2, "fresh": 3}
 
-    catalog.conn.execute("UPDATE compaction_plan SET created_at = now()")
+    catalog.conn.execute("UPDATE compaction_plan SET waiting_since = now()")
     order = [c.table_id for c in claimable_tasks(catalog.conn, 10)]
     assert order == [busy.table_id, fresh.table_id, quiet.table_id]  # by score alone
+
+
+def test_a_replanned_partition_keeps_its_place_in_the_queue(catalog: firn.Catalog) -> None:
+    """More commits while a plan waits replace it with a plan that folds them too;
+    the replacement waits from when the first plan did, not from its own making, or
+    a partition that keeps receiving commits would go back to the end each time."""
+    busy = planned(catalog, "busy", score=6.0, waited=0.0)
+    steady = planned(catalog, "steady", score=0.5, waited=10 * AGING_SECONDS)
+    steady.upsert(pa.table({"p": ["a"], "k": [2]}, schema=SCHEMA))
+    replacement = plan_now(catalog.conn, steady, "p=a", "major")
+    assert isinstance(replacement, PlanRecord)
+    release_tasks(catalog.conn, replacement)
+    states = dict(
+        catalog.conn.execute(
+            "SELECT plan_id, state FROM compaction_plan WHERE table_id = %s",
+            (steady.table_id,),
+        ).fetchall()
+    )
+    assert sorted(states.values()) == ["Planned", "Replaced"]
+    catalog.conn.execute(
+        "UPDATE compaction_plan SET score = 0.5 WHERE plan_id = %s", (replacement.plan_id,)
+    )
+    order = [c.table_id for c in claimable_tasks(catalog.conn, 10)]
+    assert order == [steady.table_id, busy.table_id], "0.5 + 10 (kept) > 6"

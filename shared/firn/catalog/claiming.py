@@ -190,8 +190,9 @@ a quiet table's plan, scored low, is not passed over for good by a busy table's
 stream of higher-scored plans (a score is about a partition's unmerged change files
 per node, weighted by their bytes: a handful for a busy partition)."""
 
-PRIORITY = "p.score + extract(epoch FROM now() - p.created_at) / %(aging)s"
-"""A plan's claim priority: its score, aged (``AGING_SECONDS``)."""
+PRIORITY = "p.score + extract(epoch FROM now() - p.waiting_since) / %(aging)s"
+"""A plan's claim priority: its score, aged (``AGING_SECONDS``) from when its
+partition began waiting (a replacement keeps the replaced plan's place)."""
 
 _CLAIMABLE = (
     "SELECT t.task_id, p.table_id, t.input_bytes, p.score "

@@ -10,6 +10,7 @@ the lock order these transactions keep (partition, then plan, then tasks).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -51,13 +52,13 @@ def create_plan(
         ).fetchone()
         if part is None or int(part[0]) != draft.from_merged_seq:
             return PlanSkipped(draft.partition_key, "stale: the partition was compacted since")
-        skipped = _replace_open_plan(conn, table_id, draft)
-        if skipped is not None:
-            return skipped
+        replaced = _replace_open_plan(conn, table_id, draft)
+        if isinstance(replaced, PlanSkipped):
+            return replaced
         plan_id = conn.execute(
             "INSERT INTO compaction_plan (table_id, partition_key, kind, state, from_merged_seq, "
-            "to_seq, planned_snapshot, reason, score) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-            "RETURNING plan_id",
+            "to_seq, planned_snapshot, reason, score, waiting_since) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now())) RETURNING plan_id",
             (
                 table_id,
                 draft.partition_key,
@@ -68,6 +69,7 @@ def create_plan(
                 planned_snapshot,
                 json.dumps(dict(reason or {})),
                 score,
+                replaced,
             ),
         ).fetchone()[0]  # type: ignore[index]
         record_transition(conn, "plan", plan_id, "", PLAN.initial, 0, "planned")
@@ -119,15 +121,20 @@ def create_plan(
     return PlanRecord(plan_id, tuple(specs))
 
 
-def _replace_open_plan(conn: Connection, table_id: int, draft: PlanDraft) -> PlanSkipped | None:
+def _replace_open_plan(
+    conn: Connection, table_id: int, draft: PlanDraft
+) -> PlanSkipped | dt.datetime | None:
+    """Replace the partition's open plan, unless it is running or already covers
+    the draft (``PlanSkipped``); returns when the replaced plan began waiting, for
+    the new one to keep its place in the queue (None: there was none)."""
     row = conn.execute(
-        "SELECT plan_id, state, to_seq, kind FROM compaction_plan WHERE table_id = %s "
-        "AND partition_key = %s AND state = ANY(%s) FOR UPDATE",
+        "SELECT plan_id, state, to_seq, kind, waiting_since FROM compaction_plan "
+        "WHERE table_id = %s AND partition_key = %s AND state = ANY(%s) FOR UPDATE",
         (table_id, draft.partition_key, [s.value for s in OPEN_PLAN_STATES]),
     ).fetchone()
     if row is None:
         return None
-    plan_id, state, to_seq, kind = row
+    plan_id, state, to_seq, kind, waiting_since = row
     states = [
         TaskState(s)
         for (s,) in conn.execute(
@@ -153,7 +160,7 @@ def _replace_open_plan(conn: Connection, table_id: int, draft: PlanDraft) -> Pla
     move_plan(
         conn, plan_id, PlanState(state), PlanState.REPLACED, by=Actor.PLANNER, reason="replanned"
     )
-    return None
+    return waiting_since  # type: ignore[no-any-return]
 
 
 def fail_plan(conn: Connection, plan_id: int, reason: str, *, by: Actor) -> bool:
