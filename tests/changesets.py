@@ -148,5 +148,7 @@ def evolving_table(draw: st.DrawFn, kind: KeyKind) -> tuple[dict[str, Any], list
         "change.buckets": draw(st.sampled_from(LEVELS)),
         "base.buckets": draw(st.sampled_from(LEVELS)),
         "target-file-size": draw(st.sampled_from(["2KiB", "64MiB"])),
+        # Small commits' rows at the partition's root, read by every split of it.
+        "change.split-rows": draw(st.sampled_from([0, 0, 4, 1000])),
     }
     return properties, draw(life_steps(kind))

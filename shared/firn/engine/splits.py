@@ -36,6 +36,7 @@ from firn.io.storage import Storage
 from firn.model.changes import DELETE, OP, ORD, UPSERT
 from firn.model.files import FileEntry
 from firn.model.filters import Filter, columns, conjunction, conjuncts, to_expression
+from firn.model.keyhash import hash_keys
 from firn.model.merge_on_read import SEQ, merge
 from firn.model.schema import TableSchema
 from firn.model.tree import Node
@@ -130,10 +131,23 @@ def read_merged(split: Split) -> pa.Table:
         base_filter=everything,
         change_filter=None if on_key is None else to_expression(on_key, schema),
     )
-    merged = merge(table, inputs.base, inputs.inserts, inputs.deletes)
+    merged = merge(
+        table, inputs.base, _of_node(split, inputs.inserts), _of_node(split, inputs.deletes)
+    )
     if rest is not None:
         merged = merged.filter(to_expression(rest, schema))
     return merged.select(list(split.columns))
+
+
+def _of_node(split: Split, rows: pa.Table) -> pa.Table:
+    """The change rows whose key hashes into the split's node, when the split shares
+    shallower change files with its sibling nodes (``firn.engine.table_scan``: a
+    small commit's files at the partition's root); otherwise every row already is."""
+    node = split.node
+    if node is None or not any(e.node.m < node.m for e in split.files) or not rows.num_rows:
+        return rows
+    hashes = hash_keys([rows.column(c) for c in split.table.primary_key])
+    return rows.filter(pa.array(node.contains(hashes)))
 
 
 def read_changes(split: Split) -> pa.Table:
@@ -149,8 +163,8 @@ def read_changes(split: Split) -> pa.Table:
     check_sizes(storage, [*upserts, *deletes])
     everything = None if split.filter is None else to_expression(split.filter, schema)
     key_only = None if on_key is None else to_expression(on_key, schema)
-    inserted = scan_changes(storage, table, upserts, "I", {}, everything)
-    deleted = scan_changes(storage, table, deletes, "D", {}, key_only)
+    inserted = _of_node(split, scan_changes(storage, table, upserts, "I", {}, everything))
+    deleted = _of_node(split, scan_changes(storage, table, deletes, "D", {}, key_only))
     target = split.schema
     parts = []
     for rows, op in ((inserted, UPSERT), (deleted, DELETE)):

@@ -12,9 +12,11 @@ are pruned (``firn.engine.pruning``) and the rest grouped into splits
 - ``explain()`` says what was kept and pruned, and why.
 
 Splits of a keyed table are the nodes of one tree level per partition: the
-shallowest level among the partition's kept files, so every file belongs to
-exactly one split (a deeper file to its ancestor) and is read once; the keys of
-two splits never meet, so the splits' merged views add up to the table's. Tables
+shallowest level among the partition's kept files other than change files at its
+root, so every other file belongs to exactly one split (a deeper file to its
+ancestor) and is read once; a root change file goes to every split of its
+partition, and each keeps only the rows whose key hashes into its node. The keys
+of two splits never meet, so the splits' merged views add up to the table's. Tables
 without a key need no merge, and every file is a split of its own.
 """
 
@@ -185,12 +187,18 @@ class Scan:
             by_partition.setdefault(entry.partition_key, []).append(entry)
         splits = []
         for partition, entries in sorted(by_partition.items()):
-            level = min(e.node.m for e in entries)
+            shared = [e for e in entries if _shared(e)]
+            own = [e for e in entries if not _shared(e)]
+            if not own:  # only root files: the partition is one split
+                own, shared = shared, []
+            level = min(e.node.m for e in own)
             by_node: dict[Node, list[FileEntry]] = {}
-            for entry in entries:
+            if shared:  # every node of the level may hold some of the shared rows
+                by_node = {Node(level, i): [] for i in range(level)}
+            for entry in own:
                 by_node.setdefault(entry.node.ancestor_at(level), []).append(entry)
             for node, files in sorted(by_node.items()):
-                splits.append(self._split(files, partition, node))
+                splits.append(self._split([*files, *shared], partition, node))
         return splits
 
     def _split(self, files: Sequence[FileEntry], partition: str | None, node: Node | None) -> Split:
@@ -255,6 +263,15 @@ class Scan:
             after_merge=rest,
             start_snapshot=self.start_snapshot,
         )
+
+
+def _shared(entry: FileEntry) -> bool:
+    """A change file at a partition's root node: given to every split of its
+    partition, each of which keeps the rows of its own node, rather than making the
+    partition one split until compaction folds it. Such files are small commits'
+    (``change.split-rows``) or tables with one change bucket, whose change files
+    compaction keeps small."""
+    return entry.store == "change" and entry.node.m == 1
 
 
 def _filter_parts(table: TableSchema, f: Filter | None) -> tuple[str | None, str | None]:
