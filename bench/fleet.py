@@ -9,11 +9,12 @@ fleet (``sample_fleet``, which is ``firn status --fleet``'s ``fleet_status``):
 partitions with unmerged changes and those of them the triggers find due, open plans,
 and each service's and Postgres's CPU (the sample's own queries included). Once the
 producers stop it waits for the fleet to settle (no partition due in a full pass, no
-plan open), then reports commit-to-compacted latency pooled over every table, the
-catalog's size, and checks every table against its producer's model. The baseline
-is the issue's goals, checked in the same run: the asked rate held with commit p95
-<= 100 ms, at most 10 % of partitions due at any sample, commit-to-compacted p95
-<= 30 s (an upper bound of due-to-compacted), settled within 60 s.
+plan open), then reports commit-to-compacted latency pooled over every table, how
+long a due partition waited for its compaction (``plan_to_compacted``), the
+catalog's size over the run, and checks every table against its producer's model.
+The baseline is the issue's goals, checked in the same run: the asked rate held with
+commit p95 <= 100 ms, at most 10 % of partitions due at any sample, due-to-compacted
+p95 <= 30 s, settled within 60 s.
 
     .venv/bin/python bench/fleet.py --tables 1000 --rate 50 --duration 300
     .venv/bin/python bench/fleet.py --sizes 300,1000,3000 --out fleet.json
@@ -245,6 +246,7 @@ def measure(args: argparse.Namespace, tables: int, home: Path) -> dict[str, Any]
             finally:
                 run.sampler.stop()
             latency = fleet_latency(conn)
+            latency["plan_to_compacted"] = plan_to_compacted(conn)
             size = catalog_size(conn)
         finally:
             conn.close()
@@ -614,6 +616,37 @@ def fleet_latency(conn: Connection) -> dict[str, Any]:
     }
 
 
+def plan_to_compacted(conn: Connection) -> dict[str, Any]:
+    """Per committed plan, the seconds from the first plan made for its partition
+    since the one committed before it (replaced plans included) to its commit: how
+    long a partition the metrics service found due waited for its compaction. The
+    metrics service requests a plan at the commit that makes a partition due, so the
+    only part of due-to-compacted left out is that request's trip to the planner.
+    Over the plans retention has kept."""
+    waits = [
+        float(w)
+        for (w,) in conn.execute(
+            "WITH c AS (SELECT p.plan_id, p.table_id, p.partition_key, s.created_at AS done, "
+            "lag(p.plan_id, 1, 0::bigint) OVER (PARTITION BY p.table_id, p.partition_key "
+            "ORDER BY p.plan_id) AS before FROM compaction_plan p JOIN snapshot s "
+            "ON s.table_id = p.table_id AND s.snapshot_id = p.committed_snapshot "
+            "WHERE p.state = 'Committed') "
+            "SELECT extract(epoch FROM c.done - (SELECT min(q.created_at) FROM compaction_plan q "
+            "WHERE q.table_id = c.table_id AND q.partition_key = c.partition_key "
+            "AND q.plan_id > c.before AND q.plan_id <= c.plan_id)) FROM c"
+        ).fetchall()
+    ]
+    ordered = sorted(waits)
+    if not ordered:
+        return {"p50": None, "p95": None, "max": None, "plans": 0}
+    return {
+        "p50": round(statistics.median(ordered), 2),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+        "max": round(ordered[-1], 2),
+        "plans": len(ordered),
+    }
+
+
 def catalog_size(conn: Connection) -> dict[str, int]:
     size = {f"{name}_rows": _one(conn, f"SELECT count(*) FROM {name}")[0] for name in HISTORY}
     size["bytes"] = _one(conn, "SELECT pg_database_size(current_database())")[0]
@@ -709,7 +742,8 @@ def report(
         "rate_held": reached >= 0.95 * args.rate,
         "commit_p95_le_100ms": commit_ms["p95"] is not None and commit_ms["p95"] <= 100,
         "due_share_le_10pct": bool(due) and max(due) <= 0.10,
-        "latency_p95_le_30s": latency["p95"] is not None and latency["p95"] <= 30,
+        "due_to_compacted_p95_le_30s": (waits := latency["plan_to_compacted"]["p95"]) is not None
+        and waits <= 30,
         "settles_within_60s": settled.seconds is not None and settled.seconds <= 60,
     }
     return result
