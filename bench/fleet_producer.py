@@ -11,7 +11,9 @@ main process as two packed int64 arrays per table.
 
 from __future__ import annotations
 
+import os
 import random
+import threading
 import time
 import traceback
 from array import array
@@ -133,10 +135,24 @@ def run_producer(spec: ProducerSpec, start: Flag, start_at: Shared, events: Even
     """Process entry: connect, say ready, wait for the common start, commit open-loop
     for ``duration`` seconds, send the result. Any failure is sent, not raised, so
     the main process never waits for a producer that died."""
+    _exit_with_parent(os.getppid())
     try:
         _produce(spec, start, start_at, events)
     except BaseException:
         events.put(("failed", spec.index, traceback.format_exc()))
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit once the bench that started this producer is gone (killed, or
+    interrupted before it could stop its producers), instead of committing on, or
+    retrying a stack that is gone, for good."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="fleet-parent-watch", daemon=True).start()
 
 
 def _produce(spec: ProducerSpec, start: Flag, start_at: Shared, events: Events) -> None:
