@@ -4,12 +4,11 @@ A plan-task event is a wake-up: the dispatcher claims (Pending -> Executing with
 lease and a new attempt) the claimable tasks with the highest plan priority, up to
 ``dispatcher.max-concurrent-tasks`` and within its memory budget
 (``firn.model.permits``), and runs them as ONE Spark job of one table, or, when they
-are small, on its own merge processes, several small tables' tasks one table after
-another. While the job runs, a
-heartbeat thread (on its own catalog connection) extends the leases. The batch is
-claimed in one transaction and each table's results are recorded in one (each Prepared, or
-Failed and back to Pending for a retry, or its plan fails), then a task-result event
-per task goes out.
+are small, on its own merge processes, several small tables' tasks at once. While the
+job runs, a heartbeat thread (on its own catalog connection) extends the leases. The
+batch is claimed in one transaction and each table's results are recorded in one
+(each Prepared, or Failed and back to Pending for a retry, or its plan fails), then a
+task-result event per task goes out.
 
 The event is only a wake-up: what runs, and its inputs, come from the catalog; an
 event that disagrees with the catalog row of its ``task_id`` is dead-lettered
@@ -23,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import Producer
@@ -72,6 +72,9 @@ class Dispatcher:
         self.runner = runner
         self.owner = owner
         self.limits = KernelLimits.from_settings(catalog.settings)
+        self._groups = ThreadPoolExecutor(
+            max(1, catalog.settings.dispatcher_local_processes), thread_name_prefix="firn-batch"
+        )
 
     def plan_task(self, event: Mapping[str, Any]) -> None:
         """A wake-up: run the batch the catalog says comes first (which need not hold
@@ -102,17 +105,30 @@ class Dispatcher:
         by_table: dict[int, list[Claim]] = {}
         for claim in claims:
             by_table.setdefault(table_of[claim[0].task_id], []).append(claim)
-        # A local batch may hold several small tables' tasks (firn.model.permits): each
-        # table's run as the runner knows it, one after another, under one heartbeat.
+        groups = []
+        for table_id, group in by_table.items():
+            table = tables[table_id]
+            assert table is not None
+            groups.append((table, group))
         with _Heartbeat(settings, claims, self.owner, lease):
-            ran = []
-            for table_id, group in by_table.items():
-                table = tables[table_id]
-                assert table is not None
-                ran.append((table, group, self.runner(table.definition, group, self.limits)))
-        for table, group, results in ran:
+            ran = self._run(groups)
+        for (table, group), results in zip(groups, ran, strict=True):
             self._record(table, group, results)
         self._flush()
+
+    def _run(self, groups: Sequence[tuple[firn.Table, Sequence[Claim]]]) -> list[list[TaskResult]]:
+        """Each table's run as the runner knows it. A batch of several tables is a local
+        one (``firn.model.permits`` mixes tables only there): their runs go at once, so
+        the merge workers are not left idle while one small table's few tasks finish
+        (run one after another, a batch of eight one-task tables kept one of them busy)."""
+        if len(groups) == 1:
+            table, group = groups[0]
+            return [self.runner(table.definition, group, self.limits)]
+        futures = [
+            self._groups.submit(self.runner, table.definition, group, self.limits)
+            for table, group in groups
+        ]
+        return [future.result() for future in futures]
 
     def _record(
         self, table: firn.Table, claims: Sequence[Claim], results: Sequence[TaskResult]

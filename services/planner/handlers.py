@@ -91,6 +91,9 @@ class Planner:
             reason={"trigger": "metrics", "reasons": request.reasons},
             score=request.score,
             tiered=request.scope == "due",
+            # A waiting plan is left to run: replanning it at every request made a
+            # backlogged fleet plan its partitions over and over and run few of them.
+            replace_waiting=False,
         )
         if outcome is None:
             log.info("%s %r: nothing to compact", table.name, request.partition_key)

@@ -14,7 +14,7 @@ import pytest
 import firn
 from firn.catalog.claiming import AGING_SECONDS, claimable_tasks, release_tasks
 from firn.engine.planning import plan_now
-from firn.model.plans import PlanRecord
+from firn.model.plans import PlanRecord, PlanSkipped
 from firn.settings import FirnSettings
 
 SCHEMA = pa.schema(
@@ -86,3 +86,40 @@ def test_a_replanned_partition_keeps_its_place_in_the_queue(catalog: firn.Catalo
     )
     order = [c.table_id for c in claimable_tasks(catalog.conn, 10)]
     assert order == [steady.table_id, busy.table_id], "0.5 + 10 (kept) > 6"
+
+
+def test_the_planner_service_leaves_a_waiting_plan_to_run(catalog: firn.Catalog) -> None:
+    """The services plan with ``replace_waiting=False``: a request for a partition
+    whose plan of the same kind still waits leaves that plan as it is (a backlogged
+    fleet replanned its queued partitions at every commit and ran few of them); a
+    plan of another kind still replaces it, and so does ``firn.compact``'s path."""
+    table = planned(catalog, "queued", score=1.0, waited=0.0)
+    (first,) = [
+        plan_id
+        for (plan_id,) in catalog.conn.execute(
+            "SELECT plan_id FROM compaction_plan WHERE table_id = %s", (table.table_id,)
+        ).fetchall()
+    ]
+    table.upsert(pa.table({"p": ["a"], "k": [2]}, schema=SCHEMA))
+
+    def states() -> dict[int, str]:
+        return dict(
+            catalog.conn.execute(
+                "SELECT plan_id, state FROM compaction_plan WHERE table_id = %s",
+                (table.table_id,),
+            ).fetchall()
+        )
+
+    kept = plan_now(catalog.conn, table, "p=a", "major", replace_waiting=False)
+    assert isinstance(kept, PlanSkipped)
+    assert kept.reason.startswith("queued"), kept
+    assert states() == {first: "Planned"}
+
+    other_kind = plan_now(catalog.conn, table, "p=a", "full", replace_waiting=False)
+    assert isinstance(other_kind, PlanRecord)
+    assert states() == {first: "Replaced", other_kind.plan_id: "Planned"}
+
+    table.upsert(pa.table({"p": ["a"], "k": [3]}, schema=SCHEMA))
+    replacement = plan_now(catalog.conn, table, "p=a", "full")
+    assert isinstance(replacement, PlanRecord)
+    assert states()[other_kind.plan_id] == "Replaced"

@@ -40,10 +40,12 @@ def create_plan(
     reason: Mapping[str, Any] | None = None,
     score: float = 0.0,
     definition: TableSchema | None = None,
+    replace_waiting: bool = True,
 ) -> PlanRecord | PlanSkipped:
     """Persist a plan and its tasks (Init) in one transaction, after the state check:
     skip a partition that is busy or whose open plan already covers the draft's S,
-    replace any other open plan."""
+    replace any other open plan; with ``replace_waiting`` False, skip one still waiting
+    to run that is of the draft's kind too (its changes are planned once it commits)."""
     with conn.transaction():
         part = conn.execute(
             "SELECT max_merged_seq FROM catalog_partition WHERE table_id = %s "
@@ -52,7 +54,7 @@ def create_plan(
         ).fetchone()
         if part is None or int(part[0]) != draft.from_merged_seq:
             return PlanSkipped(draft.partition_key, "stale: the partition was compacted since")
-        replaced = _replace_open_plan(conn, table_id, draft)
+        replaced = _replace_open_plan(conn, table_id, draft, replace_waiting)
         if isinstance(replaced, PlanSkipped):
             return replaced
         plan_id = conn.execute(
@@ -122,7 +124,7 @@ def create_plan(
 
 
 def _replace_open_plan(
-    conn: Connection, table_id: int, draft: PlanDraft
+    conn: Connection, table_id: int, draft: PlanDraft, replace_waiting: bool
 ) -> PlanSkipped | dt.datetime | None:
     """Replace the partition's open plan, unless it is running or already covers
     the draft (``PlanSkipped``); returns when the replaced plan began waiting, for
@@ -145,6 +147,10 @@ def _replace_open_plan(
         return PlanSkipped(draft.partition_key, f"busy: plan {plan_id} is running")
     if to_seq >= draft.to_seq and kind == draft.kind:
         return PlanSkipped(draft.partition_key, f"covered: plan {plan_id} already reaches S")
+    if not replace_waiting and kind == draft.kind:
+        return PlanSkipped(
+            draft.partition_key, f"queued: plan {plan_id} waits to run, newer changes follow it"
+        )
     for task_id, task_state in conn.execute(
         "SELECT task_id, state FROM compaction_task WHERE plan_id = %s ORDER BY ordinal",
         (plan_id,),

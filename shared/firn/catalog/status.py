@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from firn.catalog.claiming import PRIORITY, TABLE_STANDING, queue_parameters
+from firn.catalog.claiming import PRIORITY, TABLE_STANDING, queue_parameters, waiting_tables
 from firn.catalog.metrics import partition_metrics
 from firn.catalog.plans import OPEN_PLAN_STATES
 from firn.catalog.publication import publication_status
@@ -98,6 +98,9 @@ def _queue_places(conn: Connection) -> dict[int, int]:
     dispatchers claim in: tables within their quota first, then the highest plan
     priority (its score, aged), then the oldest plan, over every table
     (``firn.catalog.claiming.claimable_tasks``)."""
+    waiting = waiting_tables(conn)
+    if not waiting:
+        return {}
     rows = conn.execute(
         TABLE_STANDING + "SELECT p.plan_id, "
         f"row_number() OVER (ORDER BY s.over_quota, {PRIORITY} DESC, p.plan_id) "
@@ -108,6 +111,7 @@ def _queue_places(conn: Connection) -> dict[int, int]:
             **queue_parameters(),
             "open": [s.value for s in OPEN_PLAN_STATES],
             "pending": TaskState.PENDING.value,
+            "tables": waiting,
         },
     ).fetchall()
     return {int(plan_id): int(place) for plan_id, place in rows}

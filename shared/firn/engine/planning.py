@@ -41,11 +41,14 @@ def plan_now(
     reason: Mapping[str, Any] | None = None,
     score: float = 0.0,
     tiered: bool = False,
+    replace_waiting: bool = True,
 ) -> PlanRecord | PlanSkipped | None:
     """A stored plan for ``partition``, why none was stored, or ``None`` when there
     is nothing to compact. Unkeyed tables always get a bin-pack plan. ``tiered``
     plans as the services do (``firn.engine.tiered``: each unit folds or merges runs
-    on its own numbers); else a major folds every change of the partition."""
+    on its own numbers); else a major folds every change of the partition.
+    ``replace_waiting`` False leaves an open plan of the same kind that waits to run
+    as it is (``create_plan``)."""
     snapshot = current_snapshot(conn, table.table_id)
     definition = definition_at_snapshot(conn, table, snapshot)
     draft = _draft(conn, table, definition, partition, kind, snapshot, tiered=tiered)
@@ -63,6 +66,7 @@ def plan_now(
         reason=reason,
         score=score,
         definition=definition,
+        replace_waiting=replace_waiting,
     )
 
 

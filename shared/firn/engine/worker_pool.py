@@ -66,6 +66,7 @@ class WorkerPool:
             raise ValueError(f"a worker pool needs at least one process, got {processes}")
         self._context = multiprocessing.get_context("spawn")
         self._workers = [self._start() for _ in range(processes)]
+        self._replacing = threading.Lock()  # the dispatcher runs several tables at once
 
     def _start(self) -> ProcessPoolExecutor:
         worker = ProcessPoolExecutor(
@@ -124,10 +125,11 @@ class WorkerPool:
     def _replace(self, n: int, broken: ProcessPoolExecutor) -> ProcessPoolExecutor:
         """Worker ``n``, started again if it still is ``broken`` (once, however many of
         the batch's tasks it failed)."""
-        if self._workers[n] is broken:
-            broken.shutdown(wait=False, cancel_futures=True)
-            self._workers[n] = self._start()
-        return self._workers[n]
+        with self._replacing:
+            if self._workers[n] is broken:
+                broken.shutdown(wait=False, cancel_futures=True)
+                self._workers[n] = self._start()
+            return self._workers[n]
 
     def close(self) -> None:
         for worker in self._workers:
