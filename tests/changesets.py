@@ -150,5 +150,7 @@ def evolving_table(draw: st.DrawFn, kind: KeyKind) -> tuple[dict[str, Any], list
         "target-file-size": draw(st.sampled_from(["2KiB", "64MiB"])),
         # Small commits' rows at the partition's root, read by every split of it.
         "change.split-rows": draw(st.sampled_from([0, 0, 4, 1000])),
+        # Small partitions' base at the root: never, until they grow, always.
+        "base.split-bytes": draw(st.sampled_from([0, 0, "4KiB", "1GiB"])),
     }
     return properties, draw(life_steps(kind))

@@ -20,6 +20,7 @@ from firn.catalog.claiming import claim_task, claim_tasks, release_tasks, stale_
 from firn.catalog.compactions import commit_plan
 from firn.catalog.files import files_at
 from firn.catalog.leasing import expire_leases, extend_lease
+from firn.catalog.metrics import partition_states
 from firn.catalog.plans import fail_plan
 from firn.catalog.results import record_result, record_results
 from firn.engine.execution import run_local
@@ -28,6 +29,7 @@ from firn.engine.planning import plan_now
 from firn.model.plans import PlanRecord
 from firn.model.states import Actor, TaskState
 from firn.model.tasks import TaskResult
+from firn.model.triggers import Kind, decide
 from firn.model.values import key_from_json
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
@@ -226,6 +228,42 @@ def test_full_compaction_rebuckets_every_base_file(catalog: firn.Catalog) -> Non
     nodes = {e.node for e in live_entries(table)}
     assert {n.m for n in nodes} == {8}
     assert len(nodes) == 8
+
+
+def test_a_small_partition_keeps_its_base_at_the_root_until_it_grows(
+    catalog: firn.Catalog,
+) -> None:
+    """``base.split-bytes``: below it a partition's fold is one task writing one base
+    file at the root (the metrics do not call that misplaced); once the partition is
+    past it, the next fold writes at ``base.buckets``, reading the root file from each
+    node's task, and the layout triggers ask for that re-bucketing themselves."""
+    table = catalog.create_table(
+        f"small_root_{next(_names)}",
+        SCHEMA,
+        ["day", "id"],
+        ["day"],
+        {"base.buckets": 4, "change.buckets": 4, "base.split-bytes": "1GiB"},
+    )
+    model = Model()
+    for round_ in range(3):
+        model.upsert(table, [1] * 300, np.arange(round_ * 100, round_ * 100 + 300), f"r{round_}")
+        model.delete(table, [1] * 20, np.arange(round_ * 50, round_ * 50 + 20))
+        result = firn.compact(table, kind="major", engine="local")
+        assert [plan["tasks"] for plan in result["plans"]] == [1]
+        assert {(e.store, e.node.m) for e in live_entries(table)} == {("base", 1)}
+        model.check(table)
+    (state,) = partition_states(table.catalog.conn, table.table_id, table.properties).values()
+    assert state.metrics.misplaced_base_files == 0
+
+    table.set_properties({"base.split-bytes": "1KiB"})  # the partition is now past it
+    (state,) = partition_states(table.catalog.conn, table.table_id, table.properties).values()
+    assert state.metrics.misplaced_base_files == 1
+    assert decide(state.metrics, table.properties).kind == Kind.FULL
+    model.upsert(table, [1] * 10, np.arange(10), "grown")
+    result = firn.compact(table, kind="major", engine="local")
+    assert [plan["tasks"] for plan in result["plans"]] == [4]
+    assert {(e.store, e.node.m) for e in live_entries(table)} == {("base", 4)}
+    model.check(table)
 
 
 def test_unkeyed_tables_bin_pack_small_files(catalog: firn.Catalog) -> None:

@@ -46,6 +46,8 @@ def scenarios(draw: st.DrawFn) -> tuple[KeyKind, dict[str, Any], bool, list[Step
         "task.max-bytes": draw(st.sampled_from(["3KiB", "512MiB"])),
         # Small partitions of a commit at their root node: never, some, always.
         "change.split-rows": draw(st.sampled_from([0, 3, 100_000])),
+        # Small partitions' base at the root: never, until they grow, always.
+        "base.split-bytes": draw(st.sampled_from([0, "4KiB", "1GiB"])),
     }
     return kind, properties, draw(st.booleans()), draw(steps(kind))
 

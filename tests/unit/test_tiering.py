@@ -26,6 +26,7 @@ from firn.model.tiering import (
     coalesce_windows,
     fold_reasons,
     kept_by_vector,
+    laid_out,
     plan_unit,
     runs_to_merge,
     schema_step,
@@ -484,3 +485,54 @@ def test_a_major_plan_rewrites_the_step_whether_or_not_its_unit_folds() -> None:
     # A minor request leaves the base alone.
     minor = plan_tiered(evolved, p, "", 0, files, "minor", schema_budget=2000)
     assert minor is None or not any(t.base_files for t in minor.tasks)
+
+
+# --- small partitions at the root (base.split-bytes) --------------------------------
+
+
+def test_a_small_partition_folds_at_the_root_in_one_task() -> None:
+    """Below ``base.split-bytes`` a partition is planned as if ``base.buckets`` were 1:
+    one task at the root folds its root change files and its root base file."""
+    files = [base(Node(1, 0), size=500), change(Node(1, 0), 2), change(Node(1, 0), 3)]
+    draft = tiered(files, "major", base_buckets=4, base_split_bytes=1024)
+    assert draft is not None
+    assert [t.node for t in draft.tasks] == [Node(1, 0)]
+    assert {f.file_id for f in draft.tasks[0].base_files} == {files[0].file_id}
+
+    split = tiered(files, "major", base_buckets=4)
+    assert split is not None
+    assert sorted(t.node for t in split.tasks) == [Node(4, i) for i in range(4)]
+
+
+def test_a_partition_past_the_threshold_folds_at_base_buckets() -> None:
+    """The fold that takes a partition past ``base.split-bytes`` splits its root base
+    file among the nodes of ``base.buckets`` (each task reads it, keeps its rows); one
+    whose base is already there stays there, however small."""
+    root = base(Node(1, 0), size=900)
+    grown = tiered(
+        [root, change(Node(1, 0), 2, size=200)],
+        "major",
+        base_buckets=4,
+        base_split_bytes=1024,
+    )
+    assert grown is not None
+    assert sorted(t.node for t in grown.tasks) == [Node(4, i) for i in range(4)]
+    assert all(root in t.base_files for t in grown.tasks)
+
+    spread = [base(Node(4, i), size=10) for i in range(4)]
+    kept = tiered(
+        [*spread, change(Node(1, 0), 2, size=10)],
+        "major",
+        base_buckets=4,
+        base_split_bytes=1024,
+    )
+    assert kept is not None
+    assert sorted(t.node for t in kept.tasks) == [Node(4, i) for i in range(4)]
+
+
+def test_laid_out_is_the_tables_properties_unless_the_partition_is_small() -> None:
+    p = props(base_buckets=8, base_split_bytes=1000)
+    assert laid_out(p, [], [change(Node(1, 0), 2, size=999)]).base_buckets == 1
+    assert laid_out(p, [], [change(Node(1, 0), 2, size=1000)]).base_buckets == 8
+    assert laid_out(p, [base(Node(8, 3), size=1)], []).base_buckets == 8
+    assert laid_out(props(base_buckets=8), [], []).base_buckets == 8

@@ -47,7 +47,11 @@ SELECT p.partition_key,
        count(l.*) FILTER (WHERE l.unmerged OR (l.store = 'base' AND l.size_bytes < %(small)s)),
        coalesce(max(n.busiest), 0),
        extract(epoch FROM now() - p.last_major_at),
-       count(l.*) FILTER (WHERE l.store = 'base' AND l.node_m <> %(buckets)s),
+       -- Base files away from base.buckets, but a small partition's at the root
+       -- (base.split-bytes: firn.model.tiering.laid_out).
+       CASE WHEN coalesce(sum(l.size_bytes) FILTER (WHERE l.store = 'base'), 0) < %(split)s
+            AND count(l.*) FILTER (WHERE l.store = 'base' AND l.node_m <> 1) = 0 THEN 0
+            ELSE count(l.*) FILTER (WHERE l.store = 'base' AND l.node_m <> %(buckets)s) END,
        p.max_seq, p.max_merged_seq, extract(epoch FROM p.last_major_at),
        (SELECT coalesce(max(snapshot_id), 0) FROM snapshot WHERE table_id = %(table)s),
        (SELECT coalesce(max(plan_id), 0) FROM compaction_plan c WHERE c.table_id = %(table)s
@@ -102,7 +106,13 @@ def partition_states(
         only_partition="" if partition_keys is None else "AND p.partition_key = ANY(%(parts)s)",
     )
     parts = None if partition_keys is None else sorted(partition_keys)
-    params = {"table": table_id, "small": small, "buckets": buckets, "parts": parts}
+    params = {
+        "table": table_id,
+        "small": small,
+        "buckets": buckets,
+        "split": properties.base_split_bytes,
+        "parts": parts,
+    }
     rows = conn.execute(query, params).fetchall()
     return {
         row[0]: PartitionState(

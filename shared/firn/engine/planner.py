@@ -41,6 +41,7 @@ from firn.model.plans import PlanDraft, PlannedTask
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
 from firn.model.tasks import Kind
+from firn.model.tiering import laid_out
 from firn.model.tree import ROOT, Node
 from firn.model.values import KeyTuple, key_from_json
 
@@ -62,6 +63,7 @@ def plan_partition(
     to_seq = max((f.seq for f in changes), default=max_merged_seq)
     if not table.keyed:
         return _bin_pack(properties, partition_key, max_merged_seq, to_seq, changes, base, kind)
+    properties = laid_out(properties, base, changes)
     if kind == "bin-pack":
         raise ConfigError("bin-pack is for tables without a primary key; use 'major'")
     if kind == "minor":

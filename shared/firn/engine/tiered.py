@@ -42,6 +42,7 @@ from firn.model.tiering import (
     UnitPlan,
     coalesce_windows,
     kept_by_vector,
+    laid_out,
     plan_unit,
     runs_to_merge,
     schema_step,
@@ -70,6 +71,7 @@ def plan_tiered(
     mine = [f for f in files if f.partition_key == partition_key]
     changes = [f for f in mine if f.store == "change" and f.seq > max_merged_seq]
     base = [f for f in mine if f.store == "base"]
+    properties = laid_out(properties, base, changes)
     level = unit_level(properties.base_buckets, (*changes, *base))
     unit_changes = _by_unit(changes, level)
     unit_base = _by_unit(base, level)

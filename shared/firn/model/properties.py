@@ -86,6 +86,7 @@ RANGES: dict[str, Range] = {
     "change.buckets": Range(1, 1024, "count"),
     "change.split-rows": Range(0, 100_000, "count"),
     "base.buckets": Range(1, 1024, "count"),
+    "base.split-bytes": Range(0, TiB, "bytes"),
     "target-file-size": Range(KiB, 16 * GiB, "bytes"),
     "small-file-bytes": Range(1, 8 * GiB, "bytes"),
     "major.file-count": Range(1, 10_000, "count"),
@@ -138,6 +139,13 @@ class TableProperties(BaseModel):
     )
     base_buckets: _Count = Field(
         4, alias="base.buckets", description="tree level base files are written at"
+    )
+    base_split_bytes: _Size = Field(
+        0,
+        alias="base.split-bytes",
+        description="a partition whose base and unmerged changes hold fewer bytes than "
+        "this keeps its base at the root node: one file, one compaction task "
+        "(0: always at base.buckets)",
     )
     target_file_size: _Size = Field(
         128 * MiB, alias="target-file-size", description="size base files are cut at"

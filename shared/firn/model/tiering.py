@@ -227,3 +227,22 @@ def schema_step(base: Sequence[FileEntry], schema_id: int, budget: int) -> list[
         chosen.append(f)
         used += f.size_bytes
     return chosen
+
+
+def laid_out(
+    p: TableProperties, base: Sequence[FileEntry], changes: Sequence[FileEntry]
+) -> TableProperties:
+    """The properties a partition is planned with: ``base.buckets`` 1 while its base
+    and unmerged changes hold fewer than ``base.split-bytes`` and its base files all
+    sit at the root (or it has none), else the table's. A small partition so keeps one
+    base file that one task folds, reading each root change file once (at four nodes
+    every task read every such file to keep a quarter of its rows, and a fleet of
+    small tables paid four tasks' catalog rows, events and opens per fold); the fold
+    that takes it past the threshold writes at ``base.buckets`` (a root base file is
+    shallower than the write level, so each node's task reads it and keeps its own
+    rows), and it never goes back. The metrics' misplaced-file count
+    (``firn.catalog.metrics``) follows the same rule."""
+    if not p.base_split_bytes or p.base_buckets == 1 or any(f.node.m != 1 for f in base):
+        return p
+    size = sum(f.size_bytes for f in base) + sum(f.size_bytes for f in changes)
+    return p.model_copy(update={"base_buckets": 1}) if size < p.base_split_bytes else p
