@@ -5,11 +5,14 @@ on one Kafka partition, and the Faust table (and its changelog) stays partitione
 the same way when several metrics workers share the load:
 
 - ``fan_out`` reads firn.commits and firn.compactions (keyed by table), decodes each
-  event once, and sends one update per touched partition to the updates topic keyed
-  ``table_id/partition``: a commit's increment, or after a compaction a fresh catalog
-  reading of the compacted partition. Invalid events go to firn.dlq with the reason.
-- ``track`` folds each update into the partition's entry in the ``partitions``
-  table and sends a plan request to firn.plan-requests when the triggers fire.
+  event once, and sends its updates to the updates topic as one message keyed
+  ``table_id``: an increment per partition a commit touched, or after a compaction a
+  fresh catalog reading of the compacted partition. Invalid events go to firn.dlq
+  with the reason.
+- ``track`` folds each partition's updates into its entry in the ``partitions``
+  table (keyed ``table_id/partition``; its changelog goes to the message's Kafka
+  partition, so a table's entries stay with its messages) and sends a plan request to
+  firn.plan-requests when the triggers fire.
 
 A timer (on the leader) and a start-up task send a reading of every partition
 through the same path: lost commit events, restarts and time-based triggers are
@@ -37,6 +40,7 @@ from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
 from firn.kafka import Topics
 from firn.kafka.clients import SESSION_TIMEOUT_MS
 from firn.kafka.loop import UnhandledEventError, decode
+from firn.model.properties import TableProperties
 from firn.observability.instruments import DEAD_LETTERS, LOST_DEAD_LETTERS, reason_kind
 from firn.postgres.retry import transient_retries
 from firn.settings import FirnSettings
@@ -44,9 +48,12 @@ from firn_services.metrics.handlers import (
     CatalogReader,
     Update,
     apply_update,
+    by_partition,
     needs_first_reading,
-    parse_update,
+    parse_updates,
+    per_table,
     plan_request_event,
+    update_messages,
 )
 from firn_services.metrics.kafka_access import IdempotentTransport, broker_credentials
 
@@ -126,12 +133,15 @@ def create_app(
     resend_after = max(2 * settings.metrics_check_interval, 60.0)
 
     async def send_updates(found: list[tuple[str, Update]]) -> None:
-        # All of an event's updates go out before any acknowledgement is awaited: one
-        # round trip per event, not one per partition it touched (a commit touches
-        # every partition it wrote; compaction events queue behind commits here).
+        # One message per table, all sent before any acknowledgement is awaited: a
+        # commit of four partitions cost four messages through Kafka and Faust, and the
+        # metrics service was the dearest part of a fleet per commit (issue 37).
         await _all_delivered(
             updates,
-            [{"key": key.encode(), "value": json.dumps(update).encode()} for key, update in found],
+            [
+                {"key": key.encode(), "value": json.dumps(batch).encode()}
+                for key, batch in update_messages(found)
+            ],
         )
 
     lost_dead_letters = 0
@@ -188,7 +198,7 @@ def create_app(
     async def track(stream: AsyncIterator[Any]) -> None:
         async for event in stream.events():  # type: ignore[attr-defined]
             try:
-                await track_one(event.key.decode(), parse_update(event.value))
+                await track_table(parse_updates(event.value))
             except Exception as exc:  # a Faust agent that raises stops the worker
                 await park(event, exc)
 
@@ -212,24 +222,36 @@ def create_app(
             await asyncio.sleep(1.0)
             waited += 1.0
 
-    async def track_one(key: str, update: Update) -> None:
+    async def track_table(found: list[Update]) -> None:
+        """One message's updates: one table's (grouped by ``fan_out``), though a
+        message from anyone else may mix tables."""
         await changelog_known()
-        properties = await _retrying(reader.properties, update["table"], update["table_id"])
-        if properties is None:
-            partitions.pop(key, None)  # the table is gone
-            return
-        state = partitions.get(key)
-        batch = [update]
-        if needs_first_reading(state, update):
-            batch = [
-                reading
-                for _, reading in await _retrying(
-                    reader.readings,
-                    update["table"],
-                    update["table_id"],
-                    [update["partition_key"]],
-                )
-            ] + batch
+        for table_id, grouped in per_table(found).items():
+            first = grouped[0]
+            properties = await _retrying(reader.properties, first["table"], table_id)
+            per_partition = by_partition(grouped)
+            if properties is None:
+                for key in per_partition:
+                    partitions.pop(key, None)  # the table is gone
+                continue
+            states = {key: partitions.get(key) for key in per_partition}
+            # Partitions never read from the catalog are read first, all in one query.
+            unread = [
+                batch[0]["partition_key"]
+                for key, batch in per_partition.items()
+                if needs_first_reading(states[key], batch[0])
+            ]
+            if unread:
+                for key, reading in await _retrying(
+                    reader.readings, first["table"], table_id, unread
+                ):
+                    per_partition[key] = [reading, *per_partition[key]]
+            for key, batch in per_partition.items():
+                await track_one(key, states[key], batch, properties)
+
+    async def track_one(
+        key: str, state: Any, batch: list[Update], properties: TableProperties
+    ) -> None:
         tracked, request = apply_update(state, batch, properties, time.time(), resend_after)
         partitions[key] = tracked.as_dict()
         if request is not None:

@@ -1,14 +1,17 @@
 """The metrics service's handlers, free of Faust so they can be tested alone.
 
-Two steps, with a Kafka topic between them (see app.py): ``Fanout`` turns a commit
+Two steps, with a Kafka topic between them (see app.py): ``fan_out`` turns a commit
 event into one *update* per partition it touched and a compaction event into a
-catalog reading of the compacted partition; ``apply_update`` folds one update into
-the partition's ``TrackedPartition`` and says whether a plan request is due. The
+catalog reading of the compacted partition; ``apply_update`` folds a partition's
+updates into its ``TrackedPartition`` and says whether a plan request is due. The
 periodic check sends a reading of every partition through the same path.
 
-An update is a JSON object keyed ``table_id/partition_key``:
+An update is a JSON object for one partition:
 ``{"kind": "commit", ..., "increment": {...}}`` or
-``{"kind": "reading", ..., "reading": {...}}``.
+``{"kind": "reading", ..., "reading": {...}}``. A message on the updates topic holds
+one table's updates, a JSON list keyed ``table_id`` (``message_key``): a commit of
+four partitions is one message, not four, and every update of a partition still
+lands on one Kafka partition, in order.
 """
 
 from __future__ import annotations
@@ -42,16 +45,67 @@ Update = dict[str, Any]
 
 
 def update_key(table_id: int, partition_key: str) -> str:
+    """The partition's key in the Faust table."""
     return f"{table_id}/{partition_key}"
 
 
-def parse_update(value: bytes | None) -> Update:
-    """An update read back from the updates topic (``UnhandledEventError`` when it is
-    not one: that topic is internal, but a message there must never stop the agent)."""
+def message_key(table_id: int) -> str:
+    """The key of a message of the table's updates on the updates topic."""
+    return str(table_id)
+
+
+def per_table(updates: list[Update]) -> dict[int, list[Update]]:
+    """``updates`` by table, in the order each table first appears, each table's in
+    their order."""
+    grouped: dict[int, list[Update]] = {}
+    for update in updates:
+        grouped.setdefault(update["table_id"], []).append(update)
+    return grouped
+
+
+MESSAGE_UPDATES = 256
+"""Most updates one message carries: a reading is a few hundred bytes, and a periodic
+check reads every partition of a table, which may be thousands (Kafka's default
+message limit is 1 MiB)."""
+
+
+def update_messages(found: list[tuple[str, Update]]) -> list[tuple[str, list[Update]]]:
+    """``found`` as messages of one table's updates each (its key, its updates), at
+    most ``MESSAGE_UPDATES`` a message."""
+    grouped = per_table([update for _, update in found])
+    return [
+        (message_key(table_id), updates[start : start + MESSAGE_UPDATES])
+        for table_id, updates in grouped.items()
+        for start in range(0, len(updates), MESSAGE_UPDATES)
+    ]
+
+
+def by_partition(updates: list[Update]) -> dict[str, list[Update]]:
+    """A message's updates per Faust table key, each partition's in order."""
+    grouped: dict[str, list[Update]] = {}
+    for update in updates:
+        key = update_key(update["table_id"], update["partition_key"])
+        grouped.setdefault(key, []).append(update)
+    return grouped
+
+
+def parse_updates(value: bytes | None) -> list[Update]:
+    """The updates of a message read back from the updates topic: a list of them, or
+    one (as sent before updates were grouped per table). ``UnhandledEventError`` when
+    it is not that: the topic is internal, but a message there must never stop the
+    agent."""
     try:
-        update = json.loads(value or b"")
+        found = json.loads(value or b"")
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise UnhandledEventError(f"metrics update is not JSON: {exc}") from exc
+    if isinstance(found, dict):
+        return [_checked(found)]
+    if not isinstance(found, list) or not found:
+        raise UnhandledEventError("metrics updates are not a JSON object or a non-empty list")
+    return [_checked(update) for update in found]
+
+
+def _checked(update: Any) -> Update:
     if not isinstance(update, dict):
         raise UnhandledEventError("metrics update is not a JSON object")
     expected = {"commit": "increment", "reading": "reading"}
