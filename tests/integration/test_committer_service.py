@@ -137,6 +137,34 @@ def test_the_sweep_applies_retention_at_most_every_interval(
     assert table.read().num_rows == 50
 
 
+def test_a_retention_round_goes_on_at_the_next_sweep(
+    settings: FirnSettings, catalog: firn.Catalog
+) -> None:
+    """A sweep spends at most ``expiry_turn`` on retention (at least one table), so
+    plans keep committing while a round over a large fleet runs; the next sweep goes
+    on where it stopped, and a new round waits for ``expire_every``."""
+    topics = Topics.from_settings(settings)
+    tables = []
+    for name in ("turn_a", "turn_b", "turn_c"):
+        table = catalog.create_table(name, SCHEMA, ["id"], [], {"snapshot.retention": 0})
+        table.upsert(pa.table({"id": np.arange(20), "v": ["a"] * 20}))
+        firn.compact(table, engine="local")
+        assert removed_paths(table)
+        tables.append(table)
+    committer = Committer(
+        catalog.db, producer(settings), topics.compactions, expire_every=3600, expiry_turn=0
+    )
+    for swept in range(1, 4):
+        committer.sweep()
+        assert [removed_paths(t) == [] for t in tables] == [i < swept for i in range(3)]
+
+    tables[0].upsert(pa.table({"id": np.arange(5), "v": ["b"] * 5}))
+    firn.compact(tables[0], engine="local")
+    committer.sweep()  # the round is over, and the next is an hour away
+    assert removed_paths(tables[0])
+    assert all(t.read().num_rows == 20 for t in tables)
+
+
 def write_stray(table: firn.Table, path: str, days_old: float) -> None:
     """A file the catalog does not know (a killed executor's), written ``days_old`` ago."""
     table.storage.write_parquet(path, pa.table({"id": [1], "v": ["x"]}))
