@@ -76,6 +76,11 @@ class Dispatcher:
             max(1, catalog.settings.dispatcher_local_processes), thread_name_prefix="firn-batch"
         )
 
+    def close(self) -> None:
+        """Stop the threads that run a batch's tables at once (after the batch in
+        hand, if any)."""
+        self._groups.shutdown(wait=True)
+
     def plan_task(self, event: Mapping[str, Any]) -> None:
         """A wake-up: run the batch the catalog says comes first (which need not hold
         the event's own task; a later wake-up or the sweep gets to that one)."""

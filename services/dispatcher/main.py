@@ -6,6 +6,7 @@ The session is long-lived (built once here) so tasks never pay Spark's start-up.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 
@@ -45,12 +46,13 @@ def main(settings: FirnSettings) -> None:
                 ),
                 owner=context.instance_id,
             )
-            run_consumer_service(
-                context,
-                consumes=[context.topics.plan_tasks],
-                handlers={"plan-task": dispatcher.plan_task},
-                on_idle=dispatcher.sweep,
-            )
+            with contextlib.closing(dispatcher):
+                run_consumer_service(
+                    context,
+                    consumes=[context.topics.plan_tasks],
+                    handlers={"plan-task": dispatcher.plan_task},
+                    on_idle=dispatcher.sweep,
+                )
     finally:
         if isinstance(local, WorkerPool):
             local.close()

@@ -48,11 +48,12 @@ from firn_services.metrics.handlers import (
     CatalogReader,
     Update,
     apply_update,
-    by_partition,
+    grouped_by,
     needs_first_reading,
     parse_updates,
-    per_table,
+    partition_of,
     plan_request_event,
+    table_of,
     update_messages,
 )
 from firn_services.metrics.kafka_access import IdempotentTransport, broker_credentials
@@ -132,7 +133,7 @@ def create_app(
     # its plan failed. Not sooner: a plan may simply still be queued or running.
     resend_after = max(2 * settings.metrics_check_interval, 60.0)
 
-    async def send_updates(found: list[tuple[str, Update]]) -> None:
+    async def send_updates(found: list[Update]) -> None:
         # One message per table, all sent before any acknowledgement is awaited: a
         # commit of four partitions cost four messages through Kafka and Faust, and the
         # metrics service was the dearest part of a fleet per commit (issue 37).
@@ -226,10 +227,10 @@ def create_app(
         """One message's updates: one table's (grouped by ``fan_out``), though a
         message from anyone else may mix tables."""
         await changelog_known()
-        for table_id, grouped in per_table(found).items():
+        for table_id, grouped in grouped_by(found, table_of).items():
             first = grouped[0]
             properties = await _retrying(reader.properties, first["table"], table_id)
-            per_partition = by_partition(grouped)
+            per_partition = grouped_by(grouped, partition_of)
             if properties is None:
                 for key in per_partition:
                     partitions.pop(key, None)  # the table is gone
@@ -242,9 +243,8 @@ def create_app(
                 if needs_first_reading(states[key], batch[0])
             ]
             if unread:
-                for key, reading in await _retrying(
-                    reader.readings, first["table"], table_id, unread
-                ):
+                for reading in await _retrying(reader.readings, first["table"], table_id, unread):
+                    key = partition_of(reading)
                     per_partition[key] = [reading, *per_partition[key]]
             for key, batch in per_partition.items():
                 await track_one(key, states[key], batch, properties)

@@ -54,12 +54,21 @@ def message_key(table_id: int) -> str:
     return str(table_id)
 
 
-def per_table(updates: list[Update]) -> dict[int, list[Update]]:
-    """``updates`` by table, in the order each table first appears, each table's in
-    their order."""
-    grouped: dict[int, list[Update]] = {}
+def partition_of(update: Update) -> str:
+    """The key of the update's partition in the Faust table."""
+    return update_key(update["table_id"], update["partition_key"])
+
+
+def table_of(update: Update) -> int:
+    return update["table_id"]
+
+
+def grouped_by(updates: list[Update], key: Callable[[Update], Any]) -> dict[Any, list[Update]]:
+    """``updates`` grouped by ``key``, the groups in the order each first appears and
+    each group's updates in their order (a partition's updates must apply in order)."""
+    grouped: dict[Any, list[Update]] = {}
     for update in updates:
-        grouped.setdefault(update["table_id"], []).append(update)
+        grouped.setdefault(key(update), []).append(update)
     return grouped
 
 
@@ -69,24 +78,15 @@ check reads every partition of a table, which may be thousands (Kafka's default
 message limit is 1 MiB)."""
 
 
-def update_messages(found: list[tuple[str, Update]]) -> list[tuple[str, list[Update]]]:
+def update_messages(found: list[Update]) -> list[tuple[str, list[Update]]]:
     """``found`` as messages of one table's updates each (its key, its updates), at
     most ``MESSAGE_UPDATES`` a message."""
-    grouped = per_table([update for _, update in found])
+    grouped = grouped_by(found, table_of)
     return [
         (message_key(table_id), updates[start : start + MESSAGE_UPDATES])
         for table_id, updates in grouped.items()
         for start in range(0, len(updates), MESSAGE_UPDATES)
     ]
-
-
-def by_partition(updates: list[Update]) -> dict[str, list[Update]]:
-    """A message's updates per Faust table key, each partition's in order."""
-    grouped: dict[str, list[Update]] = {}
-    for update in updates:
-        key = update_key(update["table_id"], update["partition_key"])
-        grouped.setdefault(key, []).append(update)
-    return grouped
 
 
 def parse_updates(value: bytes | None) -> list[Update]:
@@ -222,7 +222,7 @@ class CatalogReader:
 
     def readings(
         self, table: str, table_id: int, partition_keys: Collection[str] | None = None
-    ) -> list[tuple[str, Update]]:
+    ) -> list[Update]:
         """A reading update for each partition of the table (or of ``partition_keys``)."""
         properties = self.properties(table, table_id)
         if properties is None:
@@ -240,10 +240,10 @@ class CatalogReader:
                 "last_major_at": state.last_major_at,
                 "last_plan": state.last_plan,
             }
-            updates.append((update_key(table_id, key), update))
+            updates.append(update)
         return updates
 
-    def commit_updates(self, event: Mapping[str, Any]) -> list[tuple[str, Update]]:
+    def commit_updates(self, event: Mapping[str, Any]) -> list[Update]:
         """One update per partition the commit an event names touched, counted from
         the catalog's rows of that snapshot, not from the event (``ConfigError`` if the
         event is invalid, ``EventMismatchError`` if it disagrees with the catalog)."""
@@ -263,13 +263,13 @@ class CatalogReader:
             )
             update = _update("commit", commit.table, commit.table_id, files.partition_key)
             update["increment"] = dataclasses.asdict(increment)
-            updates.append((update_key(commit.table_id, files.partition_key), update))
+            updates.append(update)
         COMMITTED_BYTES.labels(commit.table).inc(
             sum(f.insert_bytes + f.delete_bytes for f in added)
         )
         return updates
 
-    def compaction_readings(self, event: Mapping[str, Any]) -> list[tuple[str, Update]]:
+    def compaction_readings(self, event: Mapping[str, Any]) -> list[Update]:
         """The compacted partition's reading (``ConfigError`` if the event is invalid,
         ``EventMismatchError`` if it names no plan committed as that snapshot)."""
         validate(dict(event))
@@ -278,7 +278,7 @@ class CatalogReader:
             compaction_named(self.catalog.conn, compaction)
         return self.readings(compaction.table, compaction.table_id, [compaction.partition_key])
 
-    def changed_readings(self, since: int) -> tuple[list[tuple[str, Update]], int]:
+    def changed_readings(self, since: int) -> tuple[list[Update], int]:
         """Readings of what changed after stamp ``since`` (``changed_partitions``), and
         the stamp the next check starts from. Each table read has its properties
         loaded afresh."""
@@ -296,7 +296,7 @@ class CatalogReader:
         with self._lock:
             return change_stamp(self.catalog.conn)
 
-    def all_readings(self) -> list[tuple[str, Update]]:
+    def all_readings(self) -> list[Update]:
         """A reading of every partition of every table: the periodic check. Each
         table's properties are loaded afresh on the way."""
         with self._lock:

@@ -4,9 +4,9 @@ released (Init -> Pending) and then announced on firn.plan-tasks.
 Idempotent by construction: a repeated or late request finds the partition's open
 plan (``covered``/``busy``) or nothing to do. Because a crash can fall between
 storing, releasing and announcing, a skipped request releases the open plan's Init
-tasks and re-announces its Init and Pending ones (so does the dispatcher's sweep, a
-minute on): duplicate plan-task events are harmless, since only one claim of a
-Pending task can win.
+tasks and announces them, and re-announces its Pending ones unless the plan is only
+queued (the dispatcher's sweep, a minute on, announces them too): duplicate plan-task
+events are harmless, since only one claim of a Pending task can win.
 """
 
 from __future__ import annotations
@@ -100,6 +100,12 @@ class Planner:
             return
         if isinstance(outcome, PlanSkipped):
             log.info("%s %r: %s", table.name, request.partition_key, outcome.reason)
+            if outcome.queued:
+                # Its plan was announced when stored; under a backlog every commit
+                # to the partition asks again, and announcing the same waiting tasks
+                # at each request only woke dispatchers for nothing.
+                self._announce(table, request.partition_key, released_only=True)
+                return
         elif isinstance(outcome, PlanRecord):
             log.info(
                 "%s %r: plan %d with %d task(s)",
@@ -120,13 +126,16 @@ class Planner:
         now = metrics.get(request.partition_key)
         return now is not None and too_many_small_base_files(now, table.properties)
 
-    def _announce(self, table: firn.Table, partition: str) -> None:
-        """Release every waiting task of the partition's open plan, then publish them.
-        Released first: an idle dispatcher reads the event within milliseconds, and
-        one that found its task still Init would do nothing (the event is a wake-up),
-        leaving the task to the sweep a minute later."""
+    def _announce(self, table: firn.Table, partition: str, *, released_only: bool = False) -> None:
+        """Release every waiting task of the partition's open plan, then publish them
+        (with ``released_only``, only those released now: a Pending task whose event
+        was lost is the dispatcher's sweep's). Released first: an idle dispatcher reads
+        the event within milliseconds, and one that found its task still Init would do
+        nothing (the event is a wake-up), leaving the task to the sweep a minute later."""
         conn = self.catalog.conn
         tasks = waiting_tasks(conn, table.table_id, partition)
+        if released_only:
+            tasks = [task for task in tasks if task.state == TaskState.INIT]
         for task in tasks:
             if task.state == TaskState.INIT:
                 move_task(

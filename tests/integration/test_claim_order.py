@@ -112,6 +112,7 @@ def test_the_planner_service_leaves_a_waiting_plan_to_run(catalog: firn.Catalog)
 
     kept = plan_now(catalog.conn, table, "p=a", "major", replace_waiting=False)
     assert isinstance(kept, PlanSkipped)
+    assert kept.queued, kept
     assert kept.reason.startswith("queued"), kept
     assert states() == {first: "Planned"}
 

@@ -113,6 +113,21 @@ def test_a_plan_request_is_planned_announced_and_released_once(
     assert sorted(e["task_id"] for e in events) == sorted([t for t, _ in tasks] * 2)
     assert all(e["plan_id"] == plan_id and e["attempt"] == 0 for e in events)
 
+    # Newer changes while the plan waits: it stays queued and is not announced again
+    # (a backlog asked at every commit), except a task a crash left Init.
+    table.upsert(pa.table({"id": [1], "v": ["newer"]}))
+    newer = plan_request(table, max_seq=4, score=1.5)
+    planner.plan_request(json.loads(newer.to_json()))
+    assert len(claimable_when_sent) == 4
+    catalog.conn.execute(
+        "UPDATE compaction_task SET state = 'Init' WHERE task_id = %s", (tasks[0][0],)
+    )
+    planner.plan_request(json.loads(newer.to_json()))
+    assert claimable_when_sent[4:] == ["Pending"]
+    assert catalog.conn.execute(
+        "SELECT count(*) FROM compaction_plan WHERE table_id = %s", (table.table_id,)
+    ).fetchone() == (1,)
+
 
 def test_bad_and_unknown_requests(settings: FirnSettings, catalog: firn.Catalog) -> None:
     topics = Topics.from_settings(settings)

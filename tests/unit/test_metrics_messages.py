@@ -12,8 +12,9 @@ import pytest
 from firn.kafka.loop import UnhandledEventError
 from services.metrics.handlers import (
     MESSAGE_UPDATES,
-    by_partition,
+    grouped_by,
     parse_updates,
+    partition_of,
     update_messages,
 )
 
@@ -35,14 +36,15 @@ def test_one_message_per_table_in_order() -> None:
         commit(1, "p=b", 1),
         commit(1, "p=a", 2),
     ]
-    messages = update_messages([("", u) for u in found])
+    messages = update_messages(found)
     assert [(key, [u["increment"]["seq"] for u in updates]) for key, updates in messages] == [
         ("1", [1, 1, 2]),
         ("2", [1]),
     ]
     read = parse_updates(json.dumps(messages[0][1]).encode())
     assert {
-        key: [u["increment"]["seq"] for u in batch] for key, batch in by_partition(read).items()
+        key: [u["increment"]["seq"] for u in batch]
+        for key, batch in grouped_by(read, partition_of).items()
     } == {
         "1/p=a": [1, 2],
         "1/p=b": [1],
@@ -51,7 +53,7 @@ def test_one_message_per_table_in_order() -> None:
 
 def test_a_large_table_is_split_into_bounded_messages() -> None:
     found = [commit(7, f"p={i}", 1) for i in range(2 * MESSAGE_UPDATES + 1)]
-    messages = update_messages([("", u) for u in found])
+    messages = update_messages(found)
     assert [len(updates) for _, updates in messages] == [MESSAGE_UPDATES, MESSAGE_UPDATES, 1]
     assert {key for key, _ in messages} == {"7"}
     assert [u for _, updates in messages for u in updates] == found

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from firn.model.properties import TableProperties
+from firn.model.tiering import misplaced_base_files
 from firn.model.tree import Node
 from firn.model.triggers import PartitionMetrics
 from firn.postgres.connection import Connection
@@ -47,11 +48,10 @@ SELECT p.partition_key,
        count(l.*) FILTER (WHERE l.unmerged OR (l.store = 'base' AND l.size_bytes < %(small)s)),
        coalesce(max(n.busiest), 0),
        extract(epoch FROM now() - p.last_major_at),
-       -- Base files away from base.buckets, but a small partition's at the root
-       -- (base.split-bytes: firn.model.tiering.laid_out).
-       CASE WHEN coalesce(sum(l.size_bytes) FILTER (WHERE l.store = 'base'), 0) < %(split)s
-            AND count(l.*) FILTER (WHERE l.store = 'base' AND l.node_m <> 1) = 0 THEN 0
-            ELSE count(l.*) FILTER (WHERE l.store = 'base' AND l.node_m <> %(buckets)s) END,
+       -- Base files away from the root and from base.buckets: which of them are
+       -- misplaced is firn.model.tiering.misplaced_base_files'.
+       count(l.*) FILTER (WHERE l.store = 'base' AND l.node_m <> 1),
+       count(l.*) FILTER (WHERE l.store = 'base' AND l.node_m <> %(buckets)s),
        p.max_seq, p.max_merged_seq, extract(epoch FROM p.last_major_at),
        (SELECT coalesce(max(snapshot_id), 0) FROM snapshot WHERE table_id = %(table)s),
        (SELECT coalesce(max(plan_id), 0) FROM compaction_plan c WHERE c.table_id = %(table)s
@@ -110,25 +110,26 @@ def partition_states(
         "table": table_id,
         "small": small,
         "buckets": buckets,
-        "split": properties.base_split_bytes,
         "parts": parts,
     }
     rows = conn.execute(query, params).fetchall()
     return {
         row[0]: PartitionState(
-            metrics=_metrics(row[1:10]),
-            max_seq=int(row[10]),
-            max_merged_seq=int(row[11]),
-            last_major_at=None if row[12] is None else float(row[12]),
-            snapshot_id=int(row[13]),
-            last_plan=int(row[14]),
+            metrics=_metrics(properties, row[1:11]),
+            max_seq=int(row[11]),
+            max_merged_seq=int(row[12]),
+            last_major_at=None if row[13] is None else float(row[13]),
+            snapshot_id=int(row[14]),
+            last_plan=int(row[15]),
         )
         for row in rows
     }
 
 
-def _metrics(row: Any) -> PartitionMetrics:
-    ins, dels, files, base_bytes, base_files, small, busiest, age, misplaced = row
+def _metrics(properties: TableProperties, row: Any) -> PartitionMetrics:
+    ins, dels, files, base_bytes, base_files, small, busiest, age, off_root, off_buckets = row
+    size = int(base_bytes) + int(ins) + int(dels)
+    misplaced = misplaced_base_files(properties, size, int(off_root), int(off_buckets))
     return PartitionMetrics(
         unmerged_insert_bytes=int(ins),
         unmerged_delete_bytes=int(dels),

@@ -149,7 +149,9 @@ def _replace_open_plan(
         return PlanSkipped(draft.partition_key, f"covered: plan {plan_id} already reaches S")
     if not replace_waiting and kind == draft.kind:
         return PlanSkipped(
-            draft.partition_key, f"queued: plan {plan_id} waits to run, newer changes follow it"
+            draft.partition_key,
+            f"queued: plan {plan_id} waits to run, newer changes follow it",
+            queued=True,
         )
     for task_id, task_state in conn.execute(
         "SELECT task_id, state FROM compaction_task WHERE plan_id = %s ORDER BY ordinal",

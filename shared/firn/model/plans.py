@@ -117,3 +117,5 @@ class PlanSkipped:
 
     partition_key: str
     reason: str
+    queued: bool = False
+    """The partition's plan of the same kind waits to run; newer changes follow it."""

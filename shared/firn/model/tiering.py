@@ -229,20 +229,40 @@ def schema_step(base: Sequence[FileEntry], schema_id: int, budget: int) -> list[
     return chosen
 
 
+def stays_at_root(p: TableProperties, size_bytes: int, base_all_at_root: bool) -> bool:
+    """Whether a partition holding ``size_bytes`` (base plus unmerged changes) keeps
+    its base at the root: ``base.split-bytes`` is set, the partition is under it, and
+    its base files all sit at the root (or it has none). The one rule behind the
+    planner's layout (``laid_out``) and the metrics' misplaced-file count
+    (``misplaced_base_files``)."""
+    return (
+        p.base_split_bytes > 0
+        and p.base_buckets != 1
+        and base_all_at_root
+        and size_bytes < p.base_split_bytes
+    )
+
+
 def laid_out(
     p: TableProperties, base: Sequence[FileEntry], changes: Sequence[FileEntry]
 ) -> TableProperties:
-    """The properties a partition is planned with: ``base.buckets`` 1 while its base
-    and unmerged changes hold fewer than ``base.split-bytes`` and its base files all
-    sit at the root (or it has none), else the table's. A small partition so keeps one
-    base file that one task folds, reading each root change file once (at four nodes
-    every task read every such file to keep a quarter of its rows, and a fleet of
-    small tables paid four tasks' catalog rows, events and opens per fold); the fold
-    that takes it past the threshold writes at ``base.buckets`` (a root base file is
-    shallower than the write level, so each node's task reads it and keeps its own
-    rows), and it never goes back. The metrics' misplaced-file count
-    (``firn.catalog.metrics``) follows the same rule."""
-    if not p.base_split_bytes or p.base_buckets == 1 or any(f.node.m != 1 for f in base):
-        return p
+    """The properties a partition is planned with: ``base.buckets`` 1 while it
+    ``stays_at_root``, else the table's. A small partition so keeps one base file that
+    one task folds, reading each root change file once (at four nodes every task read
+    every such file to keep a quarter of its rows, and a fleet of small tables paid
+    four tasks' catalog rows, events and opens per fold); the fold that takes it past
+    the threshold writes at ``base.buckets`` (a root base file is shallower than the
+    write level, so each node's task reads it and keeps its own rows), and it never
+    goes back."""
     size = sum(f.size_bytes for f in base) + sum(f.size_bytes for f in changes)
-    return p.model_copy(update={"base_buckets": 1}) if size < p.base_split_bytes else p
+    at_root = all(f.node.m == 1 for f in base)
+    return p.model_copy(update={"base_buckets": 1}) if stays_at_root(p, size, at_root) else p
+
+
+def misplaced_base_files(
+    p: TableProperties, size_bytes: int, off_root: int, off_buckets: int
+) -> int:
+    """Base files a fold should move: those away from ``base.buckets`` (``off_buckets``
+    of them), none while the partition ``stays_at_root`` (``off_root`` of its base
+    files are not at the root)."""
+    return 0 if stays_at_root(p, size_bytes, off_root == 0) else off_buckets
