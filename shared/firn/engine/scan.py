@@ -13,8 +13,8 @@ scan; key and ``_ord`` columns may hold no null (a file lacking one reads as nul
 A dataset scan's errors do not always name the file, so on a failure the files are
 checked one by one to name the bad one (only on that error path).
 
-A base file with a deletion vector (``firn.io.deletion_vectors``) is read on its own,
-in file order, without the rows its vector hides; the vector is checked too.
+A base file with a deletion vector (``firn.io.deletion_vectors``) is read whole, on
+its own, without the rows its vector hides; the vector is checked too.
 
 Files written under another schema version than the read's are read by field id
 (``firn.model.projection``): one scan per version, each batch turned into the read's
@@ -35,17 +35,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from firn.errors import CorruptFileError, StorageError
-from firn.io.deletion_vectors import live_batches, read_positions
-from firn.io.integrity import IO, RECORD_COUNT, SCHEMA, check_sizes, inspect_file, read_batches
+from firn.io.deletion_vectors import live_rows, read_positions
+from firn.io.integrity import IO, RECORD_COUNT, SCHEMA, check_sizes, inspect_file, read_whole
 from firn.io.storage import Storage
 from firn.model.changes import ORD
 from firn.model.files import FileEntry
 from firn.model.merge_on_read import SEQ
 from firn.model.projection import file_view, stored_names
 from firn.model.schema import TableSchema
-
-DV_BATCH_ROWS = 65_536
-"""Rows per batch when a base file with a deletion vector is read on its own."""
 
 
 @dataclass(frozen=True)
@@ -246,41 +243,53 @@ def scan_base(
 ) -> pa.Table:
     """The live rows of base files: all their rows, but those their deletion vectors
     hide. Files without a vector are one dataset scan (``row_filter`` pushed into
-    it); a file with one is read in file order, the only order its positions mean,
-    and filtered after the vector is applied."""
+    it); a file with one is read whole, the vector applied to its rows in file order
+    (the only order its positions mean), then filtered. The scan and the files with
+    vectors are read at once: after a compaction most rows sit in files with vectors,
+    and read one after another they left a core idle (2.1 s against 1.1 s for
+    pyarrow reading the same 20M rows)."""
     plain = [e for e in entries if e.deletion_vector is None]
-    batches = (
-        [batch for _, batch in _checked_batches(storage, table, plain, table.schema, row_filter)]
-        if plain
-        else []
-    )
-    for entry in entries:
-        if entry.deletion_vector is not None:
-            batches += _live_rows(storage, table, entry, row_filter)
-    return pa.Table.from_batches(batches, table.schema)
+    vectored = [e for e in entries if e.deletion_vector is not None]
+
+    def scanned() -> list[pa.Table]:
+        if not plain:
+            return []
+        batches = _checked_batches(storage, table, plain, table.schema, row_filter)
+        return [pa.Table.from_batches([b for _, b in batches], table.schema)]
+
+    if not vectored:
+        parts = scanned()
+    else:
+        with ThreadPoolExecutor(min(len(vectored) + 1, BASE_READS), "firn-base") as pool:
+            scan = pool.submit(scanned)
+            live = pool.map(lambda e: _live_rows(storage, table, e, row_filter), vectored)
+            parts = [*scan.result(), *live]
+    return pa.concat_tables(parts) if parts else table.schema.empty_table()
+
+
+BASE_READS = 4
+"""Base reads that run at once: the dataset scan and the files with vectors, each
+also decoding its columns on pyarrow's own threads."""
 
 
 def _live_rows(
     storage: Storage, table: TableSchema, entry: FileEntry, row_filter: pc.Expression | None
-) -> list[pa.RecordBatch]:
+) -> pa.Table:
+    """The rows of a base file with a deletion vector that the vector leaves, as the
+    table's columns, ``row_filter`` applied."""
     assert entry.deletion_vector is not None
     hidden = read_positions(storage, entry.deletion_vector, entry.record_count)
     required = stored_schema(table, entry.file_type, entry.schema_id)
     view = file_view(table.version_schema(entry.schema_id), table.schema)
-    names = stored_names(view, table.schema.names)
-    rows = read_batches(storage, entry, names, DV_BATCH_ROWS, required)
-    not_null = [f.name for f in view.stored if not f.nullable]
-    out = []
-    for batch in live_batches(rows, hidden):
-        nulls = [c for c in not_null if batch.column(c).null_count]
-        if nulls:
-            path = storage.full_path(entry.path)
-            raise CorruptFileError(path, SCHEMA, f"has nulls (or lacks) {', '.join(nulls)}")
-        batch = view.adapt(batch)
-        if row_filter is not None:
-            batch = batch.filter(row_filter)
-        out.append(batch.select(table.schema.names))
-    return out
+    rows = read_whole(storage, entry, stored_names(view, table.schema.names), required)
+    nulls = [f.name for f in view.stored if not f.nullable and rows.column(f.name).null_count]
+    if nulls:
+        path = storage.full_path(entry.path)
+        raise CorruptFileError(path, SCHEMA, f"has nulls (or lacks) {', '.join(nulls)}")
+    rows = view.adapt(live_rows(rows, hidden))
+    if row_filter is not None:
+        rows = rows.filter(row_filter)
+    return rows.select(table.schema.names)
 
 
 def scan_changes(

@@ -99,6 +99,16 @@ def write_positions(
     return DeletionVector(path, size, len(unique))
 
 
+def live_rows(rows: pa.Table, hidden: Positions) -> pa.Table:
+    """``rows`` (a base file's rows, whole and in file order) without the rows at
+    ``hidden`` positions."""
+    if not len(hidden):
+        return rows
+    keep = np.ones(rows.num_rows, dtype=bool)
+    keep[hidden] = False
+    return rows.filter(pa.array(keep))
+
+
 def live_batches(batches: Iterable[pa.RecordBatch], hidden: Positions) -> Iterator[pa.RecordBatch]:
     """``batches`` (a base file's rows in file order, unfiltered) without the rows at
     ``hidden`` positions."""

@@ -206,6 +206,34 @@ def read_batches(
         )
 
 
+def read_whole(
+    storage: Storage,
+    expected: ExpectedFile,
+    columns: Sequence[str],
+    required: pa.Schema | None = None,
+) -> pa.Table:
+    """The file's ``columns`` (those it has) as one table, its columns decoded on
+    pyarrow's threads, checked as ``read_batches`` checks it. For a reader that keeps
+    the whole file anyway: one call decodes faster than batch after batch."""
+    check_sizes(storage, [expected])
+    path = storage.full_path(expected.path)
+    try:
+        with storage.fs.open_input_file(path) as source:
+            parquet = pq.ParquetFile(source)
+            _raise_first(storage, expected, footer_problems(parquet, expected, required))
+            names = set(parquet.schema_arrow.names)
+            rows = parquet.read(columns=[c for c in columns if c in names], use_threads=True)
+    except (OSError, pa.ArrowException) as exc:
+        raise translate(storage, expected.path, exc) from exc
+    if rows.num_rows != expected.record_count:
+        raise CorruptFileError(
+            path,
+            RECORD_COUNT,
+            f"{rows.num_rows} rows were read, the catalog says {expected.record_count}",
+        )
+    return rows
+
+
 def inspect_file(
     storage: Storage, expected: ExpectedFile, required: pa.Schema | None, deep: bool = False
 ) -> list[Problem]:

@@ -1,0 +1,237 @@
+"""The same CDC workload at growing base sizes, stage by stage, next to its floors
+(issue 38): is every stage's time per million rows flat as the table grows, and is
+each stage at its floor?
+
+Per size (``--sizes``, base rows), on one unpartitioned keyed table (int64 key,
+int64, float64, 16-char string, timestamp):
+
+1. **load**: ``Table.load`` of the base rows, against delta-rs (``deltalake``)
+   writing the same rows to a fresh Delta table, and pyarrow writing them as plain
+   Parquet (``pq.write_table``, 1M-row row groups): the floors.
+2. **commit**: ``--commits`` change sets of ``--changes`` rows each (80 % upserts
+   over 1.2x the base key space, 20 % deletes of base keys).
+3. **read before**: ``Table.scan().to_arrow()`` with those changes unmerged.
+4. **compact**: ``firn.compact(table, engine="local")`` (a major compaction).
+5. **read after**: the same scan of the compacted table, against pyarrow reading the
+   same live rows from plain Parquet (the live rows written once by pyarrow as the
+   table's file count in 1M-row row groups; read with ``pq.read_table``, threads on).
+
+Reads are the best of ``--repeat``; loads and compactions are timed once (each
+changes the table). Every read is checked against the rows the model says are live
+(its row count, and the key set at the smallest size). One JSON object on stdout,
+per size: seconds, seconds per million base rows, and each ratio to its floor;
+``--out`` writes it too. The file layout after each stage (base files, deletion
+vectors, row groups) is reported, so the trade a layout makes is visible.
+
+    .venv/bin/python bench/scale.py --sizes 5M,20M           # ~5 min
+    .venv/bin/python bench/scale.py --sizes 5M,20M,50M --out scale.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from harness import bench_catalog  # bench/ is on sys.path when run as a script
+
+import firn
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("qty", pa.int64()),
+        pa.field("price", pa.float64()),
+        pa.field("label", pa.string()),
+        pa.field("ts", pa.timestamp("us")),
+    ]
+)
+T0 = 1_700_000_000_000_000
+YEAR_US = 365 * 86_400 * 1_000_000
+ROW_GROUP = 1 << 20
+
+
+def rows(rng: np.random.Generator, ids: np.ndarray) -> pa.Table:
+    n = len(ids)
+    digits = pc.cast(pa.array(rng.integers(0, 10**11, n)), pa.string())
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "qty": pa.array(rng.integers(0, 1_000_000, n)),
+            "price": pa.array(rng.random(n) * 1000),
+            "label": pc.binary_join_element_wise("item-", pc.utf8_lpad(digits, 11, "0"), ""),
+            "ts": pa.array(T0 + rng.integers(0, YEAR_US, n), pa.timestamp("us")),
+        },
+        schema=SCHEMA,
+    )
+
+
+def change_sets(
+    rng: np.random.Generator, base_rows: int, commits: int, changes: int
+) -> tuple[list[pa.Table], np.ndarray, np.ndarray]:
+    """The change sets, and the keys they leave live and deleted (in commit order: a
+    key upserted after its delete lives)."""
+    sets = []
+    upserted = np.empty(0, np.int64)
+    deleted = np.empty(0, np.int64)
+    for _ in range(commits):
+        ups = int(changes * 0.8)
+        up_ids = np.unique(rng.integers(0, base_rows * 6 // 5, ups))
+        del_ids = np.setdiff1d(np.unique(rng.integers(0, base_rows, changes - ups)), up_ids)
+        batch = rows(rng, up_ids).append_column("_op", pa.array(["U"] * len(up_ids)))
+        gone = rows(rng, del_ids).append_column("_op", pa.array(["D"] * len(del_ids)))
+        sets.append(pa.concat_tables([batch, gone]))
+        deleted = np.union1d(np.setdiff1d(deleted, up_ids), del_ids)
+        upserted = np.union1d(np.setdiff1d(upserted, del_ids), up_ids)
+    return sets, upserted, deleted
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    gc.collect()
+    began = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - began, out
+
+
+def best(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
+    results = [timed(fn) for _ in range(repeat)]
+    return min(t for t, _ in results), results[-1][1]
+
+
+def layout(table: firn.Table) -> dict[str, Any]:
+    """The live files: base and change counts, base files with a deletion vector, and
+    the base files' row groups."""
+    files = table.files().to_pylist()
+    base = [f for f in files if f["store"] == "base"]
+    groups = 0
+    for f in base:
+        with table.storage.fs.open_input_file(table.storage.full_path(f["path"])) as handle:
+            groups += pq.ParquetFile(handle).metadata.num_row_groups
+    return {
+        "base_files": len(base),
+        "change_files": sum(1 for f in files if f["store"] == "change"),
+        "deletion_vectors": sum(1 for f in base if f.get("deletion_vector")),
+        "base_row_groups": groups,
+    }
+
+
+def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) -> dict[str, Any]:
+    rng = np.random.default_rng(base_rows)
+    base = rows(rng, rng.permutation(base_rows).astype(np.int64))
+    sets, upserted, deleted = change_sets(rng, base_rows, args.commits, args.changes)
+    live_keys = np.union1d(np.setdiff1d(np.arange(base_rows), deleted), upserted)
+    scratch = Path(tempfile.mkdtemp(prefix="firn-scale-", dir=args.scratch))
+    out: dict[str, Any] = {"base_rows": base_rows, "live_rows": int(len(live_keys))}
+    try:
+        table = catalog.create_table(f"scale_{base_rows}", SCHEMA, ["id"], [])
+        out["load_s"], _ = timed(lambda: table.load(base))
+        out["layout_loaded"] = layout(table)
+
+        from deltalake import write_deltalake
+
+        out["delta_load_s"], _ = timed(lambda: write_deltalake(str(scratch / "delta"), base))
+        out["parquet_write_s"], _ = timed(
+            lambda: pq.write_table(base, scratch / "plain.parquet", row_group_size=ROW_GROUP)
+        )
+        del base
+
+        began = time.perf_counter()
+        for batch in sets:
+            table.commit(batch)
+        out["commit_s"] = time.perf_counter() - began
+        del sets
+
+        def scan() -> pa.Table:
+            return table.scan().to_arrow()
+
+        out["read_before_s"], before = best(args.repeat, scan)
+        check(before, live_keys, base_rows <= args.check_keys_up_to, "before")
+        del before
+        out["layout_before"] = layout(table)
+
+        out["compact_s"], summary = timed(lambda: firn.compact(table, engine="local"))
+        if summary["failed_attempts"]:
+            raise SystemExit(f"compaction failed: {summary['errors']}")
+        out["read_after_s"], after = best(args.repeat, scan)
+        check(after, live_keys, base_rows <= args.check_keys_up_to, "after")
+        out["layout_after"] = layout(table)
+
+        # The floor: the same live rows as plain Parquet, in as many files.
+        files = max(1, out["layout_after"]["base_files"])
+        plain = scratch / "plain-live"
+        plain.mkdir()
+        step = -(-after.num_rows // files)
+        for n in range(files):
+            part = after.slice(n * step, step)
+            pq.write_table(part, plain / f"{n:05d}.parquet", row_group_size=ROW_GROUP)
+        del after
+        paths = sorted(str(p) for p in plain.iterdir())
+        out["plain_read_s"], _ = best(args.repeat, lambda: pq.read_table(paths))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    per_m = base_rows / 1e6
+    for stage in ("load", "commit", "read_before", "compact", "read_after"):
+        out[f"{stage}_s_per_m"] = out[f"{stage}_s"] / per_m
+    out["load_vs_delta"] = out["load_s"] / out["delta_load_s"]
+    out["read_after_vs_plain"] = out["read_after_s"] / out["plain_read_s"]
+    out["read_after_vs_before"] = out["read_after_s"] / out["read_before_s"]
+    return out
+
+
+def check(read: pa.Table, live_keys: np.ndarray, keys_too: bool, when: str) -> None:
+    if read.num_rows != len(live_keys):
+        raise SystemExit(f"read {when}: {read.num_rows} rows, the model has {len(live_keys)}")
+    if keys_too:
+        got = np.sort(read.column("id").to_numpy())
+        if not np.array_equal(got, live_keys):
+            raise SystemExit(f"read {when}: keys differ from the model's")
+
+
+def size(text: str) -> int:
+    units = {"k": 1_000, "M": 1_000_000}
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="5M,20M", help="comma list of base row counts")
+    parser.add_argument("--commits", type=int, default=10)
+    parser.add_argument("--changes", type=size, default=100_000, help="rows per commit")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each read (best kept)")
+    parser.add_argument("--check-keys-up-to", type=size, default=size("20M"))
+    parser.add_argument("--scratch", default=None, help="where the floors' files go")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    results = []
+    with bench_catalog() as catalog:
+        for text in args.sizes.split(","):
+            result = one_size(catalog, size(text), args)
+            print(json.dumps(result), flush=True)
+            results.append(result)
+    if len(results) > 1:
+        first = results[0]
+        for r in results[1:]:
+            r["growth_vs_smallest"] = {
+                stage: r[f"{stage}_s_per_m"] / first[f"{stage}_s_per_m"]
+                for stage in ("load", "commit", "read_before", "compact", "read_after")
+            }
+            print(json.dumps({"base_rows": r["base_rows"], **r["growth_vs_smallest"]}))
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2))
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
