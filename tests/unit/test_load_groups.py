@@ -100,6 +100,19 @@ def test_hashing_in_slices_equals_hashing_at_once(
         assert key_hashes(ONE_KEY, ids, slice_rows).tolist() == want
 
 
+@given(ids=st.lists(st.integers(-(2**40), 2**40), unique=True), slice_rows=st.integers(1, 7))
+def test_splitting_by_node_in_slices_equals_splitting_at_once(
+    ids: list[int], slice_rows: int
+) -> None:
+    """An unpartitioned table's rows are hashed and split by node slice by slice; each
+    node's positions are those one split of all the hashes gives, ascending."""
+    rows = pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array(["x"] * len(ids))})
+    nodes = node_index(hash_keys([rows.column("id")]), 4) if ids else []
+    want = [[i for i, n in enumerate(nodes) if n == node] for node in range(4)]
+    got = loading._hashed_groups(ONE_KEY, rows, 4, slice_rows)
+    assert [g.tolist() for g in got] == want
+
+
 def test_a_group_written_one_row_group_at_a_time_is_its_sorted_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
