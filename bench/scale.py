@@ -63,6 +63,11 @@ ROW_GROUP = 1 << 20
 
 
 def rows(rng: np.random.Generator, ids: np.ndarray) -> pa.Table:
+    """Rows of ``ids`` with random values, in chunks of 10M (a 50M-row string column
+    would pass a 32-bit string array's 2 GiB)."""
+    step = 10_000_000
+    if len(ids) > step:
+        return pa.concat_tables([rows(rng, ids[s : s + step]) for s in range(0, len(ids), step)])
     n = len(ids)
     digits = pc.cast(pa.array(rng.integers(0, 10**11, n)), pa.string())
     return pa.table(

@@ -137,6 +137,40 @@ def test_a_group_written_one_row_group_at_a_time_is_its_sorted_rows(
             assert f.max_key == [part.column("id")[-1].as_py()]
 
 
+@pytest.mark.parametrize("string_offsets_overflow", [False, True])
+def test_rows_in_many_chunks_are_written_as_rows_in_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, string_offsets_overflow: bool
+) -> None:
+    """A load's rows in several chunks (a Spark task's batches, a big table) are
+    joined once before they are gathered; a string column too big for 32-bit
+    offsets (simulated) is joined as large_string and written as the schema's
+    string. The files hold the same rows either way."""
+    join = pa.concat_arrays
+
+    def overflowing(arrays: list[pa.Array]) -> pa.Array:
+        if string_offsets_overflow and arrays and arrays[0].type == pa.string():
+            raise pa.ArrowCapacityError("offset overflow while concatenating arrays")
+        return join(arrays)
+
+    monkeypatch.setattr(pa, "concat_arrays", overflowing)
+    ids = [(i * 7_919) % 500 for i in range(500)]
+    whole = pa.table({"id": pa.array(ids, pa.int64()), "v": [f"value {i}" for i in ids]})
+    rows = pa.Table.from_batches(whole.to_batches(max_chunksize=64))
+    joined = loading.contiguous(rows)
+    assert all(c.num_chunks == 1 for c in joined.columns)
+    assert joined.column("v").type == (
+        pa.large_string() if string_offsets_overflow else pa.string()
+    )
+    storage = Storage(str(tmp_path))
+    groups = group_rows(ONE_KEY, 2, rows)
+    files = write_groups(ONE_KEY, storage, "load", rows, groups, 1 << 20, threads=2)
+    read = pa.concat_tables(storage.read_parquet(f.path) for f in files)
+    assert read.schema.field("v").type == pa.string()
+    assert sorted(read.to_pylist(), key=lambda r: r["id"]) == sorted(
+        whole.to_pylist(), key=lambda r: r["id"]
+    )
+
+
 @pytest.mark.parametrize(
     ("table", "rows", "message"),
     [

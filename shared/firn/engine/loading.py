@@ -209,11 +209,40 @@ def write_groups(
     table's location; one sub-directory per partition). On an error the files
     written so far are deleted, and the error is raised."""
 
+    whole = contiguous(rows)
+
     def write(group: LoadGroup) -> list[StagedFile]:
-        positions = key_order(table, rows, group)
-        return write_sorted(table, storage, directory, group, rows, positions, target_file_size)
+        positions = key_order(table, whole, group)
+        return write_sorted(table, storage, directory, group, whole, positions, target_file_size)
 
     return _parallel(write, groups, threads)
+
+
+def contiguous(rows: pa.Table) -> pa.Table:
+    """``rows`` with every column in one chunk. Arrow's take on a column of several
+    chunks joins the chunks first, on every call: a load gathers its rows a row group
+    at a time, so a 50M-row load in 5 chunks took 24 s where one chunk took 4.
+    A string or binary column too big for 32-bit offsets is joined as its large type
+    (the writer casts each row group back)."""
+    if all(column.num_chunks <= 1 for column in rows.columns):
+        return rows
+    fields, columns = [], []
+    for field, column in zip(rows.schema, rows.columns, strict=True):
+        if column.num_chunks > 1:
+            try:
+                column = pa.chunked_array([pa.concat_arrays(column.chunks)], field.type)
+            except (pa.ArrowInvalid, pa.ArrowCapacityError):
+                wide = _LARGE.get(field.type)
+                if wide is None:
+                    raise
+                field = field.with_type(wide)
+                column = pa.chunked_array([pa.concat_arrays([c.cast(wide) for c in column.chunks])])
+        fields.append(field)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, rows.schema.metadata))
+
+
+_LARGE = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
 
 
 def write_sorted(
