@@ -21,7 +21,8 @@ changes the table). Every read is checked against the rows the model says are li
 (its row count, and the key set at the smallest size). One JSON object on stdout,
 per size: seconds, seconds per million base rows, and each ratio to its floor;
 ``--out`` writes it too. The file layout after each stage (base files, deletion
-vectors, row groups) is reported, so the trade a layout makes is visible.
+vectors, row groups) is reported, so the trade a layout makes is visible. Each
+timed stage first touches ``--warm-gib`` of memory (see ``warm``).
 
     .venv/bin/python bench/scale.py --sizes 5M,20M           # ~5 min
     .venv/bin/python bench/scale.py --sizes 5M,20M,50M --out scale.json
@@ -60,6 +61,8 @@ SCHEMA = pa.schema(
 T0 = 1_700_000_000_000_000
 YEAR_US = 365 * 86_400 * 1_000_000
 ROW_GROUP = 1 << 20
+WARM_GIB = 0.0
+"""Memory touched before each timed stage (``--warm-gib``)."""
 
 
 def rows(rng: np.random.Generator, ids: np.ndarray) -> pa.Table:
@@ -102,8 +105,19 @@ def change_sets(
     return sets, upserted, deleted
 
 
+def warm(gib: float) -> None:
+    """Touch ``gib`` GiB of fresh memory, then free it. On this development VM the
+    first touch of memory the guest has not used lately costs 1-3 s per GiB, and
+    erratically (the host reclaims idle guest memory): whichever stage touched it
+    first would pay for the others, so each timed stage starts warm."""
+    if gib > 0:
+        block = np.ones(int(gib * (1 << 30)) // 8)
+        del block
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     gc.collect()
+    warm(WARM_GIB)
     began = time.perf_counter()
     out = fn()
     return time.perf_counter() - began, out
@@ -217,8 +231,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each read (best kept)")
     parser.add_argument("--check-keys-up-to", type=size, default=size("20M"))
     parser.add_argument("--scratch", default=None, help="where the floors' files go")
+    parser.add_argument(
+        "--warm-gib",
+        type=float,
+        default=None,
+        help="GiB of memory touched before each timed stage (default: 2x the largest "
+        "table's Arrow size; 0 to skip)",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    global WARM_GIB
+    largest = max(size(text) for text in args.sizes.split(","))
+    WARM_GIB = args.warm_gib if args.warm_gib is not None else 2 * largest * 52 / (1 << 30)
     results = []
     with bench_catalog() as catalog:
         for text in args.sizes.split(","):

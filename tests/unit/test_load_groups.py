@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -137,38 +138,32 @@ def test_a_group_written_one_row_group_at_a_time_is_its_sorted_rows(
             assert f.max_key == [part.column("id")[-1].as_py()]
 
 
-@pytest.mark.parametrize("string_offsets_overflow", [False, True])
-def test_rows_in_many_chunks_are_written_as_rows_in_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, string_offsets_overflow: bool
+@given(
+    chunks=st.lists(st.integers(0, 40), min_size=1, max_size=8),
+    positions=st.lists(st.integers(0, 10**6), max_size=60),
+    smallest=st.sampled_from([1, 16, 64]),
+)
+def test_a_gather_takes_rows_chunk_by_chunk_in_the_order_asked(
+    chunks: list[int], positions: list[int], smallest: int
 ) -> None:
-    """A load's rows in several chunks (a Spark task's batches, a big table) are
-    joined once before they are gathered; a string column too big for 32-bit
-    offsets (simulated) is joined as large_string and written as the schema's
-    string. The files hold the same rows either way."""
-    join = pa.concat_arrays
-
-    def overflowing(arrays: list[pa.Array]) -> pa.Array:
-        if string_offsets_overflow and arrays and arrays[0].type == pa.string():
-            raise pa.ArrowCapacityError("offset overflow while concatenating arrays")
-        return join(arrays)
-
-    monkeypatch.setattr(pa, "concat_arrays", overflowing)
-    ids = [(i * 7_919) % 500 for i in range(500)]
-    whole = pa.table({"id": pa.array(ids, pa.int64()), "v": [f"value {i}" for i in ids]})
-    rows = pa.Table.from_batches(whole.to_batches(max_chunksize=64))
-    joined = loading.contiguous(rows)
-    assert all(c.num_chunks == 1 for c in joined.columns)
-    assert joined.column("v").type == (
-        pa.large_string() if string_offsets_overflow else pa.string()
+    """A load's rows in several chunks (a big table, a Spark task's batches) are
+    taken chunk by chunk (runs of small chunks joined first), and come back in the
+    order the positions ask, as one take of the whole table would give them."""
+    whole = pa.table(
+        {"id": pa.array(range(sum(chunks)), pa.int64()), "v": [f"v{i}" for i in range(sum(chunks))]}
     )
-    storage = Storage(str(tmp_path))
-    groups = group_rows(ONE_KEY, 2, rows)
-    files = write_groups(ONE_KEY, storage, "load", rows, groups, 1 << 20, threads=2)
-    read = pa.concat_tables(storage.read_parquet(f.path) for f in files)
-    assert read.schema.field("v").type == pa.string()
-    assert sorted(read.to_pylist(), key=lambda r: r["id"]) == sorted(
-        whole.to_pylist(), key=lambda r: r["id"]
-    )
+    starts = [sum(chunks[:n]) for n in range(len(chunks))]
+    batches = [
+        b
+        for start, n in zip(starts, chunks, strict=True)
+        for b in whole.slice(start, n).to_batches()
+    ]
+    rows = pa.Table.from_batches(batches, whole.schema)
+    asked = np.array([p % len(whole) for p in positions] if len(whole) else [], np.int64)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loading, "GATHER_CHUNK_ROWS", smallest)
+        got = loading.Gather(rows).take(asked)
+    assert got.to_pylist() == whole.take(pa.array(asked, pa.int64())).to_pylist()
 
 
 @pytest.mark.parametrize(

@@ -146,13 +146,18 @@ def key_hashes(
         return np.concatenate(list(parts))
 
 
-def key_order(table: TableSchema, rows: pa.Table, group: LoadGroup) -> npt.NDArray[np.int64]:
-    """The group's positions in ``rows``, in key order; ``ConfigError`` naming a key
-    that appears twice (checked on the sorted keys: one neighbour comparison)."""
+def key_order(
+    table: TableSchema, rows: pa.Table | Gather, group: LoadGroup
+) -> npt.NDArray[np.int64]:
+    """The group's positions in ``rows`` (the load's rows, or a ``Gather`` of their
+    key columns), in key order; ``ConfigError`` naming a key that appears twice
+    (checked on the sorted keys: one neighbour comparison)."""
     if not table.keyed:
         return group.rows
     key = list(table.primary_key)
-    keys = rows.select(key).take(pa.array(group.rows)).combine_chunks()
+    if isinstance(rows, pa.Table):
+        rows = Gather(rows.select(key))
+    keys = rows.take(group.rows).select(key)
     if len(key) == 1 and pa.types.is_integer(keys.schema.field(0).type):
         # One integer key: numpy's sort is faster than a general table sort.
         values = keys.column(0).to_numpy()
@@ -173,7 +178,7 @@ def key_order(table: TableSchema, rows: pa.Table, group: LoadGroup) -> npt.NDArr
 
 def sorted_group(table: TableSchema, rows: pa.Table, group: LoadGroup) -> pa.Table:
     """The group's rows in key order; ``ConfigError`` naming a key that appears twice."""
-    return rows.take(pa.array(key_order(table, rows, group)))
+    return Gather(rows).take(key_order(table, rows, group))
 
 
 LOAD_RULE = (
@@ -209,40 +214,70 @@ def write_groups(
     table's location; one sub-directory per partition). On an error the files
     written so far are deleted, and the error is raised."""
 
-    whole = contiguous(rows)
+    source = Gather(rows)
+    keys = Gather(rows.select(list(table.primary_key))) if table.keyed else source
 
     def write(group: LoadGroup) -> list[StagedFile]:
-        positions = key_order(table, whole, group)
-        return write_sorted(table, storage, directory, group, whole, positions, target_file_size)
+        positions = key_order(table, keys, group)
+        return write_sorted(table, storage, directory, group, source, positions, target_file_size)
 
     return _parallel(write, groups, threads)
 
 
-def contiguous(rows: pa.Table) -> pa.Table:
-    """``rows`` with every column in one chunk. Arrow's take on a column of several
-    chunks joins the chunks first, on every call: a load gathers its rows a row group
-    at a time, so a 50M-row load in 5 chunks took 24 s where one chunk took 4.
-    A string or binary column too big for 32-bit offsets is joined as its large type
-    (the writer casts each row group back)."""
-    if all(column.num_chunks <= 1 for column in rows.columns):
-        return rows
-    fields, columns = [], []
-    for field, column in zip(rows.schema, rows.columns, strict=True):
-        if column.num_chunks > 1:
-            try:
-                column = pa.chunked_array([pa.concat_arrays(column.chunks)], field.type)
-            except (pa.ArrowInvalid, pa.ArrowCapacityError):
-                wide = _LARGE.get(field.type)
-                if wide is None:
-                    raise
-                field = field.with_type(wide)
-                column = pa.chunked_array([pa.concat_arrays([c.cast(wide) for c in column.chunks])])
-        fields.append(field)
-        columns.append(column)
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields, rows.schema.metadata))
+class Gather:
+    """Takes rows of a table by position, chunk by chunk. Arrow's take on a column of
+    several chunks joins the chunks first, on every call (a 50M-row load in 5 chunks
+    took 24 s, where delta-rs took 9), and joining them once costs a copy of the
+    whole table, as dear as the load itself where fresh memory is slow to touch.
+    So each chunk gives its own rows, and the parts are put back in the order asked.
+    Runs of chunks smaller than ``GATHER_CHUNK_ROWS`` (a Spark task's batches) are
+    joined first: a take per tiny chunk would cost more than their copy."""
+
+    def __init__(self, rows: pa.Table) -> None:
+        self.schema = rows.schema
+        self.batches: list[pa.RecordBatch] = []
+        run: list[pa.RecordBatch] = []
+        for batch in rows.to_batches():
+            if batch.num_rows >= GATHER_CHUNK_ROWS and not run:
+                self.batches.append(batch)
+                continue
+            run.append(batch)
+            if sum(b.num_rows for b in run) >= GATHER_CHUNK_ROWS:
+                self.batches += self._joined(run)
+                run = []
+        self.batches += self._joined(run)
+        self.offsets = np.cumsum([0, *(b.num_rows for b in self.batches)])
+
+    def _joined(self, run: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+        if len(run) <= 1:
+            return run
+        joined: list[pa.RecordBatch] = (
+            pa.Table.from_batches(run, self.schema).combine_chunks().to_batches()
+        )
+        return joined
+
+    def take(self, positions: npt.NDArray[np.int64]) -> pa.Table:
+        """The rows at ``positions``, in that order."""
+        if len(self.batches) <= 1:
+            return pa.Table.from_batches(self.batches, self.schema).take(pa.array(positions))
+        chunk = np.searchsorted(self.offsets, positions, side="right") - 1
+        order = np.argsort(chunk, kind="stable")
+        bounds = np.searchsorted(chunk[order], np.arange(len(self.batches) + 1))
+        parts = [
+            self.batches[c].take(pa.array(positions[order[lo:hi]] - self.offsets[c]))
+            for c, (lo, hi) in enumerate(itertools.pairwise(bounds))
+            if hi > lo
+        ]
+        gathered = pa.Table.from_batches(parts, self.schema).combine_chunks()
+        if bool(np.all(order[1:] > order[:-1])):
+            return gathered  # already in the order asked (ascending positions)
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(len(order))
+        return gathered.take(pa.array(inverse))
 
 
-_LARGE = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
+GATHER_CHUNK_ROWS = 1 << 18
+"""The smallest mean chunk a ``Gather`` takes from chunk by chunk."""
 
 
 def write_sorted(
@@ -250,7 +285,7 @@ def write_sorted(
     storage: Storage,
     directory: str,
     group: LoadGroup,
-    rows: pa.Table,
+    rows: Gather,
     positions: npt.NDArray[np.int64],
     target_file_size: int,
 ) -> list[StagedFile]:
@@ -270,7 +305,7 @@ def write_sorted(
     )
     try:
         for start in range(0, len(positions), ROW_GROUP_ROWS):
-            writer.write(rows.take(pa.array(positions[start : start + ROW_GROUP_ROWS])))
+            writer.write(rows.take(positions[start : start + ROW_GROUP_ROWS]))
         outputs = writer.close()
     except BaseException:
         writer.abort()
