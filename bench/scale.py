@@ -31,6 +31,7 @@ timed stage first touches ``--warm-gib`` of memory (see ``warm``).
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import shutil
@@ -151,18 +152,21 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
     sets, upserted, deleted = change_sets(rng, base_rows, args.commits, args.changes)
     live_keys = np.union1d(np.setdiff1d(np.arange(base_rows), deleted), upserted)
     scratch = Path(tempfile.mkdtemp(prefix="firn-scale-", dir=args.scratch))
-    out: dict[str, Any] = {"base_rows": base_rows, "live_rows": int(len(live_keys))}
+    out: dict[str, Any] = {"base_rows": base_rows, "live_rows": len(live_keys)}
     try:
         table = catalog.create_table(f"scale_{base_rows}", SCHEMA, ["id"], [])
-        out["load_s"], _ = timed(lambda: table.load(base))
+        out["load_s"], _ = timed(functools.partial(table.load, base))
         out["layout_loaded"] = layout(table)
 
         from deltalake import write_deltalake
 
-        out["delta_load_s"], _ = timed(lambda: write_deltalake(str(scratch / "delta"), base))
-        out["parquet_write_s"], _ = timed(
-            lambda: pq.write_table(base, scratch / "plain.parquet", row_group_size=ROW_GROUP)
+        out["delta_load_s"], _ = timed(
+            functools.partial(write_deltalake, str(scratch / "delta"), base)
         )
+        plain_write = functools.partial(
+            pq.write_table, base, scratch / "plain.parquet", row_group_size=ROW_GROUP
+        )
+        out["parquet_write_s"], _ = timed(plain_write)
         del base
 
         began = time.perf_counter()
