@@ -26,6 +26,12 @@ timed stage first touches ``--warm-gib`` of memory (see ``warm``).
 
     .venv/bin/python bench/scale.py --sizes 5M,20M           # ~5 min
     .venv/bin/python bench/scale.py --sizes 5M,20M,50M --out scale.json
+    .venv/bin/python bench/scale.py --property deletion-vectors.max-ratio=0   # the other trade
+
+By default a fold keeps a base file its changes touch and hides the replaced rows
+with a deletion vector (``deletion-vectors.max-ratio`` 0.3): little to write, and a
+read filters those files' rows. ``deletion-vectors.max-ratio=0`` rewrites every
+touched file instead: more to write, and the read needs no filter.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ import pyarrow.parquet as pq
 from harness import bench_catalog  # bench/ is on sys.path when run as a script
 
 import firn
+from firn.commands.tables import parse_properties
 
 SCHEMA = pa.schema(
     [
@@ -152,13 +159,22 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
     sets, upserted, deleted = change_sets(rng, base_rows, args.commits, args.changes)
     live_keys = np.union1d(np.setdiff1d(np.arange(base_rows), deleted), upserted)
     scratch = Path(tempfile.mkdtemp(prefix="firn-scale-", dir=args.scratch))
-    out: dict[str, Any] = {"base_rows": base_rows, "live_rows": len(live_keys)}
+    out: dict[str, Any] = {
+        "base_rows": base_rows,
+        "live_rows": len(live_keys),
+        "properties": args.properties,
+    }
     try:
-        table = catalog.create_table(f"scale_{base_rows}", SCHEMA, ["id"], [])
+        name = f"scale_{base_rows}_{len(catalog.tables())}"
+        table = catalog.create_table(name, SCHEMA, ["id"], [], args.properties)
         out["load_s"], _ = timed(functools.partial(table.load, base))
         out["layout_loaded"] = layout(table)
 
-        from deltalake import write_deltalake
+        try:
+            from deltalake import write_deltalake
+        except ImportError:
+            hint = "scale.py needs delta-rs: .venv/bin/pip install -e '.[bench]'"
+            raise SystemExit(hint) from None
 
         out["delta_load_s"], _ = timed(
             functools.partial(write_deltalake, str(scratch / "delta"), base)
@@ -242,8 +258,17 @@ def main() -> None:
         help="GiB of memory touched before each timed stage (default: 2x the largest "
         "table's Arrow size; 0 to skip)",
     )
+    parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a table property over the defaults (repeatable), e.g. "
+        "deletion-vectors.max-ratio=0 to rewrite every base file a fold touches",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    args.properties = parse_properties(args.property)
     global WARM_GIB
     largest = max(size(text) for text in args.sizes.split(","))
     WARM_GIB = args.warm_gib if args.warm_gib is not None else 2 * largest * 52 / (1 << 30)
