@@ -40,6 +40,7 @@ import argparse
 import functools
 import gc
 import json
+import resource
 import shutil
 import sys
 import tempfile
@@ -128,7 +129,16 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     warm(WARM_GIB)
     began = time.perf_counter()
     out = fn()
-    return time.perf_counter() - began, out
+    took = time.perf_counter() - began
+    name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "")
+    print(f"  {name}: {took:.2f} s, peak RSS {peak_rss_gib():.1f} GiB", file=sys.stderr, flush=True)
+    return took, out
+
+
+def peak_rss_gib() -> float:
+    """This process's peak resident memory so far (a 100M-row run needs more than
+    this 24 GiB machine has: the progress lines say how far it got)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20)
 
 
 def best(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -199,7 +209,7 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
         del before
         out["layout_before"] = layout(table)
 
-        out["compact_s"], summary = timed(lambda: firn.compact(table, engine="local"))
+        out["compact_s"], summary = timed(functools.partial(firn.compact, table, engine="local"))
         if summary["failed_attempts"]:
             raise SystemExit(f"compaction failed: {summary['errors']}")
         out["read_after_s"], after = best(args.repeat, scan)
@@ -216,7 +226,7 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
             pq.write_table(part, plain / f"{n:05d}.parquet", row_group_size=ROW_GROUP)
         del after
         paths = sorted(str(p) for p in plain.iterdir())
-        out["plain_read_s"], _ = best(args.repeat, lambda: pq.read_table(paths))
+        out["plain_read_s"], _ = best(args.repeat, functools.partial(pq.read_table, paths))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
