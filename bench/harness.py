@@ -1,6 +1,7 @@
 """What the benchmarks share: best-of-N timing, a catalog (``FIRN_DATABASE_URL``
 when set, else a throwaway local Postgres under ``.firn/bench-*``, started and
-removed by the benchmark), and a throwaway home for a whole `firn up` stack."""
+removed by the benchmark), a throwaway home for a whole `firn up` stack, and the
+orders table the load, merge and scale benchmarks generate."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import SecretStr
 
 import firn
@@ -70,3 +74,43 @@ def stack_home(prefix: str) -> tuple[Path, dict[str, str]]:
         "FIRN_KAFKA_PORT": "0",
     }
     return home, env
+
+
+ORDERS = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("qty", pa.int64()),
+        pa.field("price", pa.float64()),
+        pa.field("label", pa.string()),
+        pa.field("ts", pa.timestamp("us")),
+    ]
+)
+"""The keyed table the load, merge and scale benchmarks share: an int64 key, an
+int64, a float64, a 16-character string and a timestamp."""
+T0 = 1_700_000_000_000_000  # 2023-11-14, in microseconds
+YEAR_US = 365 * 86_400 * 1_000_000
+ORDER_CHUNK_ROWS = 10_000_000
+"""Rows per chunk of ``order_rows`` (a 50M-row string column would pass a 32-bit
+string array's 2 GiB)."""
+
+
+def order_rows(rng: np.random.Generator, ids: np.ndarray) -> pa.Table:
+    """``ORDERS`` rows of the keys ``ids`` with random values, in chunks of
+    ``ORDER_CHUNK_ROWS``."""
+    if len(ids) > ORDER_CHUNK_ROWS:
+        step = ORDER_CHUNK_ROWS
+        return pa.concat_tables(
+            [order_rows(rng, ids[s : s + step]) for s in range(0, len(ids), step)]
+        )
+    n = len(ids)
+    digits = pc.cast(pa.array(rng.integers(0, 10**11, n)), pa.string())
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "qty": pa.array(rng.integers(0, 1_000_000, n)),
+            "price": pa.array(rng.random(n) * 1000),
+            "label": pc.binary_join_element_wise("item-", pc.utf8_lpad(digits, 11, "0"), ""),
+            "ts": pa.array(T0 + rng.integers(0, YEAR_US, n), pa.timestamp("us")),
+        },
+        schema=ORDERS,
+    )

@@ -36,38 +36,20 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from harness import bench_catalog, best_of  # bench/ is on sys.path when run as a script
+from harness import (  # bench/ is on sys.path when run as a script
+    ORDERS,
+    bench_catalog,
+    best_of,
+    order_rows,
+)
 
 import firn
-
-SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("qty", pa.int64()),
-        pa.field("price", pa.float64()),
-        pa.field("label", pa.string()),
-        pa.field("ts", pa.timestamp("us")),
-    ]
-)
-T0 = 1_700_000_000_000_000  # 2023-11-14, in microseconds
-YEAR_US = 365 * 86_400 * 1_000_000
 
 
 def make_rows(n: int, seed: int = 7) -> pa.Table:
     rng = np.random.default_rng(seed)
-    digits = pc.cast(pa.array(rng.integers(0, 10**11, n)), pa.string())
-    return pa.table(
-        {
-            "id": pa.array(rng.permutation(n), pa.int64()),
-            "qty": pa.array(rng.integers(0, 1_000_000, n)),
-            "price": pa.array(rng.random(n) * 1000),
-            "label": pc.binary_join_element_wise("item-", pc.utf8_lpad(digits, 11, "0"), ""),
-            "ts": pa.array(T0 + rng.integers(0, YEAR_US, n), pa.timestamp("us")),
-        },
-        schema=SCHEMA,
-    )
+    return order_rows(rng, rng.permutation(n))
 
 
 def check(table: firn.Table, rows: pa.Table) -> None:
@@ -96,7 +78,7 @@ def main() -> None:
         with bench_catalog() as catalog:
 
             def new_table() -> firn.Table:
-                return catalog.create_table(f"load_{next(names)}", SCHEMA, ["id"])
+                return catalog.create_table(f"load_{next(names)}", ORDERS, ["id"])
 
             def floor() -> None:
                 pq.write_table(rows, scratch / f"plain-{next(names)}.parquet", compression="zstd")

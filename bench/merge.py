@@ -42,7 +42,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from harness import bench_catalog, best_of  # bench/ is on sys.path when run as a script
+from harness import (  # bench/ is on sys.path when run as a script
+    ORDERS,
+    bench_catalog,
+    best_of,
+    order_rows,
+)
 
 import firn
 from firn.catalog.files import files_at, merged_seqs_at
@@ -50,36 +55,14 @@ from firn.engine.kernel import KernelLimits, run_task
 from firn.engine.planner import plan_partition
 from firn.model.tasks import TaskResult, TaskSpec
 
-SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("qty", pa.int64()),
-        pa.field("price", pa.float64()),
-        pa.field("label", pa.string()),
-        pa.field("ts", pa.timestamp("us")),
-    ]
-)
-NAMES = SCHEMA.names
+NAMES = ORDERS.names
 BASE_COMMITS = 5
 MEMORY_BUDGET = 8 << 30
-T0 = 1_700_000_000_000_000  # 2023-11-14, in microseconds
-YEAR_US = 365 * 86_400 * 1_000_000
 
 
 def rows(rng: np.random.Generator, ids: np.ndarray, ops: np.ndarray) -> pa.Table:
     """A change set: the given keys with random values and ``_op``."""
-    n = len(ids)
-    digits = pc.cast(pa.array(rng.integers(0, 10**11, n)), pa.string())
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "qty": pa.array(rng.integers(0, 1_000_000, n)),
-            "price": pa.array(rng.random(n) * 1000),
-            "label": pc.binary_join_element_wise("item-", pc.utf8_lpad(digits, 11, "0"), ""),
-            "ts": pa.array(T0 + rng.integers(0, YEAR_US, n), pa.timestamp("us")),
-            "_op": pa.array(ops, pa.string()),
-        }
-    )
+    return order_rows(rng, ids).append_column("_op", pa.array(ops, pa.string()))
 
 
 def change_set(rng: np.random.Generator, n: int, base_rows: int) -> pa.Table:
@@ -229,7 +212,7 @@ def main() -> None:
         "task.max-bytes": "1TiB",
     }
     with bench_catalog() as catalog:
-        table = catalog.create_table("bench_merge", SCHEMA, ["id"], properties=properties)
+        table = catalog.create_table("bench_merge", ORDERS, ["id"], properties=properties)
         setup(table, args)
         spec = one_task(table)
         full = table.storage.full_path
@@ -249,9 +232,9 @@ def main() -> None:
         engine_s = best_of(args.runs, engine)
         result = results[0]
         engine_out = pa.concat_tables(
-            pq.read_table(full(o.path), schema=SCHEMA) for o in result.outputs
+            pq.read_table(full(o.path), schema=ORDERS) for o in result.outputs
         )
-        same = sorted_by_id(engine_out).equals(sorted_by_id(expected.cast(SCHEMA)))
+        same = sorted_by_id(engine_out).equals(sorted_by_id(expected.cast(ORDERS)))
         del engine_out
 
         # (b) the pyarrow read-sort-write floor
@@ -260,7 +243,7 @@ def main() -> None:
         scratch = Path(tempfile.mkdtemp(prefix="firn-bench-floor-"))
 
         def floor() -> None:
-            rows = ds.dataset(floor_paths, schema=SCHEMA, format="parquet").to_table()
+            rows = ds.dataset(floor_paths, schema=ORDERS, format="parquet").to_table()
             rows = rows.take(pc.sort_indices(rows, sort_keys=[("id", "ascending")]))
             pq.write_table(rows, scratch / "out.parquet", compression="zstd")
 

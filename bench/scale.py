@@ -51,47 +51,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from harness import bench_catalog  # bench/ is on sys.path when run as a script
+from harness import ORDERS, bench_catalog, order_rows  # bench/ is on sys.path when run as a script
 
 import firn
 from firn.commands.tables import parse_properties
 
-SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("qty", pa.int64()),
-        pa.field("price", pa.float64()),
-        pa.field("label", pa.string()),
-        pa.field("ts", pa.timestamp("us")),
-    ]
-)
-T0 = 1_700_000_000_000_000
-YEAR_US = 365 * 86_400 * 1_000_000
 ROW_GROUP = 1 << 20
 WARM_GIB = 0.0
 """Memory touched before each timed stage (``--warm-gib``)."""
-
-
-def rows(rng: np.random.Generator, ids: np.ndarray) -> pa.Table:
-    """Rows of ``ids`` with random values, in chunks of 10M (a 50M-row string column
-    would pass a 32-bit string array's 2 GiB)."""
-    step = 10_000_000
-    if len(ids) > step:
-        return pa.concat_tables([rows(rng, ids[s : s + step]) for s in range(0, len(ids), step)])
-    n = len(ids)
-    digits = pc.cast(pa.array(rng.integers(0, 10**11, n)), pa.string())
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "qty": pa.array(rng.integers(0, 1_000_000, n)),
-            "price": pa.array(rng.random(n) * 1000),
-            "label": pc.binary_join_element_wise("item-", pc.utf8_lpad(digits, 11, "0"), ""),
-            "ts": pa.array(T0 + rng.integers(0, YEAR_US, n), pa.timestamp("us")),
-        },
-        schema=SCHEMA,
-    )
 
 
 def change_sets(
@@ -106,8 +74,8 @@ def change_sets(
         ups = int(changes * 0.8)
         up_ids = np.unique(rng.integers(0, base_rows * 6 // 5, ups))
         del_ids = np.setdiff1d(np.unique(rng.integers(0, base_rows, changes - ups)), up_ids)
-        batch = rows(rng, up_ids).append_column("_op", pa.array(["U"] * len(up_ids)))
-        gone = rows(rng, del_ids).append_column("_op", pa.array(["D"] * len(del_ids)))
+        batch = order_rows(rng, up_ids).append_column("_op", pa.array(["U"] * len(up_ids)))
+        gone = order_rows(rng, del_ids).append_column("_op", pa.array(["D"] * len(del_ids)))
         sets.append(pa.concat_tables([batch, gone]))
         deleted = np.union1d(np.setdiff1d(deleted, up_ids), del_ids)
         upserted = np.union1d(np.setdiff1d(upserted, del_ids), up_ids)
@@ -165,7 +133,7 @@ def layout(table: firn.Table) -> dict[str, Any]:
 
 def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(base_rows)
-    base = rows(rng, rng.permutation(base_rows).astype(np.int64))
+    base = order_rows(rng, rng.permutation(base_rows).astype(np.int64))
     sets, upserted, deleted = change_sets(rng, base_rows, args.commits, args.changes)
     live_keys = np.union1d(np.setdiff1d(np.arange(base_rows), deleted), upserted)
     scratch = Path(tempfile.mkdtemp(prefix="firn-scale-", dir=args.scratch))
@@ -176,7 +144,7 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
     }
     try:
         name = f"scale_{base_rows}_{len(catalog.tables())}"
-        table = catalog.create_table(name, SCHEMA, ["id"], [], args.properties)
+        table = catalog.create_table(name, ORDERS, ["id"], [], args.properties)
         out["load_s"], _ = timed(functools.partial(table.load, base))
         out["layout_loaded"] = layout(table)
 

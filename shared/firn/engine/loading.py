@@ -146,18 +146,14 @@ def key_hashes(
         return np.concatenate(list(parts))
 
 
-def key_order(
-    table: TableSchema, rows: pa.Table | Gather, group: LoadGroup
-) -> npt.NDArray[np.int64]:
-    """The group's positions in ``rows`` (the load's rows, or a ``Gather`` of their
-    key columns), in key order; ``ConfigError`` naming a key that appears twice
-    (checked on the sorted keys: one neighbour comparison)."""
+def key_order(table: TableSchema, key_rows: Gather, group: LoadGroup) -> npt.NDArray[np.int64]:
+    """The group's positions among the load's rows (``key_rows``: their key columns), in
+    key order; ``ConfigError`` naming a key that appears twice (checked on the sorted
+    keys: one neighbour comparison)."""
     if not table.keyed:
         return group.rows
     key = list(table.primary_key)
-    if isinstance(rows, pa.Table):
-        rows = Gather(rows.select(key))
-    keys = rows.take(group.rows).select(key)
+    keys = key_rows.take(group.rows).select(key)
     if len(key) == 1 and pa.types.is_integer(keys.schema.field(0).type):
         # One integer key: numpy's sort is faster than a general table sort.
         values = keys.column(0).to_numpy()
@@ -178,7 +174,8 @@ def key_order(
 
 def sorted_group(table: TableSchema, rows: pa.Table, group: LoadGroup) -> pa.Table:
     """The group's rows in key order; ``ConfigError`` naming a key that appears twice."""
-    return Gather(rows).take(key_order(table, rows, group))
+    keys = Gather(rows.select(list(table.primary_key)))
+    return Gather(rows).take(key_order(table, keys, group))
 
 
 LOAD_RULE = (
