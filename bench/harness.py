@@ -36,6 +36,16 @@ def best_of(runs: int, fn: Callable[[], object]) -> float:
     return min(times)
 
 
+def status_bytes(field: str) -> int:
+    """A ``kB`` field of /proc/self/status, in bytes: ``VmHWM`` is this process's own
+    peak resident set. Not ``ru_maxrss``, which Linux carries over from the parent
+    across fork+exec, so a child would report the parent's peak when it is higher."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 @contextlib.contextmanager
 def bench_catalog() -> Iterator[firn.Catalog]:
     home = REPO / ".firn" / f"bench-{os.getpid()}-{uuid.uuid4().hex[:6]}"

@@ -46,27 +46,21 @@ MiB = 1 << 20
 FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "
 
 
-def _status_bytes(field: str) -> int:
-    """A ``kB`` field of /proc/self/status, in bytes."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 def child(spec_path: str, budget: int, spill_dir: str) -> None:
     """Run the task in this (fresh) process and print what it measured, as JSON."""
+    from harness import status_bytes  # bench/ is on sys.path when run as a script
+
     from firn.engine.kernel import KernelLimits, run_task
     from firn.model.schema import TableSchema
     from firn.model.tasks import TaskSpec
 
     spec = TaskSpec.from_json(Path(spec_path).read_text())
     table = TableSchema.build("bench_memory", SCHEMA, ["id"])
-    baseline = _status_bytes("VmRSS")
+    baseline = status_bytes("VmRSS")
     result = run_task(table, spec, 1, KernelLimits(memory_budget=budget, spill_dir=spill_dir))
     report = {
         "baseline_rss": baseline,
-        "vm_hwm": _status_bytes("VmHWM"),
+        "vm_hwm": status_bytes("VmHWM"),
         "spilled_runs": result.spilled_runs,
         "rows_read": result.rows_read,
         "rows_written": result.rows_written,

@@ -48,6 +48,10 @@ def scenarios(draw: st.DrawFn) -> tuple[KeyKind, dict[str, Any], bool, list[Step
         "change.split-rows": draw(st.sampled_from([0, 3, 100_000])),
         # Small partitions' base at the root: never, until they grow, always.
         "base.split-bytes": draw(st.sampled_from([0, "4KiB", "1GiB"])),
+        # Major merges row by row, or key first and then one or two value columns
+        # at a time (firn.engine.vertical).
+        "compaction.vertical.min-columns": draw(st.sampled_from([0, 1])),
+        "compaction.vertical.group-columns": draw(st.sampled_from([1, 2])),
     }
     return kind, properties, draw(st.booleans()), draw(steps(kind))
 

@@ -22,7 +22,7 @@ from firn.catalog.expiry import expire
 from firn.catalog.files import files_at
 from firn.catalog.progress import written_bytes
 from firn.catalog.results import record_result
-from firn.engine import kernel
+from firn.engine import inputs, kernel
 from firn.engine.kernel import run_task
 from firn.engine.planning import draft_now, plan_now
 from firn.engine.vectors import BASE_KEYS
@@ -265,13 +265,13 @@ def test_a_fold_opens_each_change_file_once(
     assert spec.change_files
     assert spec.base_files
     opened: list[str] = []
-    reading = kernel.read_batches
+    reading = inputs.read_batches
 
     def counted(storage: Any, f: Any, *args: Any) -> Any:
         opened.append(f.path)
         return reading(storage, f, *args)
 
-    monkeypatch.setattr(kernel, "read_batches", counted)
+    monkeypatch.setattr(inputs, "read_batches", counted)
     held = run_task(table.definition, spec, 1, kernel.KernelLimits())
     changes = sorted(f.path for f in spec.change_files)
     assert sorted(p for p in opened if p in changes) == changes

@@ -93,9 +93,9 @@ def compact_across(table: firn.Table, block: list[tuple[Any, ...]]) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(life=lives(), partitioned=st.booleans())
+@given(life=lives(), partitioned=st.booleans(), vertical=st.booleans())
 def test_every_snapshot_reads_as_the_model_with_its_schema(
-    shared_catalog: firn.Catalog, life: list[Step], partitioned: bool
+    shared_catalog: firn.Catalog, life: list[Step], partitioned: bool, vertical: bool
 ) -> None:
     model = SchemaModel()
     table = shared_catalog.create_table(
@@ -103,7 +103,14 @@ def test_every_snapshot_reads_as_the_model_with_its_schema(
         schema_of(model.columns),
         list(KEY_NAMES),
         ["part"] if partitioned else [],
-        {"change.buckets": 2, "base.buckets": 2, "target-file-size": "4KiB"},
+        {
+            "change.buckets": 2,
+            "base.buckets": 2,
+            "target-file-size": "4KiB",
+            # Major merges column group by column group, two value columns at a time.
+            "compaction.vertical.min-columns": 1 if vertical else 0,
+            "compaction.vertical.group-columns": 2,
+        },
     )
     snapshots: list[tuple[int, list[str], dict[Any, Any]]] = []
     for action, arg in life:

@@ -67,6 +67,9 @@ def scenarios(draw: st.DrawFn) -> tuple[KeyKind, dict[str, Any], bool, list[Step
         # Mostly high, so units with a base merge runs rather than fold.
         "major.change-ratio": draw(st.sampled_from([0.1, 1, 50, 50])),
         "major.file-count": draw(st.sampled_from([3, 1000, 1000])),
+        # Major merges row by row, or column group by column group.
+        "compaction.vertical.min-columns": draw(st.sampled_from([0, 1])),
+        "compaction.vertical.group-columns": draw(st.sampled_from([1, 2])),
     }
     return kind, properties, draw(st.booleans()), draw(steps(kind))
 

@@ -37,6 +37,7 @@ def create_plan(
     target_file_size: int,
     vector_ratio: float = 0.0,
     small_file_bytes: int = 0,
+    vertical_group: int = 0,
     reason: Mapping[str, Any] | None = None,
     score: float = 0.0,
     definition: TableSchema | None = None,
@@ -95,6 +96,7 @@ def create_plan(
                 target_file_size=target_file_size,
                 vector_ratio=vector_ratio,
                 small_file_bytes=small_file_bytes,
+                vertical_group=vertical_group,
                 definition=definition,
             )
             for task, task_id in zip(draft.tasks, task_ids, strict=True)

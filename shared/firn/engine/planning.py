@@ -63,6 +63,7 @@ def plan_now(
         target_file_size=table.properties.target_file_size,
         vector_ratio=table.properties.deletion_vector_ratio,
         small_file_bytes=table.properties.vector_min_file_bytes,
+        vertical_group=table.properties.vertical_group(definition),
         reason=reason,
         score=score,
         definition=definition,

@@ -65,6 +65,7 @@ class PlanDraft:
         target_file_size: int,
         vector_ratio: float = 0.0,
         small_file_bytes: int = 0,
+        vertical_group: int = 0,
         definition: TableSchema | None = None,
     ) -> TaskSpec:
         """What an executor needs to run ``task``, once plan and task have ids;
@@ -98,6 +99,7 @@ class PlanDraft:
             # A full compaction rewrites every base file (SPEC 4); only folds keep some.
             vector_ratio=vector_ratio if kind == "major" else 0.0,
             small_file_bytes=small_file_bytes,
+            vertical_group=vertical_group if kind == "major" else 0,
             rewrite=task.rewrite,
             table=table,
         )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -43,6 +43,9 @@ from firn.units import (
     parse_duration,
     parse_size,
 )
+
+if TYPE_CHECKING:
+    from firn.model.schema import TableSchema
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +105,8 @@ RANGES: dict[str, Range] = {
     "deletion-vectors.max-ratio": Range(0, 1, "ratio"),
     "deletion-vectors.min-file-bytes": Range(1, 8 * GiB, "bytes"),
     "compaction.quota": Range(0, 10_000, "ratio", above=True),
+    "compaction.vertical.min-columns": Range(0, 100_000, "count"),
+    "compaction.vertical.group-columns": Range(1, 100_000, "count"),
     "schema.rewrite-ratio": Range(0, 100, "ratio"),
     "task.max-bytes": Range(KiB, TiB, "bytes"),
     "task.max-attempts": Range(1, 100, "count"),
@@ -196,6 +201,17 @@ class TableProperties(BaseModel):
         alias="compaction.quota",
         description="executor slots the table may keep busy on average (over 5 min) "
         "before other tables' work goes first",
+    )
+    vertical_min_columns: _Count = Field(
+        64,
+        alias="compaction.vertical.min-columns",
+        description="value columns from which a major merge runs column group by column "
+        "group (keys first, then each group in their order); 0: always row by row",
+    )
+    vertical_group_columns: _Count = Field(
+        16,
+        alias="compaction.vertical.group-columns",
+        description="value columns a vertical merge reads and writes at a time",
     )
     schema_rewrite_ratio: _Ratio = Field(
         1.0,
@@ -299,6 +315,12 @@ class TableProperties(BaseModel):
         once into the next fold's output (five minutes: 1.31x against 1.29x). Far below
         it a vector is not worth its own file, and coalescing merges such files anyway."""
         return self.deletion_vector_min_bytes or max(1, self.small_file_threshold // 128)
+
+    def vertical_group(self, table: TableSchema) -> int:
+        """Value columns per group of ``table``'s major merges; 0: row by row."""
+        values = len(table.schema) - len(table.primary_key)
+        wide = self.vertical_min_columns and values >= self.vertical_min_columns
+        return self.vertical_group_columns if table.keyed and wide else 0
 
     @classmethod
     def parse(cls, values: dict[str, Any] | None) -> TableProperties:

@@ -218,6 +218,9 @@ class TaskSpec:
     """Base files (ids) the task rewrites whatever its changes touch: small files the
     planner coalesces (``firn.model.tiering.coalesce_windows``), which a deletion
     vector would leave as small as they are."""
+    vertical_group: int = 0
+    """A major task of a wide table merges vertically (``firn.engine.vertical``): its
+    keys first, then this many value columns at a time; 0: row by row."""
     table: Mapping[str, Any] | None = None
     """The table's definition at the plan's schema version, in its JSON form
     (``TableSchema.to_dict``), with the earlier versions its inputs were written
