@@ -19,7 +19,7 @@ planner's one major task covers it all.
    same load, changes and compaction: best of ``--repeat``.
 
     .venv/bin/python bench/wide.py                        # 500k rows, 200 columns
-    .venv/bin/python bench/wide.py --rows 1000000 --group 8
+    .venv/bin/python bench/wide.py --rows 1000000 --group 4 8 16   # each group size
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=100_000, help="change rows in all")
     parser.add_argument("--commits", type=int, default=5)
     parser.add_argument(
-        "--group", type=int, nargs="+", default=[16], help="value columns per group (several: each)"
+        "--group", type=int, nargs="+", default=[8], help="value columns per group (several: each)"
     )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(

@@ -165,7 +165,7 @@ def test_wide_tables_plan_vertical_major_tasks(settings: FirnSettings, tmp_path:
     with firn.connect(warehouse=str(tmp_path / "warehouse"), settings=settings) as catalog:
         table = catalog.create_table("wide_plans", wide, ["id"], [], {})
         narrow = catalog.create_table("narrow_plans", SCHEMA, ["id"], [], {})
-        assert table.properties.vertical_group(table.definition) == 16
+        assert table.properties.vertical_group(table.definition) == 8
         assert narrow.properties.vertical_group(narrow.definition) == 0
         rows = {"id": np.arange(1000), **{f"v{n:03d}": np.ones(1000) for n in range(80)}}
         table.commit(pa.table({**rows, "_op": ["U"] * 1000}))
@@ -179,7 +179,7 @@ def test_wide_tables_plan_vertical_major_tasks(settings: FirnSettings, tmp_path:
                 (table.table_id,),
             ).fetchall()
         ]
-        assert specs and all(s.vertical_group == 16 for s in specs)
+        assert specs and all(s.vertical_group == 8 for s in specs)
         assert table.read().sort_by("id").equals(pa.table(rows, schema=wide))
         table.set_properties({"compaction.vertical.min-columns": 0})
         assert table.properties.vertical_group(table.definition) == 0

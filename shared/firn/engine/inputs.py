@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from firn.engine.runs import work_schema
 from firn.engine.scan import stored_schema
@@ -48,6 +49,7 @@ class TaskInputs:
         self.schema = work_schema(table)
         self.rows_read = 0
         self._held: list[pa.Table] | None = None
+        self._footers: dict[str, pq.FileMetaData] = {}
         key_schema = table.key_schema
         self._lower = None if spec.lower is None else bound_scalars(spec.lower, key_schema)
         self._upper = None if spec.upper is None else bound_scalars(spec.upper, key_schema)
@@ -90,7 +92,8 @@ class TaskInputs:
         order and checked as ``batches`` checks them; not counted in ``rows_read``."""
         required = stored_schema(self.table, f.file_type, f.schema_id)
         view = file_view(self.table.version_schema(f.schema_id), self._target(columns))
-        rows = read_whole(self.storage, f, stored_names(view, columns), required)
+        names = stored_names(view, columns)
+        rows = read_whole(self.storage, f, names, required, self._footers)
         return view.adapt(rows).select(list(columns))
 
     def _target(self, columns: Sequence[str]) -> pa.Schema:

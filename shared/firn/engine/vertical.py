@@ -37,15 +37,16 @@ import pyarrow as pa
 
 from firn.engine.inputs import POS, TaskInputs
 from firn.engine.runs import DEL, SpillDir
-from firn.engine.writer import SizedWriter
+from firn.engine.writer import ROW_GROUP_BYTES, SizedWriter
 from firn.model.changes import ORD
 from firn.model.keyorder import bound_scalars, count_below
 from firn.model.merge_on_read import SEQ, latest_positions
 from firn.model.tasks import InputFile
 
 SOURCE = "_firn_source"
-STITCH_ROWS = 65536
-"""Rows of each group's spill batches, and so of each stitched batch."""
+SPILL_ROWS = 8192
+"""Rows of each group's spill batches; a stitched batch joins as many as make about a
+writer's row group (``ROW_GROUP_BYTES``) of whole rows, never across a cut."""
 
 
 def merge_vertical(
@@ -64,11 +65,16 @@ def merge_vertical(
     groups = [values[i : i + step] for i in range(0, len(values), step)]
     cuts = _cuts(reader, winners)
     edges = _edges(winners.num_rows, cuts)
-    paths = [
-        _write_group(reader, sources, winners, group, edges, spill_dir, n)
-        for n, group in enumerate(groups)
-    ]
-    _stitch(reader, winners, groups, paths, edges, cuts, writer)
+    used, rows = _read_from(sources, winners)
+    inputs = [sources[i] for i in used]
+    paths, row_bytes = [], winners.nbytes / winners.num_rows
+    for n, group in enumerate(groups):
+        path, group_bytes = _write_group(reader, inputs, rows, group, edges, spill_dir, n)
+        paths.append(path)
+        row_bytes += group_bytes
+    per_batch = max(1, int(ROW_GROUP_BYTES // (row_bytes * SPILL_ROWS)))
+    spans = _stitched(edges, cuts, per_batch)
+    _stitch(reader, winners, groups, paths, edges, spans, cuts, writer)
 
 
 def _winners(reader: TaskInputs, sources: Sequence[InputFile]) -> pa.Table:
@@ -122,46 +128,63 @@ def _cuts(reader: TaskInputs, winners: pa.Table) -> set[int]:
 
 
 def _edges(rows: int, cuts: set[int]) -> list[int]:
-    """Where the stitched batches start (and the last one ends): every
-    ``STITCH_ROWS`` rows and at every cut, so that each cut falls between two."""
-    return sorted({*range(0, rows, STITCH_ROWS), *cuts, rows})
+    """Where the spill batches start (and the last one ends): every ``SPILL_ROWS``
+    rows and at every cut, so that each cut falls between two."""
+    return sorted({*range(0, rows, SPILL_ROWS), *cuts, rows})
+
+
+def _stitched(edges: Sequence[int], cuts: set[int], per_batch: int) -> list[tuple[int, int]]:
+    """Which spill batches each stitched batch joins, as (first, end): ``per_batch``
+    at most, and a new stitched batch at every cut."""
+    batches = len(edges) - 1
+    spans, first = [], 0
+    for n in range(1, batches):
+        if n - first == per_batch or edges[n] in cuts:
+            spans.append((first, n))
+            first = n
+    if first < batches:
+        spans.append((first, batches))
+    return spans
+
+
+def _read_from(sources: Sequence[InputFile], winners: pa.Table) -> tuple[list[int], pa.Array]:
+    """The inputs any output row comes from (indexes into ``sources``), and each
+    output row's index into those inputs' rows laid end to end."""
+    source = winners.column(SOURCE).to_numpy()
+    position = winners.column(POS).to_numpy()
+    used = [int(i) for i in np.flatnonzero(np.bincount(source, minlength=len(sources)))]
+    counts = np.array([sources[i].record_count for i in used], np.int64)
+    offset = np.zeros(len(sources), np.int64)
+    offset[used] = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    return used, pa.array(offset[source] + position)
 
 
 def _write_group(
     reader: TaskInputs,
-    sources: Sequence[InputFile],
-    winners: pa.Table,
+    inputs: Sequence[InputFile],
+    rows: pa.Array,
     group: Sequence[str],
     edges: Sequence[int],
     spill_dir: SpillDir,
     n: int,
-) -> str:
+) -> tuple[str, float]:
     """One group's columns of every output row, in output order, in a spill file of
-    one batch per pair of ``edges``; returns its path."""
-    source = winners.column(SOURCE).to_numpy()
-    position = winners.column(POS).to_numpy()
-    # Output rows grouped by input, each input's in output order: every input is
-    # read once, and one take per input gathers its winners.
-    by_source = np.argsort(source, kind="stable")
-    bounds = np.searchsorted(source[by_source], np.arange(len(sources) + 1))
+    one batch per pair of ``edges``; returns its path and the group's Arrow bytes a
+    row. ``rows``: each output row's index into ``inputs``' rows laid end to end."""
     schema = reader.table.schema
     target = pa.schema([schema.field(c).with_nullable(True) for c in group])
-    parts = [target.empty_table()]
-    for i, f in enumerate(sources):
-        lo, hi = int(bounds[i]), int(bounds[i + 1])
-        if lo < hi:
-            rows = reader.whole(f, group).cast(target)
-            parts.append(rows.take(pa.array(position[by_source[lo:hi]])))
-            del rows
-    gathered = pa.concat_tables(parts).combine_chunks()
-    del parts
-    in_output_order = np.empty_like(by_source)
-    in_output_order[by_source] = np.arange(len(by_source))
+    # One take over the inputs' chunks: Arrow joins the chunks once per call, so
+    # one call for the group, not one per batch.
+    read = pa.concat_tables(
+        [target.empty_table()] + [reader.whole(f, group).cast(target) for f in inputs]
+    )
+    gathered = read.take(rows)
+    del read
     path = os.path.join(spill_dir.path, f"group-{n:05d}.arrow")
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, target) as out:
         for lo, hi in itertools.pairwise(edges):
-            out.write_table(gathered.take(pa.array(in_output_order[lo:hi])))
-    return path
+            out.write_table(gathered.slice(lo, hi - lo))
+    return path, gathered.nbytes / max(1, gathered.num_rows)
 
 
 def _stitch(
@@ -170,14 +193,16 @@ def _stitch(
     groups: Sequence[Sequence[str]],
     paths: Sequence[str],
     edges: Sequence[int],
+    spans: Sequence[tuple[int, int]],
     cuts: set[int],
     writer: SizedWriter,
 ) -> None:
-    """Whole rows, batch by batch, from the keys and every group's spill file."""
+    """Whole rows, a stitched batch at a time, from the keys and every group's
+    spill file."""
     key = list(reader.table.primary_key)
     names = reader.table.schema.names
-    for n, columns in enumerate(_batches(paths, len(edges) - 1)):
-        lo, hi = edges[n], edges[n + 1]
+    for (first, end), columns in zip(spans, _batches(paths, spans), strict=True):
+        lo, hi = edges[first], edges[end]
         if lo in cuts:
             writer.cut()
         found = dict(zip(key, winners.slice(lo, hi - lo).select(key).columns, strict=True))
@@ -186,14 +211,17 @@ def _stitch(
         writer.write(pa.table([found[c] for c in names], names=names))
 
 
-def _batches(paths: Sequence[str], count: int) -> Iterator[list[pa.RecordBatch]]:
-    """Batch ``n`` of every spill file, for each ``n`` in turn. Plain file reads, not
-    a memory map: mapped pages would count as the process's resident memory."""
+def _batches(paths: Sequence[str], spans: Sequence[tuple[int, int]]) -> Iterator[list[pa.Table]]:
+    """For each span, its spill batches of every spill file, one table per file.
+    Plain file reads, not a memory map: mapped pages would count as the process's
+    resident memory."""
     sources = [pa.OSFile(p, "rb") for p in paths]
     try:
         readers = [pa.ipc.open_file(s) for s in sources]
-        for n in range(count):
-            yield [r.get_batch(n) for r in readers]
+        for first, end in spans:
+            yield [
+                pa.Table.from_batches([r.get_batch(n) for n in range(first, end)]) for r in readers
+            ]
     finally:
         for s in sources:
             s.close()

@@ -211,16 +211,25 @@ def read_whole(
     expected: ExpectedFile,
     columns: Sequence[str],
     required: pa.Schema | None = None,
+    footers: dict[str, pq.FileMetaData] | None = None,
 ) -> pa.Table:
     """The file's ``columns`` (those it has) as one table, its columns decoded on
     pyarrow's threads, checked as ``read_batches`` checks it. For a reader that keeps
-    the whole file anyway: one call decodes faster than batch after batch."""
-    check_sizes(storage, [expected])
+    the whole file anyway: one call decodes faster than batch after batch.
+    ``footers``: footers already checked, by path; this file's is added once it is
+    (a reader that reads a file a few columns at a time checks and decodes its footer
+    once: a wide file's footer takes milliseconds to decode)."""
     path = storage.full_path(expected.path)
+    footer = None if footers is None else footers.get(path)
+    if footer is None:
+        check_sizes(storage, [expected])
     try:
         with storage.fs.open_input_file(path) as source:
-            parquet = pq.ParquetFile(source)
-            _raise_first(storage, expected, footer_problems(parquet, expected, required))
+            parquet = pq.ParquetFile(source, metadata=footer)
+            if footer is None:
+                _raise_first(storage, expected, footer_problems(parquet, expected, required))
+                if footers is not None:
+                    footers[path] = parquet.metadata
             names = set(parquet.schema_arrow.names)
             rows = parquet.read(columns=[c for c in columns if c in names], use_threads=True)
     except (OSError, pa.ArrowException) as exc:

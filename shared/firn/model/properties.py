@@ -203,13 +203,13 @@ class TableProperties(BaseModel):
         "before other tables' work goes first",
     )
     vertical_min_columns: _Count = Field(
-        64,
+        32,
         alias="compaction.vertical.min-columns",
         description="value columns from which a major merge runs column group by column "
         "group (keys first, then each group in their order); 0: always row by row",
     )
     vertical_group_columns: _Count = Field(
-        16,
+        8,
         alias="compaction.vertical.group-columns",
         description="value columns a vertical merge reads and writes at a time",
     )
