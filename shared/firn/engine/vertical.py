@@ -19,10 +19,11 @@ columns holds 200 columns of every row in flight. Doris's vertical compaction (s
    ``target-file-size`` and before the files the task leaves untouched.
 
 A task's peak memory is therefore its keys (the key columns plus three integers a
-row) and one group of its output rows, twice while the group is put in order, plus
-the writer's row group; never whole rows of the whole task. Each input is opened once
-per group, and every value is written and read once more through the spill file: a
-vertical merge trades some time for memory that no longer grows with the width.
+row), two groups of its inputs' rows (the next group is read while one is put in
+order), one group of its output rows and the writer's row group; never whole rows of
+the whole task. Each input is opened once per group (its footer decoded once), and
+every value is written and read once more through the spill file; in return, no
+stage sorts or copies whole rows.
 Major tasks only: a minor merge reads change files alone, which are small.
 """
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -68,10 +70,19 @@ def merge_vertical(
     used, rows = _read_from(sources, winners)
     inputs = [sources[i] for i in used]
     paths, row_bytes = [], winners.nbytes / winners.num_rows
-    for n, group in enumerate(groups):
-        path, group_bytes = _write_group(reader, inputs, rows, group, edges, spill_dir, n)
-        paths.append(path)
-        row_bytes += group_bytes
+    # The next group is read (file reads and decoding, outside the GIL) while this
+    # one is put in order and spilled: one more group's input in memory.
+    with ThreadPoolExecutor(1, thread_name_prefix="firn-vertical") as ahead:
+        upcoming = ahead.submit(_read_group, reader, inputs, groups[0]) if groups else None
+        for n in range(len(groups)):
+            assert upcoming is not None
+            read = upcoming.result()
+            if n + 1 < len(groups):
+                upcoming = ahead.submit(_read_group, reader, inputs, groups[n + 1])
+            path, group_bytes = _write_group(read, rows, edges, spill_dir, n)
+            del read
+            paths.append(path)
+            row_bytes += group_bytes
     per_batch = max(1, int(ROW_GROUP_BYTES // (row_bytes * SPILL_ROWS)))
     spans = _stitched(edges, cuts, per_batch)
     _stitch(reader, winners, groups, paths, edges, spans, cuts, writer)
@@ -159,29 +170,26 @@ def _read_from(sources: Sequence[InputFile], winners: pa.Table) -> tuple[list[in
     return used, pa.array(offset[source] + position)
 
 
-def _write_group(
-    reader: TaskInputs,
-    inputs: Sequence[InputFile],
-    rows: pa.Array,
-    group: Sequence[str],
-    edges: Sequence[int],
-    spill_dir: SpillDir,
-    n: int,
-) -> tuple[str, float]:
-    """One group's columns of every output row, in output order, in a spill file of
-    one batch per pair of ``edges``; returns its path and the group's Arrow bytes a
-    row. ``rows``: each output row's index into ``inputs``' rows laid end to end."""
+def _read_group(reader: TaskInputs, inputs: Sequence[InputFile], group: Sequence[str]) -> pa.Table:
+    """The group's columns of every row of ``inputs``, laid end to end."""
     schema = reader.table.schema
     target = pa.schema([schema.field(c).with_nullable(True) for c in group])
+    return pa.concat_tables(
+        [target.empty_table(), *(reader.whole(f, group).cast(target) for f in inputs)]
+    )
+
+
+def _write_group(
+    read: pa.Table, rows: pa.Array, edges: Sequence[int], spill_dir: SpillDir, n: int
+) -> tuple[str, float]:
+    """The rows of ``read`` at ``rows`` (one group's columns of every output row, in
+    output order) in a spill file of one batch per pair of ``edges``; returns its
+    path and the group's Arrow bytes a row."""
     # One take over the inputs' chunks: Arrow joins the chunks once per call, so
     # one call for the group, not one per batch.
-    read = pa.concat_tables(
-        [target.empty_table()] + [reader.whole(f, group).cast(target) for f in inputs]
-    )
     gathered = read.take(rows)
-    del read
     path = os.path.join(spill_dir.path, f"group-{n:05d}.arrow")
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, target) as out:
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, gathered.schema) as out:
         for lo, hi in itertools.pairwise(edges):
             out.write_table(gathered.slice(lo, hi - lo))
     return path, gathered.nbytes / max(1, gathered.num_rows)
