@@ -17,7 +17,10 @@ Vectorised Arrow throughout; no Python loop touches rows. For a keyed task:
 4. the output is written sorted and cut at ``target-file-size``
    (``firn.engine.writer``) under a path unique to the task and attempt.
 
-Unkeyed tables only bin-pack: the input files are streamed into full-sized files.
+The inputs are read by ``firn.engine.inputs``. A major task of a wide table
+(``TaskSpec.vertical_group``) runs steps 1-3 on its key columns only and then moves
+its value columns a group at a time (``firn.engine.vertical``). Unkeyed tables only
+bin-pack: the input files are streamed into full-sized files.
 The kernel takes a ``TaskSpec`` and returns a ``TaskResult``, so it runs the same in
 a Spark task, in a test, or in a benchmark.
 """
