@@ -1,0 +1,191 @@
+"""Spark users' whole path, Firn against Iceberg's own Spark connector, on one CDC
+workload in the same cores: a bulk load, commits of changes, a full read before
+compaction, the compaction, a full read after it.
+
+The workload (``bench/spark_cdc_workload.py``, generated in Spark SQL so both sides
+write the same rows): ``--rows`` base rows (int64 key, int64, float64, string,
+timestamp), then ``--commits`` change sets of ``--changes`` rows in all (distinct
+keys per commit, a fifth deletes, a tenth of the upserts new keys).
+
+- **Firn**, in this process (the project's pyspark): the table made with the Python
+  API, then ``df.write.format("firn").mode("overwrite")`` (load),
+  ``.mode("append")`` with an ``_op`` column (each commit),
+  ``spark.read.format("firn")`` (reads), ``firn.compact(table, engine="spark",
+  spark=spark)`` (a major compaction as a Spark job in the same session).
+- **Iceberg** (``bench/spark_cdc_iceberg.py``, in ``.firn/spark-4.1``: no Iceberg
+  runtime on Maven Central loads in pyspark 4.3), a Hadoop catalog in a temporary
+  directory: a format-version 3 table with merge-on-read deletes; ``writeTo(...)
+  .append()`` (load), ``MERGE INTO`` (each commit), ``spark.table`` (reads),
+  ``rewrite_data_files`` with ``rewrite-all`` (compaction).
+
+Both: ``local[--cores]``, driver memory ``--driver-memory``, session time zone UTC,
+Spark's defaults otherwise. Reads go into Spark's ``noop`` sink, best of ``--runs``
+after a warm-up; loads, commits and compactions are timed once. The two tables'
+summaries (rows, sum of ids, sum of qty) must agree before and after compaction.
+
+    .venv/bin/python bench/spark_cdc.py                     # 5M rows, 10 x 100k changes
+    .venv/bin/python bench/spark_cdc.py --rows 1000000 --changes 200000   # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from harness import REPO, bench_catalog  # bench/ is on sys.path when run as a script
+from iceberg_spark import ICEBERG_RUNTIME, jar, spark_python
+from spark_cdc_workload import base, changes, read_time, summary, timed
+
+import firn
+import firn.spark
+from firn.engine.spark_session import spark_session
+from firn.settings import FirnSettings
+
+NAME = "bench_spark_cdc"
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("qty", pa.int64()),
+        pa.field("price", pa.float64()),
+        pa.field("name", pa.string()),
+        pa.field("ts", pa.timestamp("us", tz="UTC")),
+    ]
+)
+ICEBERG_SIDE = Path(__file__).with_name("spark_cdc_iceberg.py")
+STAGES = ("load_s", "commit_s", "read_before_s", "compact_s", "read_after_s")
+
+
+def firn_side(args: argparse.Namespace) -> dict[str, Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = {"spark.driver.memory": args.driver_memory, "spark.sql.session.timeZone": "UTC"}
+    spark = spark_session(
+        FirnSettings(spark_master=f"local[{args.cores}]", spark_conf=conf),
+        app_name="firn-bench-spark-cdc",
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    firn.spark.register(spark)
+    out: dict[str, Any] = {"spark_version": spark.version}
+    try:
+        with bench_catalog() as catalog:
+            table = catalog.create_table(NAME, SCHEMA, ["id"])
+            settings = catalog.settings
+            assert settings.database_url is not None
+            options = {
+                "database_url": settings.database_url.get_secret_value(),
+                "database_schema": settings.database_schema,
+            }
+
+            def write(df: Any, mode: str) -> None:
+                df.write.format("firn").mode(mode).options(**options).save(NAME)
+
+            def read() -> Any:
+                return spark.read.format("firn").options(**options).load(NAME)
+
+            out["load_s"] = timed(lambda: write(base(spark, args.rows), "overwrite"))
+            each = args.changes // args.commits
+            out["commit_s"] = sum(
+                timed(lambda c=c: write(changes(spark, args.rows, c, each), "append"))
+                for c in range(args.commits)
+            )
+            out["before"] = summary(read())
+            out["read_before_s"] = read_time(read, args.runs)
+            out["files_before"] = table.files().num_rows
+            compacted = timed(lambda: firn.compact(table, engine="spark", spark=spark))
+            out["compact_s"] = compacted
+            out["after"] = summary(read())
+            out["read_after_s"] = read_time(read, args.runs)
+            files = table.files().to_pylist()
+            out["files_after"] = len(files)
+            out["vectors_after"] = sum(1 for f in files if f["deletion_vector"])
+    finally:
+        spark.stop()
+    return out
+
+
+def iceberg_side(args: argparse.Namespace) -> dict[str, Any]:
+    python = spark_python(args.spark_python)
+    with tempfile.TemporaryDirectory(prefix="iceberg-cdc-", dir=REPO / ".firn") as warehouse:
+        job = {
+            "jars": [str(jar(args.iceberg_runtime))],
+            "warehouse": f"file://{warehouse}",
+            "rows": args.rows,
+            "commits": args.commits,
+            "changes": args.changes,
+            "runs": args.runs,
+            "cores": args.cores,
+            "driver_memory": args.driver_memory,
+        }
+        env = {**os.environ, "PYSPARK_PYTHON": python}
+        done = subprocess.run(
+            [python, str(ICEBERG_SIDE)],
+            input=json.dumps(job),
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            cwd=Path(__file__).parent,
+        )
+    if done.returncode != 0:
+        print(done.stderr[-4000:], file=sys.stderr)
+        raise SystemExit(f"the Iceberg side exited with {done.returncode}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=5_000_000, help="base rows")
+    parser.add_argument("--changes", type=int, default=1_000_000, help="change rows in all")
+    parser.add_argument("--commits", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=2, help="timings per read (best kept)")
+    parser.add_argument("--cores", type=int, default=2, help="Spark local[N]")
+    parser.add_argument("--driver-memory", default="4g")
+    parser.add_argument("--spark-python", help="Python with a pyspark Iceberg supports")
+    parser.add_argument("--iceberg-runtime", default=ICEBERG_RUNTIME, help="Maven coordinate")
+    parser.add_argument("--only", choices=("firn", "iceberg"), help="run one side (no comparison)")
+    args = parser.parse_args()
+    sides: dict[str, dict[str, Any]] = {}
+    if args.only != "iceberg":
+        sides["firn"] = firn_side(args)
+        print(f"firn: {json.dumps(sides['firn'])}", file=sys.stderr, flush=True)
+    if args.only != "firn":
+        sides["iceberg"] = iceberg_side(args)
+        print(f"iceberg: {json.dumps(sides['iceberg'])}", file=sys.stderr, flush=True)
+    print(
+        f"{args.rows:,} base rows, {args.commits} commits of {args.changes // args.commits:,} "
+        f"changes; Spark local[{args.cores}], driver {args.driver_memory}"
+    )
+    names = list(sides)
+    print(
+        f"{'stage':<22}"
+        + "".join(f"{n:>12}" for n in names)
+        + ("   firn / iceberg" if len(sides) == 2 else "")
+    )
+    for stage in STAGES:
+        values = [sides[n][stage] for n in names]
+        line = f"{stage[:-2]:<22}" + "".join(f"{v:11.2f}s" for v in values)
+        if len(values) == 2:
+            line += f"   {values[0] / values[1]:.2f}x"
+        print(line)
+    failures = 0
+    if len(sides) == 2:
+        for when in ("before", "after"):
+            same = sides["firn"][when] == sides["iceberg"][when]
+            failures += not same
+            print(
+                f"{'PASS' if same else 'FAIL'}: the tables agree {when} compaction "
+                f"(rows, sum of ids, sum of qty: firn {sides['firn'][when]}, "
+                f"iceberg {sides['iceberg'][when]})"
+            )
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

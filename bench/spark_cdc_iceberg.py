@@ -1,0 +1,98 @@
+"""The Iceberg side of ``bench/spark_cdc.py``: the same CDC workload through Iceberg's
+own Spark connector, no Firn code (standard library, pyspark and the workload module).
+
+It runs in a Python whose pyspark Iceberg's runtime supports (``.firn/spark-4.1``; see
+``bench/iceberg_spark.py``), reads its job as JSON on stdin:
+
+    {"jars": [...], "warehouse": "/dir", "rows": N, "commits": C, "changes": K,
+     "runs": R, "cores": 2, "driver_memory": "4g"}
+
+and prints one JSON object: each stage's seconds and the table's summary before and
+after compaction. The table is format version 3 with merge-on-read deletes, updates
+and merges (changes are deletion vectors, Iceberg's fastest write path for CDC);
+changes arrive by ``MERGE INTO``; compaction is ``rewrite_data_files`` with
+``rewrite-all`` (every data file rewritten, every delete applied).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from pyspark.sql import SparkSession
+from spark_cdc_workload import COLUMNS, VALUES, base, changes, read_time, report, summary, timed
+
+TABLE = "ice.db.orders"
+
+
+def session(job: dict) -> SparkSession:
+    return (
+        SparkSession.builder.master(f"local[{job['cores']}]")
+        .appName("firn-bench-spark-cdc-iceberg")
+        .config("spark.jars", ",".join(job["jars"]))
+        .config("spark.driver.memory", job["driver_memory"])
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config(
+            "spark.sql.extensions",
+            "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        )
+        .config("spark.sql.catalog.ice", "org.apache.iceberg.spark.SparkCatalog")
+        .config("spark.sql.catalog.ice.type", "hadoop")
+        .config("spark.sql.catalog.ice.warehouse", job["warehouse"])
+        .getOrCreate()
+    )
+
+
+def main() -> int:
+    job = json.load(sys.stdin)
+    spark = session(job)
+    spark.sparkContext.setLogLevel("ERROR")
+    rows = job["rows"]
+    try:
+        spark.sql(
+            f"CREATE TABLE {TABLE} ({COLUMNS}) USING iceberg TBLPROPERTIES ("
+            "'format-version'='3', 'write.delete.mode'='merge-on-read', "
+            "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')"
+        )
+        out: dict[str, object] = {"spark_version": spark.version}
+        out["load_s"] = timed(lambda: base(spark, rows).writeTo(TABLE).append())
+        updates = ", ".join(f"t.{c} = s.{c}" for c in VALUES)
+        names = ", ".join(["id", *VALUES])
+        merge = (
+            f"MERGE INTO {TABLE} t USING changes s ON t.id = s.id "
+            "WHEN MATCHED AND s._op = 'D' THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {updates} "
+            f"WHEN NOT MATCHED AND s._op = 'U' THEN INSERT ({names}) "
+            f"VALUES ({', '.join(f's.{c}' for c in ['id', *VALUES])})"
+        )
+        commit_s = 0.0
+        for c in range(job["commits"]):
+            changes(spark, rows, c, job["changes"] // job["commits"]).createOrReplaceTempView(
+                "changes"
+            )
+            commit_s += timed(lambda: spark.sql(merge).collect())
+        out["commit_s"] = commit_s
+        out["before"] = summary(spark.table(TABLE))
+        out["read_before_s"] = read_time(lambda: spark.table(TABLE), job["runs"])
+        out["files_before"] = spark.sql(f"SELECT count(*) FROM {TABLE}.data_files").collect()[0][0]
+        out["deletes_before"] = spark.sql(f"SELECT count(*) FROM {TABLE}.delete_files").collect()[
+            0
+        ][0]
+        rewrite = (
+            "CALL ice.system.rewrite_data_files(table => 'db.orders', "
+            "options => map('rewrite-all', 'true'))"
+        )
+        out["compact_s"] = timed(lambda: spark.sql(rewrite).collect())
+        out["after"] = summary(spark.table(TABLE))
+        out["read_after_s"] = read_time(lambda: spark.table(TABLE), job["runs"])
+        out["files_after"] = spark.sql(f"SELECT count(*) FROM {TABLE}.data_files").collect()[0][0]
+        out["iceberg_version"] = spark.sql("SELECT ice.system.iceberg_version()").collect()[0][0]
+    finally:
+        spark.stop()
+    report(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

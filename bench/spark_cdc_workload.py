@@ -1,0 +1,70 @@
+"""The CDC workload of ``bench/spark_cdc.py``, as Spark SQL: the same rows on either
+side (Firn's ``format("firn")`` and Iceberg's own connector), generated inside Spark
+so that a load times the writer, not Python making rows. Standard library and
+pyspark only: the Iceberg side runs in a venv without Firn.
+
+- base: ids ``0 .. rows-1``; ``qty``, ``price``, ``name``, ``ts`` functions of the id;
+- commit ``c``: ``changes`` distinct ids ``(53 i + 7919 c) mod (1.1 rows)`` (some
+  beyond the base: inserts), a fifth of them deletes, the others upserts whose
+  values depend on ``c``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+
+COLUMNS = "id BIGINT, qty BIGINT, price DOUBLE, name STRING, ts TIMESTAMP"
+VALUES = ["qty", "price", "name", "ts"]
+
+
+def base(spark: SparkSession, rows: int) -> DataFrame:
+    return spark.range(0, rows).selectExpr(
+        "id",
+        "id % 1000 AS qty",
+        "CAST(id % 9973 AS DOUBLE) / 7 AS price",
+        "concat('name-', CAST(id % 10007 AS STRING)) AS name",
+        "timestamp_seconds(1700000000 + id) AS ts",
+    )
+
+
+def changes(spark: SparkSession, rows: int, commit: int, count: int) -> DataFrame:
+    """One commit's change set with an ``_op`` column (``U`` or ``D``); ids unique."""
+    keys = rows + rows // 10
+    if count > keys:
+        raise ValueError("more changes than keys")
+    return spark.range(0, count).selectExpr(
+        f"pmod(id * 53 + {commit * 7919}, {keys}) AS id",
+        f"(id + {commit}) % 1000 AS qty",
+        f"CAST((id + {commit}) % 9973 AS DOUBLE) / 3 AS price",
+        f"concat('changed-{commit}-', CAST(id % 101 AS STRING)) AS name",
+        f"timestamp_seconds(1800000000 + id + {commit})  AS ts",
+        f"CASE WHEN pmod(id * 31 + {commit}, 5) = 0 THEN 'D' ELSE 'U' END AS _op",
+    )
+
+
+def summary(df: DataFrame) -> list[int]:
+    """Rows, sum of ids, sum of qty: equal on both sides when the tables are."""
+    row = df.selectExpr("count(*)", "sum(id)", "sum(qty)").collect()[0]
+    return [int(v or 0) for v in row]
+
+
+def timed(fn: Callable[[], object]) -> float:
+    began = time.perf_counter()
+    fn()
+    return time.perf_counter() - began
+
+
+def read_time(df: Callable[[], DataFrame], runs: int) -> float:
+    """A full read into Spark's ``noop`` sink: best of ``runs`` after a warm-up."""
+    df().write.format("noop").mode("overwrite").save()
+    return min(
+        timed(lambda: df().write.format("noop").mode("overwrite").save()) for _ in range(runs)
+    )
+
+
+def report(values: dict[str, object]) -> None:
+    print(json.dumps(values), flush=True)
