@@ -102,11 +102,20 @@ def check_scan(table: firn.Table, snapshot: int, f: Filter, columns: list[str]) 
     splits = [pickle.loads(pickle.dumps(s)) for s in scan.splits()]
     parts = [s.read() for s in splits]
     assert rows_of(pa.concat_tables([got.schema.empty_table(), *parts])) == rows_of(got)
+    # Read in parts (a file at a time where a split has nothing to merge), the same.
+    streamed = [p for s in splits for p in s.parts()]
+    assert rows_of(pa.concat_tables([got.schema.empty_table(), *streamed])) == rows_of(got)
     assert rows_of(scan.to_batches().read_all()) == rows_of(got)
     # A projection returns the same rows' columns.
-    projected = table.scan(filter=f, columns=columns, snapshot=snapshot).to_arrow()
+    projected_scan = table.scan(filter=f, columns=columns, snapshot=snapshot)
+    projected = projected_scan.to_arrow()
     assert projected.column_names == columns
     assert rows_of(projected) == rows_of(expected.select(columns))
+    in_parts = [p for s in projected_scan.splits() for p in s.parts()]
+    assert all(p.column_names == columns for p in in_parts)
+    assert rows_of(pa.concat_tables([projected.schema.empty_table(), *in_parts])) == rows_of(
+        projected
+    )
 
 
 @settings(
@@ -338,3 +347,43 @@ def test_changes_check_their_range(shared_catalog: firn.Catalog) -> None:
     only_a = table.changes(0, filter="part = 'b'")
     assert only_a.to_arrow().num_rows == 0
     assert only_a.explain().start_snapshot == 0
+
+
+def test_a_compacted_split_reads_file_by_file_as_it_reads_whole(
+    shared_catalog: firn.Catalog,
+) -> None:
+    """A split with nothing to merge is read a file at a time (``Split.parts``, what
+    Spark's executors send on): base files with and without deletion vectors, a
+    filter and a projection give the rows of the whole read."""
+    schema = table_schema(KEY_KINDS[0])
+    table = shared_catalog.create_table(
+        f"parts_{next(_names)}",
+        schema,
+        ["part", "k"],
+        [],
+        {
+            "base.buckets": 1,
+            "change.buckets": 1,
+            "target-file-size": "4KiB",
+            "deletion-vectors.min-file-bytes": 1,
+        },
+    )
+    kind = KEY_KINDS[0]
+    rows = [
+        {"part": "a", "k": kind.value(i), "qty": i, "label": f"l{i}", "price": i / 2, "_op": "U"}
+        for i in range(600)
+    ]
+    table.commit(as_change_set(rows, schema))
+    firn.compact(table, engine="local")
+    late = [dict(r, qty=-r["qty"], _op="D" if i % 3 else "U") for i, r in enumerate(rows[::40])]
+    table.commit(as_change_set(late, schema))
+    firn.compact(table, engine="local")  # a fold: touched files keep a deletion vector
+    files = table.files().to_pylist()
+    assert not [f for f in files if f["store"] == "change"]
+    assert any(f["deletion_vector"] for f in files), "no file with a vector"
+    for f, columns in ((None, None), ("qty > 100", ["k", "qty"])):
+        scan = table.scan(filter=f, columns=columns)
+        (split,) = scan.splits()
+        parts = list(split.parts())
+        assert len(parts) == len(split.files) >= 2
+        assert rows_of(pa.concat_tables(parts)) == rows_of(split.read()) == rows_of(scan.to_arrow())

@@ -24,13 +24,15 @@ range and returns their rows as they are, with ``_op``, ``_seq`` and ``_ord``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.engine.scan import project, read_inputs, scan_changes
+from firn.engine.scan import project, read_inputs, scan_changes, unmerged_changes
 from firn.io.integrity import check_sizes
 from firn.io.storage import Storage
 from firn.model.changes import DELETE, OP, ORD, UPSERT
@@ -82,6 +84,25 @@ class Split:
 
     def read(self) -> pa.Table:
         return read_changes(self) if self.changes else read_merged(self)
+
+    def parts(self) -> Iterator[pa.Table]:
+        """What ``read`` returns, in parts: for a split with nothing to merge (only
+        base files, as a compacted partition's are), each file's live rows, the next
+        file read in a thread while the caller takes this one; else the whole split
+        at once. A consumer that sends rows on (Spark's Python source, to the JVM)
+        then reads and sends at the same time, holding two files, not the split."""
+        merging = self.changes or unmerged_changes(self.files, self.merged_seqs)
+        if merging or len(self.files) < 2:
+            yield self.read()
+            return
+        alone = [dataclasses.replace(self, files=(e,)) for e in self.files]
+        with ThreadPoolExecutor(1, thread_name_prefix="firn-split") as ahead:
+            upcoming = ahead.submit(read_merged, alone[0])
+            for following in alone[1:]:
+                rows = upcoming.result()
+                upcoming = ahead.submit(read_merged, following)
+                yield rows
+            yield upcoming.result()
 
 
 def result_schema(table: TableSchema, names: Sequence[str], *, changes: bool) -> pa.Schema:

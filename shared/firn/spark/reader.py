@@ -300,8 +300,8 @@ class FirnReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SplitPartition):
             return  # no splits: Spark asks for its one empty partition
-        rows = partition.split.read()
-        yield from as_target(rows, self.target).to_batches(max_chunksize=BATCH_ROWS)
+        for rows in partition.split.parts():
+            yield from as_target(rows, self.target).to_batches(max_chunksize=BATCH_ROWS)
 
 
 class FirnPushdownReader(FirnReader):
