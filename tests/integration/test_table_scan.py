@@ -387,17 +387,3 @@ def test_a_compacted_split_reads_file_by_file_as_it_reads_whole(
         parts = list(split.parts())
         assert len(parts) == len(split.files) >= 2
         assert rows_of(pa.concat_tables(parts)) == rows_of(split.read()) == rows_of(scan.to_arrow())
-    # Unmerged changes: base files a part each, less the keys the changes replace,
-    # then the winning upserts (a key deleted and written again in one commit too).
-    again = [
-        dict(r, qty=r["qty"] + 1000, _op="D" if i % 4 == 0 else "U")
-        for i, r in enumerate(rows[::7])
-    ]
-    table.commit(as_change_set([*again, dict(again[0], _op="U", qty=5)], schema))
-    for f, columns in ((None, None), ("qty > 100", ["k", "qty"])):
-        scan = table.scan(filter=f, columns=columns)
-        (split,) = scan.splits()
-        base = sum(1 for e in split.files if e.store == "base")
-        parts = list(split.parts())
-        assert len(parts) == base + 1
-        assert rows_of(pa.concat_tables(parts)) == rows_of(split.read()) == rows_of(scan.to_arrow())

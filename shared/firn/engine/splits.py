@@ -24,6 +24,7 @@ range and returns their rows as they are, with ``_op``, ``_seq`` and ``_ord``
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,14 +32,14 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.engine.scan import project, read_inputs, scan_changes
+from firn.engine.scan import project, read_inputs, scan_changes, unmerged_changes
 from firn.io.integrity import check_sizes
 from firn.io.storage import Storage
 from firn.model.changes import DELETE, OP, ORD, UPSERT
 from firn.model.files import FileEntry
 from firn.model.filters import Filter, columns, conjunction, conjuncts, to_expression
 from firn.model.keyhash import hash_keys
-from firn.model.merge_on_read import SEQ, latest_per_key, merge, unreplaced
+from firn.model.merge_on_read import SEQ, merge
 from firn.model.schema import TableSchema
 from firn.model.tree import Node
 
@@ -85,17 +86,23 @@ class Split:
         return read_changes(self) if self.changes else read_merged(self)
 
     def parts(self) -> Iterator[pa.Table]:
-        """What ``read`` returns, in parts: the change rows are read and resolved
-        first (they are small next to the base), then each base file's rows that no
-        change replaces, the next file read in a thread while the caller takes this
-        one, then the changes' winning upserts. A consumer that sends rows on
-        (Spark's Python source, to the JVM) reads and sends at once, and holds two
-        base files rather than the split. A change split, or one of a single base
-        file, is read whole."""
-        if self.changes or sum(1 for e in self.files if e.store == "base") < 2:
+        """What ``read`` returns, in parts: for a split with nothing to merge (only
+        base files, as a compacted partition's are), each file's live rows, the next
+        file read in a thread while the caller takes this one; else the whole split
+        at once. A consumer that sends rows on (Spark's Python source, to the JVM)
+        then reads and sends at the same time, holding two files, not the split."""
+        merging = self.changes or unmerged_changes(self.files, self.merged_seqs)
+        if merging or len(self.files) < 2:
             yield self.read()
             return
-        yield from read_merged_parts(self)
+        alone = [dataclasses.replace(self, files=(e,)) for e in self.files]
+        with ThreadPoolExecutor(1, thread_name_prefix="firn-split") as ahead:
+            upcoming = ahead.submit(read_merged, alone[0])
+            for following in alone[1:]:
+                rows = upcoming.result()
+                upcoming = ahead.submit(read_merged, following)
+                yield rows
+            yield upcoming.result()
 
 
 def result_schema(table: TableSchema, names: Sequence[str], *, changes: bool) -> pa.Schema:
@@ -151,51 +158,6 @@ def read_merged(split: Split) -> pa.Table:
     if rest is not None:
         merged = merged.filter(to_expression(rest, schema))
     return merged.select(list(split.columns))
-
-
-def read_merged_parts(split: Split) -> Iterator[pa.Table]:
-    """The merged view of the split in parts (``Split.parts``)."""
-    table = _read_table(split)
-    schema = table.schema
-    names = schema.names
-    on_key, rest = _split_filter(split)
-    everything = None if split.filter is None else to_expression(split.filter, schema)
-    storage = Storage(split.location)
-    base = [e for e in split.files if e.store == "base"]
-    changes = read_inputs(
-        storage,
-        table,
-        [e for e in split.files if e.store == "change"],
-        split.merged_seqs,
-        change_filter=None if on_key is None else to_expression(on_key, schema),
-    )
-    inserts, deletes = _of_node(split, changes.inserts), _of_node(split, changes.deletes)
-    winners = None
-    if table.keyed and (inserts.num_rows or deletes.num_rows):
-        winners = latest_per_key(table, inserts, deletes)
-        inserts = inserts.take(pa.array(winners.row[winners.upsert]))
-
-    def finished(rows: pa.Table) -> pa.Table:
-        if rest is not None:
-            rows = rows.filter(to_expression(rest, schema))
-        return rows.select(list(split.columns))
-
-    def base_rows(entry: FileEntry) -> pa.Table:
-        rows = read_inputs(storage, table, [entry], split.merged_seqs, base_filter=everything).base
-        assert rows is not None
-        if winners is None:
-            return finished(rows.select(names).cast(schema))
-        return finished(unreplaced(table, rows, winners))
-
-    with ThreadPoolExecutor(1, thread_name_prefix="firn-split") as ahead:
-        upcoming = ahead.submit(base_rows, base[0])
-        for following in base[1:]:
-            rows = upcoming.result()
-            upcoming = ahead.submit(base_rows, following)
-            yield rows
-        yield upcoming.result()
-    if inserts.num_rows:
-        yield finished(inserts.select(names).cast(schema))
 
 
 def _of_node(split: Split, rows: pa.Table) -> pa.Table:

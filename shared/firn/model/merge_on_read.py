@@ -130,13 +130,7 @@ def merge(
     upserted = inserts.select(names).take(pa.array(winners.row[winners.upsert]))
     if base is None or base.num_rows == 0:
         return upserted.cast(table.schema)
-    return pa.concat_tables([unreplaced(table, base, winners), upserted.cast(table.schema)])
-
-
-def unreplaced(table: TableSchema, base: pa.Table, winners: Winners) -> pa.Table:
-    """The rows of ``base`` (table columns) whose key has no winning change row."""
-    names = table.schema.names
     key = list(table.primary_key)
     kept = base.select(names).join(winners.keys, keys=key, join_type="left anti", use_threads=True)
     # The join drops the key columns' non-null flags; restore the table's schema.
-    return kept.select(names).cast(table.schema)
+    return pa.concat_tables([kept.select(names).cast(table.schema), upserted.cast(table.schema)])
