@@ -38,12 +38,14 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from harness import REPO, bench_catalog  # bench/ is on sys.path when run as a script
 from iceberg_spark import ICEBERG_RUNTIME, jar, spark_python
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from spark_cdc_workload import base, changes, read_time, summary, timed
 
 import firn
@@ -64,6 +66,69 @@ SCHEMA = pa.schema(
 ICEBERG_SIDE = Path(__file__).with_name("spark_cdc_iceberg.py")
 WARM_UP_ROWS = 10_000
 STAGES = ("load_s", "commit_s", "read_before_s", "compact_s", "read_after_s")
+
+
+class HeldRowsReader(DataSourceReader):
+    """The read floor of any Python source: ``rows`` rows of the workload's columns,
+    made once per Python worker and held, handed to Spark again at every read."""
+
+    def __init__(self, rows: int, parts: int) -> None:
+        self.rows, self.parts = rows, parts
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.parts)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        import builtins
+
+        import numpy as np
+
+        held = builtins.__dict__.setdefault("_firn_bench_held", {})
+        key = (self.rows, self.parts, partition.value)
+        if key not in held:
+            n = self.rows // self.parts
+            ids = np.arange(partition.value * n, (partition.value + 1) * n, dtype=np.int64)
+            names = np.char.add("name-", (ids % 10007).astype(str))
+            stamps = (1_700_000_000 + ids) * 1_000_000
+            columns = {
+                "id": ids,
+                "qty": ids % 1000,
+                "price": (ids % 9973) / 7.0,
+                "name": pa.array(names),
+                "ts": pa.array(stamps, pa.timestamp("us", "UTC")),
+            }
+            held[key] = pa.table(columns).to_batches(131_072)
+        yield from held[key]
+
+
+class HeldRows(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "firn_bench_held_rows"
+
+    def schema(self) -> str:
+        return "id long, qty long, price double, name string, ts timestamp"
+
+    def reader(self, schema: Any) -> HeldRowsReader:
+        return HeldRowsReader(int(self.options["rows"]), int(self.options["parts"]))
+
+
+def drained(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        yield batch.slice(0, 0)
+
+
+def python_floors(spark: Any, args: argparse.Namespace, parts: int) -> dict[str, float]:
+    """What moving the rows between Spark and Python costs, with no Firn in it: the
+    base rows handed to Python and dropped (``mapInArrow``: what a write's tasks
+    receive), and a Python source's held rows handed to Spark (what a read sends)."""
+    spark.dataSource.register(HeldRows)
+    schema = base(spark, 1).schema
+    into = lambda: base(spark, args.rows).mapInArrow(drained, schema)  # noqa: E731
+    held = lambda: (  # noqa: E731
+        spark.read.format(HeldRows.name()).option("rows", args.rows).option("parts", parts).load()
+    )
+    return {"to_python_s": read_time(into, args.runs), "from_python_s": read_time(held, args.runs)}
 
 
 def firn_side(args: argparse.Namespace) -> dict[str, Any]:
@@ -122,6 +187,7 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             files = table.files().to_pylist()
             out["files_after"] = len(files)
             out["vectors_after"] = sum(1 for f in files if f["deletion_vector"])
+            out.update(python_floors(spark, args, len(table.scan().splits())))
     finally:
         spark.stop()
     return out
@@ -192,6 +258,15 @@ def main() -> int:
         if len(values) == 2:
             line += f"   {values[0] / values[1]:.2f}x"
         print(line)
+    if "firn" in sides:
+        f = sides["firn"]
+        print(
+            f"floors of any Python source or sink (no Firn): the base rows handed to Python "
+            f"and dropped {f['to_python_s']:.2f} s (a load's share: "
+            f"{f['to_python_s'] / f['load_s']:.0%}); as many rows held in Python handed to "
+            f"Spark {f['from_python_s']:.2f} s (a read after compaction's share: "
+            f"{f['from_python_s'] / f['read_after_s']:.0%})"
+        )
     failures = 0
     if len(sides) == 2:
         for when in ("before", "after"):
