@@ -179,7 +179,8 @@ def test_wide_tables_plan_vertical_major_tasks(settings: FirnSettings, tmp_path:
                 (table.table_id,),
             ).fetchall()
         ]
-        assert specs and all(s.vertical_group == 8 for s in specs)
+        assert specs
+        assert all(s.vertical_group == 8 for s in specs)
         assert table.read().sort_by("id").equals(pa.table(rows, schema=wide))
         table.set_properties({"compaction.vertical.min-columns": 0})
         assert table.properties.vertical_group(table.definition) == 0
