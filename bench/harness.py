@@ -6,13 +6,17 @@ orders table the load, merge and scale benchmarks generate."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +24,9 @@ import pyarrow.compute as pc
 from pydantic import SecretStr
 
 import firn
+from firn.catalog.files import files_at, merged_seqs_at
+from firn.engine.planner import plan_partition
+from firn.model.tasks import TaskSpec
 from firn.settings import FirnSettings
 from firn_localstack import PostgresServer
 
@@ -44,6 +51,37 @@ def status_bytes(field: str) -> int:
         if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def one_task(table: firn.Table) -> TaskSpec:
+    """The planner's single major task over a whole unpartitioned table (one base and
+    one change node), as ``create_plan`` makes it (made-up plan and task ids)."""
+    conn = table.catalog.conn
+    snapshot = table.current_snapshot()
+    entries = files_at(conn, table.table_id, snapshot)
+    merged = merged_seqs_at(conn, table.table_id, snapshot).get("", 0)
+    draft = plan_partition(table.definition, table.properties, "", merged, entries, "major")
+    if draft is None or len(draft.tasks) != 1:
+        raise SystemExit(f"expected one task over the whole table, got {draft}")
+    return draft.task_spec(
+        draft.tasks[0],
+        plan_id=0,
+        task_id=0,
+        table_id=table.table_id,
+        location=table.location,
+        target_file_size=table.properties.target_file_size,
+        definition=table.definition,
+    )
+
+
+def child_report(script: str, *args: str) -> dict[str, Any]:
+    """Run ``script --child args`` in a fresh Python process (its memory its own) and
+    return the JSON object it prints last."""
+    out = subprocess.run(
+        [sys.executable, script, "--child", *args], check=True, capture_output=True, text=True
+    )
+    report: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return report
 
 
 @contextlib.contextmanager

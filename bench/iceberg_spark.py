@@ -155,6 +155,25 @@ def spark_properties(settings: FirnSettings) -> dict[str, str]:
     return properties
 
 
+def run_spark_side(python: str, script: Path, job: dict[str, Any]) -> dict[str, Any]:
+    """Run ``script`` (pyspark only) in ``python`` with ``job`` as JSON on stdin (it may
+    hold a password: not on the command line); the JSON object it prints last. A
+    failure prints the tail of its stderr and exits."""
+    done = subprocess.run(
+        [python, str(script)],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYSPARK_PYTHON": python},
+        check=False,
+    )
+    if done.returncode != 0:
+        print(done.stderr[-4000:], file=sys.stderr)
+        raise SystemExit(f"FAIL: {script.name} exited with {done.returncode}")
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
 # -- the Firn side ---------------------------------------------------------------------
 
 
@@ -242,20 +261,7 @@ def main() -> int:
                 "cores": args.cores,
                 "driver_memory": "2g",
             }
-            env = {**os.environ, "PYSPARK_PYTHON": python}
-            done = subprocess.run(
-                [python, str(READER)],
-                input=json.dumps(job),
-                capture_output=True,
-                text=True,
-                env=env,
-                check=False,
-            )
-            if done.returncode != 0:
-                print(done.stderr[-4000:], file=sys.stderr)
-                print(f"FAIL: the Spark reader exited with {done.returncode}")
-                return 1
-            spark = json.loads(done.stdout.strip().splitlines()[-1])
+            spark = run_spark_side(python, READER, job)
             expected = table.read()
             print(
                 f"Spark {spark['spark_version']} + Iceberg {spark['iceberg_version']} "

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -108,10 +106,11 @@ def main() -> None:
         child(spec_path, int(budget), spill_dir)
         return
 
-    from harness import bench_catalog  # bench/ is on sys.path when run as a script
-
-    from firn.catalog.files import files_at, merged_seqs_at
-    from firn.engine.planner import plan_partition
+    from harness import (  # bench/ is on sys.path when run as a script
+        bench_catalog,
+        child_report,
+        one_task,
+    )
 
     budget = args.budget_mib * MiB
     rng = np.random.default_rng(5)
@@ -129,21 +128,7 @@ def main() -> None:
             table.commit(batch)
             del batch
         expected = live_keys(ids, ops)
-        conn = catalog.conn
-        snapshot = table.current_snapshot()
-        entries = files_at(conn, table.table_id, snapshot)
-        merged = merged_seqs_at(conn, table.table_id, snapshot).get("", 0)
-        draft = plan_partition(table.definition, table.properties, "", merged, entries)
-        if draft is None or len(draft.tasks) != 1:
-            raise SystemExit(f"expected one task, got {draft}")
-        spec = draft.task_spec(
-            draft.tasks[0],
-            plan_id=0,
-            task_id=0,
-            table_id=table.table_id,
-            location=table.location,
-            target_file_size=table.properties.target_file_size,
-        )
+        spec = one_task(table)
         print(
             f"setup: {args.rows:,} change rows in {args.commits} commits "
             f"({len(spec.change_files)} files, {spec.input_bytes / MiB:.0f} MiB on disk, "
@@ -154,13 +139,7 @@ def main() -> None:
         spec_path.write_text(spec.to_json())
         spill_dir = Path(tmp) / "spill"
         spill_dir.mkdir()
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", str(spec_path), str(budget), str(spill_dir)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        report = json.loads(out.stdout.strip().splitlines()[-1])
+        report = child_report(__file__, str(spec_path), str(budget), str(spill_dir))
 
     limit = budget + HEADROOM
     # VmHWM is the peak of this process's own address space. ru_maxrss is not: Linux

@@ -46,13 +46,12 @@ from harness import (  # bench/ is on sys.path when run as a script
     ORDERS,
     bench_catalog,
     best_of,
+    one_task,
     order_rows,
 )
 
 import firn
-from firn.catalog.files import files_at, merged_seqs_at
 from firn.engine.kernel import KernelLimits, run_task
-from firn.engine.planner import plan_partition
 from firn.model.tasks import TaskResult, TaskSpec
 
 NAMES = ORDERS.names
@@ -98,26 +97,6 @@ def setup(table: firn.Table, args: argparse.Namespace) -> None:
         f"setup: {args.base_rows:,} base rows committed in {committed:.1f} s, compacted in "
         f"{compacted:.1f} s into {base_files} base file(s); {args.change_rows:,} change rows "
         f"in {args.commits} commits in {time.perf_counter() - began:.1f} s"
-    )
-
-
-def one_task(table: firn.Table) -> TaskSpec:
-    """The planner's single task over the whole table, as ``create_plan`` makes it
-    (made-up plan and task ids)."""
-    conn = table.catalog.conn
-    snapshot = table.current_snapshot()
-    entries = files_at(conn, table.table_id, snapshot)
-    merged = merged_seqs_at(conn, table.table_id, snapshot)
-    draft = plan_partition(table.definition, table.properties, "", merged.get("", 0), entries)
-    if draft is None or len(draft.tasks) != 1:
-        raise SystemExit(f"expected one task over the whole table, got {draft}")
-    return draft.task_spec(
-        draft.tasks[0],
-        plan_id=0,
-        task_id=0,
-        table_id=table.table_id,
-        location=table.location,
-        target_file_size=table.properties.target_file_size,
     )
 
 

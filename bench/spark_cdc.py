@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -44,7 +43,7 @@ from typing import Any
 
 import pyarrow as pa
 from harness import REPO, bench_catalog  # bench/ is on sys.path when run as a script
-from iceberg_spark import ICEBERG_RUNTIME, jar, spark_python
+from iceberg_spark import ICEBERG_RUNTIME, jar, run_spark_side, spark_python
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from spark_cdc_workload import base, changes, read_time, summary, timed
 
@@ -206,21 +205,7 @@ def iceberg_side(args: argparse.Namespace) -> dict[str, Any]:
             "cores": args.cores,
             "driver_memory": args.driver_memory,
         }
-        env = {**os.environ, "PYSPARK_PYTHON": python}
-        done = subprocess.run(
-            [python, str(ICEBERG_SIDE)],
-            input=json.dumps(job),
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            cwd=Path(__file__).parent,
-        )
-    if done.returncode != 0:
-        print(done.stderr[-4000:], file=sys.stderr)
-        raise SystemExit(f"the Iceberg side exited with {done.returncode}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+        return run_spark_side(python, ICEBERG_SIDE, job)
 
 
 def main() -> int:

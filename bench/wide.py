@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -108,15 +106,11 @@ def child(spec_path: str, group: int, out_path: str) -> None:
     print(json.dumps(report))
 
 
-def run_child(spec_path: Path, group: int, tmp: Path) -> tuple[dict[str, float], list[str]]:
+def run_child(spec_path: Path, group: int, tmp: Path) -> tuple[dict[str, Any], list[str]]:
+    from harness import child_report  # bench/ is on sys.path when run as a script
+
     out_path = tmp / f"outputs-{group}.json"
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", str(spec_path), str(group), str(out_path)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report = child_report(__file__, str(spec_path), str(group), str(out_path))
     return report, json.loads(out_path.read_text())
 
 
@@ -144,11 +138,9 @@ def main() -> None:
         child(spec_path, int(group), out_path)
         return
 
-    from harness import bench_catalog, best_of  # bench/ is on sys.path when run as a script
+    from harness import bench_catalog, best_of, one_task  # bench/ is on sys.path as a script
 
     import firn
-    from firn.catalog.files import files_at, merged_seqs_at
-    from firn.engine.planner import plan_partition
 
     rng = np.random.default_rng(200)
     schema = wide_schema(args.columns)
@@ -166,22 +158,7 @@ def main() -> None:
         for rows in change_sets(rng, args.rows, args.commits, args.changes, schema):
             wide.commit(rows)
             narrow.commit(rows.select([*SCANNED, "_op"]))
-        conn = catalog.conn
-        snapshot = wide.current_snapshot()
-        entries = files_at(conn, wide.table_id, snapshot)
-        merged = merged_seqs_at(conn, wide.table_id, snapshot).get("", 0)
-        draft = plan_partition(wide.definition, wide.properties, "", merged, entries, "major")
-        if draft is None or len(draft.tasks) != 1:
-            raise SystemExit(f"expected one task, got {draft}")
-        spec = draft.task_spec(
-            draft.tasks[0],
-            plan_id=0,
-            task_id=0,
-            table_id=wide.table_id,
-            location=wide.location,
-            target_file_size=wide.properties.target_file_size,
-            definition=wide.definition,
-        )
+        spec = one_task(wide)
         print(
             f"setup: {args.rows:,} rows x {args.columns} value columns ({arrow_mib:.0f} MiB in "
             f"Arrow), {args.changes:,} changes in {args.commits} commits; one task reading "

@@ -15,11 +15,34 @@ import firn
 from firn.catalog.files import files_at
 from firn.catalog.table_catalog import PostgresTableCatalog
 from firn.catalog.vectors import replace_vectors
+from firn.engine.planner import plan_partition
 from firn.engine.scan import scan_base
 from firn.io.deletion_vectors import write_positions
 from firn.model.files import FileEntry
+from firn.model.tasks import TaskSpec
 from firn.model.values import key_at, key_from_json
 from firn.postgres.connection import Connection
+
+
+def planned_specs(
+    table: firn.Table, kind: str = "major", target_file_size: int = 1 << 30
+) -> list[TaskSpec]:
+    """The task specs the planner makes for the table's unpartitioned partition now,
+    nothing merged before (made-up plan and task ids), for running the kernel."""
+    entries = files_at(table.catalog.conn, table.table_id, table.current_snapshot())
+    draft = plan_partition(table.definition, table.properties, "", 0, entries, kind)
+    assert draft is not None
+    return [
+        draft.task_spec(
+            t,
+            plan_id=1,
+            task_id=n,
+            table_id=table.table_id,
+            location=table.location,
+            target_file_size=target_file_size,
+        )
+        for n, t in enumerate(draft.tasks)
+    ]
 
 
 def live_paths(table: firn.Table) -> set[str]:

@@ -17,6 +17,7 @@ from firn.engine.kernel import KernelLimits, run_task
 from firn.engine.planner import plan_partition
 from firn.model.tasks import TaskSpec
 from firn.settings import FirnSettings
+from tests.integration.table_checks import planned_specs
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("payload", pa.string())])
 
@@ -27,23 +28,6 @@ def table(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Table]:
         yield catalog.create_table(
             "kernel", SCHEMA, ["id"], [], {"change.buckets": 1, "base.buckets": 2}
         )
-
-
-def specs(table: firn.Table) -> list[TaskSpec]:
-    entries = files_at(table.catalog.conn, table.table_id, table.current_snapshot())
-    draft = plan_partition(table.definition, table.properties, "", 0, entries)
-    assert draft is not None
-    return [
-        draft.task_spec(
-            t,
-            plan_id=1,
-            task_id=n,
-            table_id=table.table_id,
-            location=table.location,
-            target_file_size=1 << 30,
-        )
-        for n, t in enumerate(draft.tasks)
-    ]
 
 
 def merged(
@@ -67,7 +51,7 @@ def test_spilling_gives_the_in_memory_result(table: firn.Table, tmp_path: Path) 
         table.commit(pa.table({"id": ids, "payload": payload, "_op": ops}))
     reference = table.read().sort_by("id")
     outputs = []
-    for spec in specs(table):  # change files at level 1 are split by hash into 2 nodes
+    for spec in planned_specs(table):  # change files at level 1 are split by hash into 2 nodes
         spill_dir = tmp_path / f"spill-{spec.task_id}"
         spill_dir.mkdir()
         in_memory, spilled = merged(table, spec, 1, budget=1 << 30, spill_dir=spill_dir)

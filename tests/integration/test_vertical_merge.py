@@ -17,12 +17,11 @@ import pyarrow as pa
 import pytest
 
 import firn
-from firn.catalog.files import files_at
 from firn.engine.kernel import KernelLimits, run_task
-from firn.engine.planner import plan_partition
 from firn.model.tasks import TaskResult, TaskSpec
 from firn.model.values import key_from_json
 from firn.settings import FirnSettings
+from tests.integration.table_checks import planned_specs
 
 SCHEMA = pa.schema(
     [
@@ -72,23 +71,6 @@ def change_set(rng: np.random.Generator, commit: int, n: int, keys: int) -> pa.T
     )
 
 
-def planned_specs(table: firn.Table) -> list[TaskSpec]:
-    entries = files_at(table.catalog.conn, table.table_id, table.current_snapshot())
-    draft = plan_partition(table.definition, table.properties, "", 0, entries, "major")
-    assert draft is not None
-    return [
-        draft.task_spec(
-            t,
-            plan_id=1,
-            task_id=n,
-            table_id=table.table_id,
-            location=table.location,
-            target_file_size=16 << 10,
-        )
-        for n, t in enumerate(draft.tasks)
-    ]
-
-
 def outputs(table: firn.Table, result: TaskResult) -> pa.Table:
     assert result.ok, result.error
     parts = [table.storage.read_parquet(o.path) for o in result.outputs]
@@ -118,7 +100,7 @@ def folded_table(table: firn.Table) -> firn.Table:
 def test_vertical_merge_writes_the_row_wise_rows(folded_table: firn.Table, tmp_path: Path) -> None:
     table = folded_table
     reference = table.read().sort_by("id")
-    specs = planned_specs(table)
+    specs = planned_specs(table, target_file_size=16 << 10)
     assert len(specs) == 2, "one task per base node"
     assert all(s.base_files and s.change_files for s in specs)
     assert any(f.deletion_vector for s in specs for f in s.base_files)
@@ -142,7 +124,7 @@ def test_vertical_merge_writes_the_row_wise_rows(folded_table: firn.Table, tmp_p
 
 def test_vertical_files_respect_the_tasks_cuts(folded_table: firn.Table) -> None:
     table = folded_table
-    spec = planned_specs(table)[0]
+    spec = planned_specs(table, target_file_size=16 << 10)[0]
     live = outputs(table, run_task(table.definition, spec, 1)).column("id").to_numpy()
     cuts = [[int(live[len(live) // 3])], [int(live[len(live) // 3 + 1])], [int(live[-1]) + 1]]
     vertical = dataclasses.replace(spec, vertical_group=3, cut_before=tuple(cuts))
