@@ -12,12 +12,16 @@ producers stop it waits for the fleet to settle (no partition due in a full pass
 plan open), then reports commit-to-compacted latency pooled over every table, how
 long a due partition waited for its compaction (``plan_to_compacted``), the
 catalog's size over the run, and checks every table against its producer's model.
+With --members N every service runs N members (``fleet_members.py``) and the report
+says how the work spread: each consumer group's partitions per member, each member's
+CPU, the tasks each dispatcher member ran.
 The baseline is the issue's goals, checked in the same run: the asked rate held with
 commit p95 <= 100 ms, at most 10 % of partitions due at any sample, due-to-compacted
 p95 <= 30 s, settled within 60 s.
 
     .venv/bin/python bench/fleet.py --tables 1000 --rate 50 --duration 300
     .venv/bin/python bench/fleet.py --sizes 300,1000,3000 --out fleet.json
+    .venv/bin/python bench/fleet.py --tables 1000 --rate 50 --duration 300 --members 2
 
 One JSON object per size on stdout (--out: the object, or with --sizes the list),
 a progress line per sample on stderr. Exits 1 when a run failed or a table differed
@@ -47,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleet_members import ExtraMembers, group_members, member_pids, spread, tasks_by_member
 from fleet_producer import (
     PARTITION_BY,
     PRIMARY_KEY,
@@ -125,14 +130,25 @@ def _parse_args() -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="a table property over the defaults; repeatable",
     )
+    parser.add_argument(
+        "--members",
+        type=int,
+        default=1,
+        help="members of every service's consumer group (the stack's own one and N-1 more)",
+    )
+    parser.add_argument(
+        "--keep-home", action="store_true", help="keep the stack's home and its logs"
+    )
     parser.add_argument("--seed", type=int, default=37, help="seed of the producers' workload")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument(
         "--sizes", type=_sizes, help="comma list of fleet sizes, one full run each (e.g. 300,1000)"
     )
     args = parser.parse_args()
-    if min(args.tables, args.partitions, args.producers, args.batch, args.keys) <= 0:
-        parser.error("--tables, --partitions, --producers, --batch and --keys must be positive")
+    if min(args.tables, args.partitions, args.producers, args.batch, args.keys, args.members) <= 0:
+        parser.error(
+            "--tables, --partitions, --producers, --batch, --keys and --members must be positive"
+        )
     if args.rate <= 0 or args.duration <= 0 or args.sample_every <= 0:
         parser.error("--rate, --duration and --sample-every must be positive")
     if not 0 <= args.delete_ratio < 1:
@@ -160,12 +176,19 @@ def run_size(args: argparse.Namespace, tables: int) -> dict[str, Any]:
     home, env = stack_home("bench-fleet-")
     try:
         with running_stack(home, {**env, **QUIET_PORTS}):
-            return measure(args, tables, home)
+            members = ExtraMembers(home, args.members, {**os.environ, **QUIET_PORTS})
+            try:
+                return measure(args, tables, home, members)
+            finally:
+                members.stop()
     except Exception as exc:
         traceback.print_exc()
         return {"tables": tables, "error": f"{type(exc).__name__}: {exc}", "model_ok": False}
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        if args.keep_home:
+            print(f"the stack's home, with its logs, is kept: {home}", file=sys.stderr)
+        else:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -233,14 +256,20 @@ def _wait_up(proc: subprocess.Popen[str], home: Path) -> dict[str, Any]:
     raise RuntimeError(f"firn up did not report the stack up (exit {proc.poll()}):\n{tail}")
 
 
-def measure(args: argparse.Namespace, tables: int, home: Path) -> dict[str, Any]:
+def measure(
+    args: argparse.Namespace, tables: int, home: Path, members: ExtraMembers
+) -> dict[str, Any]:
     settings = FirnSettings(application_name="firn-bench-fleet")
     with firn.connect(settings=settings) as catalog:
         names, create_s = create_tables(catalog, tables, args.properties)
         print(f"created {tables} tables in {create_s:.1f}s", file=sys.stderr, flush=True)
         conn = pg_connect(settings.with_local_stack(), autocommit=True)
         try:
+            if args.members > 1:
+                members.start(conn)
+                print(f"{args.members} members of every service", file=sys.stderr, flush=True)
             run = produce(args, names, home)
+            groups = group_members(settings.with_local_stack())
             try:
                 settled = settle(conn, run, args, home)
             finally:
@@ -248,10 +277,18 @@ def measure(args: argparse.Namespace, tables: int, home: Path) -> dict[str, Any]
             latency = fleet_latency(conn)
             latency["plan_to_compacted"] = plan_to_compacted(conn)
             size = catalog_size(conn)
+            tasks = tasks_by_member(conn)
         finally:
             conn.close()
         mismatched = verify(catalog, run.models, args.partitions)
-    return report(args, tables, create_s, run, settled, latency, size, mismatched)
+    result = report(args, tables, create_s, run, settled, latency, size, mismatched)
+    stack_pids = (read_state(home) or {}).get("pids", {})
+    result["members"] = {
+        "per_service": args.members,
+        "groups": groups,
+        "spread": spread(home, stack_pids, result["cpu_cores"]["producing"], tasks),
+    }
+    return result
 
 
 def create_tables(
@@ -463,7 +500,7 @@ def read_cpu(home: Path) -> tuple[float, dict[str, Usage]]:
     """A CPU reading of every process of the stack (each with its children: Postgres
     with its backends, the dispatcher with its workers). The pids are read each time:
     the supervisor restarts a service that exited under a new one."""
-    pids = (read_state(home) or {}).get("pids", {})
+    pids = {**(read_state(home) or {}).get("pids", {}), **member_pids(home)}
     return time.monotonic(), read_all(pids)
 
 

@@ -109,6 +109,11 @@ def create_app(
         # process would hold its partitions for Faust's 60 s default; the catalog work
         # runs on threads (_retrying), so the loop's heartbeats are not held up.
         broker_session_timeout=SESSION_TIMEOUT_MS / 1000,
+        # No member keeps a standby copy of another's partitions: with two members
+        # each replayed the other's changelog, which cost the pair 15 % more CPU and
+        # doubled the fleet's due partitions (bench/fleet.py --members 2). A member
+        # handed a partition rebuilds it from the compacted changelog, as at start.
+        table_standby_replicas=0,
     )
     app.transport = IdempotentTransport(app.conf.broker_consumer, app)
     source = app.topic(topics.commits, topics.compactions, value_serializer="raw")

@@ -105,7 +105,7 @@ def validate(event: dict[str, Any]) -> None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
         raise ConfigError(f"{event_type} event invalid at {where}: {error.message}")
     # The two validators disagree: refuse, as the stricter one does.
-    raise ConfigError(f"{event_type} event invalid: {first.message}")
+    raise ConfigError(f"{event_type} event invalid: {first}")
 
 
 def write_schemas() -> list[Path]:
