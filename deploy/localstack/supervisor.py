@@ -19,6 +19,7 @@ from pathlib import Path
 import psycopg
 
 from firn.errors import StackError
+from firn.model.backoff import Backoff
 from firn.postgres import connect, registry
 from firn.settings import FirnSettings
 
@@ -34,7 +35,7 @@ RESTART_WINDOW = 600.0
 """Seconds over which exits are counted: a service that exits now and then (a broker
 outage it could not ride out) is restarted for as long as the stack runs; one that
 exits again and again is broken and stops the stack with its log."""
-RESTART_BACKOFF = (1.0, 30.0)
+RESTART_BACKOFF = Backoff(first=1.0, cap=30.0)
 """Wait before a restart: the first, doubled for each exit still in the window, capped."""
 
 
@@ -53,8 +54,7 @@ class RestartBudget:
             self._exits.popleft()
         if len(self._exits) > self.limit:
             return None
-        first, cap = RESTART_BACKOFF
-        return now + min(first * 2.0 ** (len(self._exits) - 1), cap)
+        return now + RESTART_BACKOFF.after(len(self._exits))
 
 
 class ServiceProcesses:

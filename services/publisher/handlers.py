@@ -37,6 +37,7 @@ from firn.errors import ServiceError
 from firn.events.compactions import CompactionEvent
 from firn.events.schemas import validate
 from firn.iceberg.publisher import Publication
+from firn.model.backoff import Backoff
 from firn.observability.instruments import (
     PUBLICATION_BYTES,
     PUBLICATION_ERRORS,
@@ -145,7 +146,7 @@ class Publishing:
         PUBLICATION_ERRORS.labels(type(exc).__name__).inc()
         before = self._failing.get(table_id)
         times = before.times + 1 if before is not None else 1
-        wait = min(self.interval * 2.0 ** (times - 1), self.retry_cap)
+        wait = Backoff(first=self.interval, cap=self.retry_cap).after(times)
         self._failing[table_id] = _Failing(times, self._clock() + wait)
         log.warning(
             "table %d: publication failed (%d in a row), tried again in %.0fs: %s: %s",

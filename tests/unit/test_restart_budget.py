@@ -10,7 +10,7 @@ def test_exits_spread_over_time_are_restarted_forever() -> None:
     budget = RestartBudget(limit=5, window=600)
     for hour in range(100):
         at = budget.exited(now=hour * 3600.0)
-        assert at == hour * 3600.0 + RESTART_BACKOFF[0]
+        assert at == hour * 3600.0 + RESTART_BACKOFF.first
 
 
 def test_a_service_that_keeps_exiting_is_given_up_on() -> None:
@@ -22,7 +22,7 @@ def test_a_service_that_keeps_exiting_is_given_up_on() -> None:
 
 def test_the_backoff_doubles_within_the_window_and_is_capped() -> None:
     budget = RestartBudget(limit=100, window=1e9)
-    first, cap = RESTART_BACKOFF
+    first, cap = RESTART_BACKOFF.first, RESTART_BACKOFF.cap
     waits = [(budget.exited(now=0.0) or 0.0) for _ in range(10)]
     assert waits[:3] == [first, 2 * first, 4 * first]
     assert max(waits) == cap

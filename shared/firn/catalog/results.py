@@ -20,18 +20,18 @@ from collections.abc import Sequence
 from firn.catalog.orphans import record_orphans
 from firn.catalog.plans import fail_plan
 from firn.catalog.transitions import lock_plans_of, move_task
+from firn.model.backoff import Backoff
 from firn.model.states import Actor, PlanState, TaskState
 from firn.model.tasks import OutputFile, TaskResult, TaskSpec, carries
 from firn.postgres.connection import Connection
 
-RETRY_BACKOFF_SECONDS = 5.0
-"""Backoff before a task's second attempt; it doubles with each further attempt."""
-RETRY_BACKOFF_MAX_SECONDS = 300.0
+TASK_BACKOFF = Backoff(first=5.0, cap=300.0)
+"""Before a task's second attempt 5 s; it doubles with each further attempt."""
 
 
 def retry_backoff(attempt: int) -> float:
     """Seconds to wait after failed attempt ``attempt`` (1-based) before the next."""
-    return float(min(RETRY_BACKOFF_SECONDS * 2.0 ** (attempt - 1), RETRY_BACKOFF_MAX_SECONDS))
+    return TASK_BACKOFF.after(attempt)
 
 
 def record_result(conn: Connection, result: TaskResult, max_attempts: int) -> str:

@@ -49,6 +49,7 @@ from firn.errors import FirnError
 from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
 from firn.kafka.delivery import DeliveryError, deliver
 from firn.kafka.lag import consumer_lag, report_lag
+from firn.model.backoff import Backoff
 from firn.observability.instruments import (
     CONSUMER_LAG,
     CONSUMER_RENEWALS,
@@ -120,8 +121,7 @@ class ConsumeLoop:
         self._service = service
         self._on_idle = on_idle
         self._transient = transient
-        self._retry_backoff = retry_backoff
-        self._max_retry_backoff = max_retry_backoff
+        self._backoff = Backoff(first=retry_backoff, cap=max_retry_backoff)
         self._failures_in_a_row = 0
         self._lag_every = lag_every
         self._lag_at: float | None = None
@@ -303,9 +303,7 @@ class ConsumeLoop:
         restart) or its partition went to another member (which handles it)."""
         self._failures_in_a_row += 1
         self.transient_failures += 1
-        wait = min(
-            self._retry_backoff * 2.0 ** (self._failures_in_a_row - 1), self._max_retry_backoff
-        )
+        wait = self._backoff.after(self._failures_in_a_row)
         log.warning("transient failure on %s, retrying in %.1fs: %r", _where(message), wait, exc)
         self._while_polling(lambda: self._sleep(wait))
         if self.stopping.is_set():

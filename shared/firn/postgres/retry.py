@@ -22,10 +22,10 @@ from tenacity import (
     retry_if_exception,
     stop_after_delay,
     stop_never,
-    wait_exponential,
 )
 
 from firn.errors import FirnError
+from firn.model.backoff import Backoff
 from firn.observability.instruments import POSTGRES_ERRORS
 from firn.postgres.connection import TRANSIENT_ERRORS
 
@@ -33,8 +33,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-FIRST_BACKOFF_SECONDS = 0.5
-MAX_BACKOFF_SECONDS = 10.0
+CATALOG_BACKOFF = Backoff(first=0.5, cap=10.0)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -51,11 +50,11 @@ def is_transient(exc: BaseException) -> bool:
 
 def backoff(attempt: int) -> float:
     """Seconds to wait before retry ``attempt`` (1-based): doubling, capped."""
-    return float(min(FIRST_BACKOFF_SECONDS * 2.0 ** (attempt - 1), MAX_BACKOFF_SECONDS))
+    return CATALOG_BACKOFF.after(attempt)
 
 
-WAIT = wait_exponential(multiplier=FIRST_BACKOFF_SECONDS, max=MAX_BACKOFF_SECONDS)
-"""``backoff`` as a tenacity wait: tenacity numbers the failed attempt from 1."""
+WAIT = CATALOG_BACKOFF.as_tenacity_wait()
+"""``backoff`` as a tenacity wait."""
 
 
 def transient_retries(what: str, deadline_seconds: float | None = None) -> dict[str, Any]:
