@@ -33,7 +33,7 @@ from firn.catalog.tables import table_names
 from firn.errors import ConfigError, FirnError
 from firn.events.schemas import validate
 from firn.events.tasks import TaskResultEvent
-from firn.model.states import TaskState
+from firn.model.states import PlanOutcome, TaskState
 from firn.observability.instruments import (
     COMPACTION_LATENCY,
     PLANS_COMMITTED,
@@ -99,16 +99,16 @@ class Committer:
         # announcement; commit() is a no-op then that announces it again.
         self.commit(task.plan_id)
 
-    def commit(self, plan_id: int) -> str:
+    def commit(self, plan_id: int) -> PlanOutcome:
         """Commit ``plan_id`` if complete and announce it; returns the outcome."""
         outcome = commit_plan(self.conn, plan_id)
-        if outcome.outcome in ("committed", "failed"):
+        if outcome.outcome in (PlanOutcome.COMMITTED, PlanOutcome.FAILED):
             self._observe(outcome)
-        if outcome.outcome in ("committed", "already"):
+        if outcome.outcome in (PlanOutcome.COMMITTED, PlanOutcome.ALREADY):
             self._announce(plan_id)
-        if outcome.outcome == "failed":
+        if outcome.outcome == PlanOutcome.FAILED:
             log.warning("plan %d failed its commit checks: %s", plan_id, outcome.reason)
-        elif outcome.outcome == "committed":
+        elif outcome.outcome == PlanOutcome.COMMITTED:
             log.info(
                 "plan %d committed as snapshot %s: %d files in, %d out",
                 plan_id,
@@ -131,7 +131,7 @@ class Committer:
             if row is None:
                 return
             table, kind = row
-            if outcome.outcome == "failed":
+            if outcome.outcome == PlanOutcome.FAILED:
                 PLANS_FAILED.labels(table, "commit").inc()
                 return
             PLANS_COMMITTED.labels(table, kind).inc()

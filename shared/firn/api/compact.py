@@ -23,7 +23,7 @@ from firn.errors import ConfigError
 from firn.model.partition_names import PartitionName, partition_keys
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.schema import TableSchema
-from firn.model.states import PlanState
+from firn.model.states import PlanOutcome, PlanState
 from firn.model.tasks import Kind, TaskResult
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
@@ -123,7 +123,7 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     ).fetchone()
     if row is not None and row[0] == PlanState.FAILED:
         reason = (row[1] or "").strip().splitlines()
-        return PlanCommit(plan_id, "failed", reason=reason[0] if reason else "")
+        return PlanCommit(plan_id, PlanOutcome.FAILED, reason=reason[0] if reason else "")
     return commit_plan(conn, plan_id)
 
 
@@ -195,7 +195,7 @@ def _summary(
                 "tasks": len(p.tasks),
                 "input_files": sum(len(t.base_files) + len(t.change_files) for t in p.tasks),
                 "input_bytes": sum(t.input_bytes for t in p.tasks),
-                "outcome": by_plan[p.plan_id].outcome,
+                "outcome": by_plan[p.plan_id].outcome.value,
                 "snapshot": by_plan[p.plan_id].snapshot_id,
                 "removed_files": by_plan[p.plan_id].removed_files,
                 "added_files": by_plan[p.plan_id].added_files,

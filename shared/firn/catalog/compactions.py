@@ -29,7 +29,7 @@ from firn.catalog.transitions import move_plan, move_task
 from firn.catalog.vectors import replace_vectors
 from firn.errors import CommitError
 from firn.events.compactions import CompactionEvent
-from firn.model.states import Actor, PlanState, TaskState
+from firn.model.states import Actor, PlanOutcome, PlanState, TaskState
 from firn.model.tasks import OutputFile, TaskSpec
 from firn.postgres.connection import Connection
 
@@ -39,9 +39,7 @@ class PlanCommit:
     """What committing a plan did."""
 
     plan_id: int
-    outcome: str
-    """``committed``, ``already`` (committed before), ``waiting`` (tasks not all
-    Prepared), ``stale`` (replaced or failed earlier) or ``failed`` (a check failed)."""
+    outcome: PlanOutcome
     snapshot_id: int | None = None
     reason: str = ""
     removed_files: int = 0
@@ -77,13 +75,13 @@ def commit_plan(conn: Connection, plan_id: int) -> PlanCommit:
     if _still_running(conn, plan_id):
         # Most calls (one per prepared task) find the plan incomplete: say so without
         # taking the table lock that producers' commits wait for.
-        return PlanCommit(plan_id, "waiting", reason="not every task is Prepared")
+        return PlanCommit(plan_id, PlanOutcome.WAITING, reason="not every task is Prepared")
     try:
         with conn.transaction():
             return _commit(conn, plan_id)
     except _CheckFailedError as exc:
         fail_plan(conn, plan_id, str(exc), by=Actor.COMMITTER)
-        return PlanCommit(plan_id, "failed", reason=str(exc))
+        return PlanCommit(plan_id, PlanOutcome.FAILED, reason=str(exc))
 
 
 def _still_running(conn: Connection, plan_id: int) -> bool:
@@ -101,7 +99,7 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         "SELECT table_id, partition_key FROM compaction_plan WHERE plan_id = %s", (plan_id,)
     ).fetchone()
     if where is None:
-        return PlanCommit(plan_id, "stale", reason="no such plan")
+        return PlanCommit(plan_id, PlanOutcome.STALE, reason="no such plan")
     # Locks in the one order every writer uses (see firn.catalog.transitions): the table row
     # (as producers do), the partition, the plan, its tasks.
     conn.execute("SELECT 1 FROM catalog_table WHERE table_id = %s FOR UPDATE", (where[0],))
@@ -121,19 +119,19 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         (plan_id,),
     ).fetchone()
     if plan is None:
-        return PlanCommit(plan_id, "stale", reason="no such plan")
+        return PlanCommit(plan_id, PlanOutcome.STALE, reason="no such plan")
     table_id, partition, kind, state, from_seq, to_seq, committed = plan
     if state == PlanState.COMMITTED:
-        return PlanCommit(plan_id, "already", snapshot_id=committed)
+        return PlanCommit(plan_id, PlanOutcome.ALREADY, snapshot_id=committed)
     if state in (PlanState.FAILED, PlanState.REPLACED):
-        return PlanCommit(plan_id, "stale", reason=f"plan is {state}")
+        return PlanCommit(plan_id, PlanOutcome.STALE, reason=f"plan is {state}")
     tasks = conn.execute(
         "SELECT task_id, state, attempt, spec, outputs FROM compaction_task "
         "WHERE plan_id = %s ORDER BY ordinal",
         (plan_id,),
     ).fetchall()
     if any(TaskState(t[1]) != TaskState.PREPARED for t in tasks):
-        return PlanCommit(plan_id, "waiting", reason="not every task is Prepared")
+        return PlanCommit(plan_id, PlanOutcome.WAITING, reason="not every task is Prepared")
     specs = [TaskSpec.from_dict(t[3]) for t in tasks]
     everything = [OutputFile.from_dict(o) for t in tasks for o in (t[4] or [])]
     # Base inputs a fold kept (firn.engine.vectors): not new files, and not removed.
@@ -210,7 +208,7 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     moved = [o for o in outputs if o.path in folded_paths]
     result = PlanCommit(
         plan_id,
-        "committed",
+        PlanOutcome.COMMITTED,
         snapshot_id=snapshot_id,
         merged_seq_advanced=merged_to != from_seq,
         removed_files=removed,

@@ -40,7 +40,7 @@ from firn.errors import ConfigError, ServiceError
 from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
 from firn.kafka import Topics, ensure_topics, producer
-from firn.model.states import PlanState
+from firn.model.states import PlanOutcome, PlanState
 from firn.model.tasks import Kind
 from firn.settings import FirnSettings
 
@@ -134,7 +134,7 @@ def _here(table: Table, partitions: list[str] | None, kind: str, engine: str) ->
     if not summary["plans"] and not summary["skipped"]:
         lines.append("  nothing to compact")
     lines += [f"  error: {e}" for e in summary["errors"]]
-    failed = [p for p in summary["plans"] if p["outcome"] != "committed"]
+    failed = [p for p in summary["plans"] if p["outcome"] != PlanOutcome.COMMITTED]
     error = None
     if failed:
         error = "; ".join(

@@ -54,6 +54,20 @@ class PlanState(StrEnum):
     REPLACED = "Replaced"
 
 
+class PlanOutcome(StrEnum):
+    """What one try to commit a plan did."""
+
+    COMMITTED = "committed"
+    ALREADY = "already"
+    """Committed before: a repeated try, after a crash between commit and event."""
+    WAITING = "waiting"
+    """Not every task is Prepared yet."""
+    STALE = "stale"
+    """Replaced or failed earlier, or no such plan."""
+    FAILED = "failed"
+    """A commit check failed (or a task failed the plan): the plan is Failed."""
+
+
 class Actor(StrEnum):
     """Who moves tasks and plans."""
 
