@@ -31,7 +31,7 @@ from firn.catalog.expiry import expire
 from firn.catalog.observed import compaction_latencies
 from firn.catalog.tables import table_names
 from firn.errors import ConfigError, FirnError
-from firn.events.schemas import validate
+from firn.events.schemas import parsed
 from firn.events.tasks import TaskResultEvent
 from firn.model.states import PlanOutcome, TaskState
 from firn.observability.instruments import (
@@ -87,8 +87,7 @@ class Committer:
         """A wake-up for the plan of the task the event names. What is committed,
         and whether, comes from the catalog rows alone; an event that disagrees with
         its task's row goes to the DLQ, one about an earlier attempt is dropped."""
-        validate(dict(event))  # a ConfigError parks the event in the DLQ
-        result = TaskResultEvent.model_validate(event)
+        result = parsed(event, TaskResultEvent)
         task = task_named(self.conn, result)
         if result.attempt < task.attempt:
             log.info("task %d: result of attempt %d is stale", task.task_id, result.attempt)

@@ -38,7 +38,7 @@ from firn.engine.kernel import KernelLimits
 from firn.errors import FirnError
 from firn.events.dead_letters import bounded
 from firn.events.plans import PlanTaskEvent
-from firn.events.schemas import validate
+from firn.events.schemas import parsed
 from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics
 from firn.model.permits import choose_batch
@@ -84,8 +84,7 @@ class Dispatcher:
     def plan_task(self, event: Mapping[str, Any]) -> None:
         """A wake-up: run the batch the catalog says comes first (which need not hold
         the event's own task; a later wake-up or the sweep gets to that one)."""
-        validate(dict(event))  # a ConfigError parks the event in the DLQ
-        task_named(self.catalog.conn, PlanTaskEvent.model_validate(event))
+        task_named(self.catalog.conn, parsed(event, PlanTaskEvent))
         conn = self.catalog.conn
         settings = self.catalog.settings
         most = settings.dispatcher_max_concurrent_tasks

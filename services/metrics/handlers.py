@@ -33,7 +33,7 @@ from firn.errors import ConfigError
 from firn.events.commits import CommitEvent
 from firn.events.compactions import CompactionEvent
 from firn.events.plans import PlanRequestEvent
-from firn.events.schemas import validate
+from firn.events.schemas import parsed
 from firn.kafka.loop import UnhandledEventError
 from firn.model.properties import TableProperties
 from firn.model.triggers import PartitionMetrics
@@ -247,8 +247,7 @@ class CatalogReader:
         """One update per partition the commit an event names touched, counted from
         the catalog's rows of that snapshot, not from the event (``ConfigError`` if the
         event is invalid, ``EventMismatchError`` if it disagrees with the catalog)."""
-        validate(dict(event))
-        commit = CommitEvent.model_validate(event)
+        commit = parsed(event, CommitEvent)
         with self._lock:
             added = commit_named(self.catalog.conn, commit)
         updates = []
@@ -272,8 +271,7 @@ class CatalogReader:
     def compaction_readings(self, event: Mapping[str, Any]) -> list[Update]:
         """The compacted partition's reading (``ConfigError`` if the event is invalid,
         ``EventMismatchError`` if it names no plan committed as that snapshot)."""
-        validate(dict(event))
-        compaction = CompactionEvent.model_validate(event)
+        compaction = parsed(event, CompactionEvent)
         with self._lock:
             compaction_named(self.catalog.conn, compaction)
         return self.readings(compaction.table, compaction.table_id, [compaction.partition_key])

@@ -26,7 +26,7 @@ from firn.catalog.transitions import move_task
 from firn.engine.planning import plan_now
 from firn.errors import EventMismatchError, FirnError
 from firn.events.plans import PlanRequestEvent
-from firn.events.schemas import validate
+from firn.events.schemas import parsed
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import Actor, TaskState
 from firn.model.triggers import too_many_small_base_files
@@ -46,8 +46,7 @@ class Planner:
         """Plan the partition the request names, from the catalog alone: the request
         says which partition, the catalog says what to merge. A request for a
         partition or seq the catalog does not have goes to the DLQ."""
-        validate(dict(event))  # a ConfigError parks the event in the DLQ
-        request = PlanRequestEvent.model_validate(event)
+        request = parsed(event, PlanRequestEvent)
         greatest_seq = partition_named(self.catalog.conn, request)
         if request.max_seq > greatest_seq:
             raise EventMismatchError(

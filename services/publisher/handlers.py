@@ -35,7 +35,7 @@ import psycopg
 
 from firn.errors import ServiceError
 from firn.events.compactions import CompactionEvent
-from firn.events.schemas import validate
+from firn.events.schemas import parsed
 from firn.iceberg.publisher import Publication
 from firn.model.backoff import Backoff
 from firn.observability.instruments import (
@@ -98,8 +98,7 @@ class Publishing:
     def compaction(self, event: Mapping[str, Any]) -> None:
         """A compaction committed: publish its table (a table that is failing is
         tried at once too: the event brings a new snapshot)."""
-        validate(dict(event))  # a ConfigError parks the event in the DLQ
-        compaction = CompactionEvent.model_validate(event)
+        compaction = parsed(event, CompactionEvent)
         self.publish(compaction.table_id)
 
     def sweep(self) -> list[Publication]:

@@ -13,7 +13,7 @@ import pytest
 from firn.errors import ConfigError
 from firn.events.commits import CommitEvent
 from firn.events.plans import PlanRequestEvent
-from firn.events.schemas import EVENT_MODELS, generated_schema, schema_file, validate
+from firn.events.schemas import EVENT_MODELS, generated_schema, parsed, schema_file, validate
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -91,3 +91,13 @@ def test_a_plan_request_without_scope_is_valid_and_means_due() -> None:
     del event["scope"]
     validate(event)
     assert PlanRequestEvent.model_validate(event).scope == "due"
+
+
+def test_a_handler_reads_an_event_as_its_model_or_refuses_it() -> None:
+    event = golden("commit.v1.json")
+    assert parsed(event, CommitEvent).seq == 42
+    with pytest.raises(ConfigError, match="expected a plan-request event, got 'commit'"):
+        parsed(event, PlanRequestEvent)
+    broken = {**event, "seq": 0}
+    with pytest.raises(ConfigError, match="invalid at seq:"):
+        parsed(broken, CommitEvent)
