@@ -25,6 +25,12 @@ LOCAL_IMAGES = {
 }
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.docker)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def images() -> Iterator[dict[str, str]]:
     """The image variables in effect: those already set, else the local images."""

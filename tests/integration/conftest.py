@@ -58,7 +58,7 @@ def kafka(base_settings: FirnSettings, stack_home: Path) -> Iterator[Backend]:
     with kafka_backend(
         base_settings.kafka_bootstrap, stack_home, cache=REPO / ".firn" / "cache"
     ) as backend:
-        _USED["Kafka"] = backend
+        _USED["Kafka"] = expected_backend("Kafka", backend)
         yield backend
 
 
@@ -71,6 +71,7 @@ def postgres(base_settings: FirnSettings, stack_home: Path) -> Iterator[Backend]
         _USED["Postgres"] = Backend(
             backend.address, f"{backend.source}, server {version[0] if version else '?'}"
         )
+        expected_backend("Postgres", backend)
         yield backend
 
 
@@ -157,6 +158,17 @@ def db(settings: FirnSettings) -> Iterator[Connection]:
 
 
 _USED: dict[str, Backend] = {}
+
+
+def expected_backend(name: str, backend: Backend) -> Backend:
+    """``backend``, if it is of the kind ``FIRN_TEST_BACKEND`` asks for (CI sets
+    ``testcontainers``): a run meant for containers that fell back to the local
+    runner, because Docker did not answer, fails instead of passing on other parts."""
+    wanted = os.environ.get("FIRN_TEST_BACKEND")
+    assert not wanted or backend.source.startswith(wanted), (
+        f"{name} came from {backend.source}, but FIRN_TEST_BACKEND asks for {wanted}"
+    )
+    return backend
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

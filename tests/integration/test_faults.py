@@ -34,6 +34,7 @@ from tests.integration.cdc_workload import (
     wait_until_settled,
 )
 from tests.integration.service_processes import running_services
+from tests.waiting import eventually
 
 SERVICES = ["metrics", "planner", "dispatcher", "committer"]
 ENV = {"FIRN_METRICS_CHECK_INTERVAL": "5"}
@@ -53,11 +54,7 @@ def _exists(conn: Connection, sql: str, *args: Any) -> bool:
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never saw {what} within {timeout:.0f}s")
-        time.sleep(0.05)
+    eventually(condition, timeout=timeout, what=what, every=0.05)
 
 
 @contextmanager

@@ -35,6 +35,7 @@ from tests.integration.cdc_workload import (
 )
 from tests.integration.conftest import REPO, private_settings
 from tests.integration.service_processes import Services, running_services
+from tests.waiting import eventually
 
 SERVICES = [
     f"{name}#{n}" for name in ("metrics", "planner", "dispatcher", "committer") for n in (1, 2)
@@ -76,17 +77,21 @@ def cluster_settings(
 def _wait_for_services(conn: Connection, count: int, services: Services) -> None:
     """Until ``count`` service processes are registered (a dispatcher registers once
     its Spark session is up), so the broker dies while every service is working."""
-    deadline = time.monotonic() + 300  # two Spark sessions start on a small machine
-    live = 0
-    while time.monotonic() < deadline:
+
+    def registered() -> bool:
         services.assert_running()
         (live,) = conn.execute(
             "SELECT count(*) FROM service_instance WHERE stopped_at IS NULL"
         ).fetchone() or (0,)
-        if live >= count:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"only {live} of {count} services registered\n{services.logs()}")
+        return bool(live >= count)
+
+    eventually(
+        registered,
+        timeout=300,  # two Spark sessions start on a small machine
+        what=f"{count} services registered",
+        every=0.5,
+        describe=services.logs,
+    )
 
 
 def _busiest_leader(settings: FirnSettings, topics: tuple[str, ...]) -> int:

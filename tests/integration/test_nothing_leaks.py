@@ -28,6 +28,7 @@ from firn.model.commits import StagedFile
 from firn.model.plans import PlanRecord
 from firn.model.states import Actor
 from firn.settings import FirnSettings
+from tests import waiting
 from tests.integration.commit_fault_proxy import Fault, commit_fault_proxy
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
@@ -73,11 +74,7 @@ def ids(table: firn.Table) -> list[int]:
 
 
 def eventually(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE:.0f}s: {what}")
-        time.sleep(0.1)
+    waiting.eventually(check, timeout=DEADLINE, what=what)
 
 
 def past_retention(table: firn.Table, paths: set[str]) -> Callable[[], bool]:
