@@ -16,6 +16,7 @@ from firn.kafka.loop import ConsumeLoop
 from firn.settings import FirnSettings
 from firn_localstack import KafkaBroker
 from tests.integration.conftest import REPO
+from tests.waiting import eventually
 
 
 def _event(kind: str, n: int) -> bytes:
@@ -297,7 +298,7 @@ def test_a_partition_that_leaves_and_returns_during_a_handler_is_consumed_again(
     thread.start()
     try:
         assert handling.wait(60), "the slow event was never handled"
-        time.sleep(1.0)  # the loop pauses its assignment after half a second
+        eventually(lambda: loop.paused, timeout=30, what="the loop pausing its assignment")
         # A second member takes one partition (cooperative rebalancing: the other
         # stays with the loop); it neither handles nor commits anything.
         other = consumer(settings, group, **tight, **{"enable.auto.commit": False})
@@ -307,7 +308,7 @@ def test_a_partition_that_leaves_and_returns_during_a_handler_is_consumed_again(
             other.poll(0.2)
         assert other.assignment(), "the second member got no partition"
         release.set()  # the handler ends while one partition is the other member's
-        time.sleep(2.0)
+        eventually(lambda: not loop.paused, timeout=30, what="the loop resuming")
         other.close()  # it leaves: both partitions return to the loop
         for partition in (0, 1):
             out.produce(topics.commits, partition=partition, value=_event("ping", partition))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,6 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from firn.errors import FirnError
 from firn.kafka.loop import ConsumeLoop, UnhandledEventError, decode, stuck_group
 from firn.kafka.topics import Topics
+from tests.waiting import eventually
 
 
 def test_every_topic_derives_from_the_prefix() -> None:
@@ -194,9 +194,13 @@ def test_messages_of_a_partition_assigned_mid_handler_are_held_in_order() -> Non
     def ping(event: Mapping[str, Any]) -> None:
         seen.append(event["n"])
         if event["n"] == 0:
-            time.sleep(0.7)  # the assignment is paused by now
+            eventually(lambda: loop.paused, timeout=10, what="the assignment paused")
             consumer.owned.add(("t", 1))
-            time.sleep(0.8)
+            eventually(
+                lambda: consumer.handed_while_paused,
+                timeout=10,
+                what="partition 1's first message handed over mid-handler",
+            )
 
     loop = _loop(consumer, ping)
     try:

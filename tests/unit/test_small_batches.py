@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -95,13 +94,16 @@ def test_local_threads_run_tasks_at_once_and_keep_claim_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     both_running = threading.Barrier(2, timeout=10)
+    second_finished = threading.Event()
     finished: list[int] = []
 
     def run(table: TableSchema, limits: KernelLimits, spec: TaskSpec, attempt: int) -> TaskResult:
         both_running.wait()  # raises BrokenBarrierError unless both tasks run at once
         if spec.task_id == 1:
-            time.sleep(0.05)  # the first claim finishes last
+            assert second_finished.wait(10)  # the first claim finishes last
         finished.append(spec.task_id)
+        if spec.task_id == 2:
+            second_finished.set()
         return TaskResult(task_id=spec.task_id, attempt=attempt)
 
     monkeypatch.setattr(execution, "run_reporting", run)

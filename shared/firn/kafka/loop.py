@@ -133,6 +133,9 @@ class ConsumeLoop:
         """Messages skipped because even their bounded dead letter was refused."""
         self.transient_failures = 0
         """Handler and idle-work failures that were retried (database or broker away)."""
+        self.paused: frozenset[tuple[str, int]] = frozenset()
+        """The partitions paused while a long handler runs (empty otherwise): what the
+        loop resumes when it ends."""
         self.renewals = 0
         """Consumers replaced because their group had no coordinator for too long."""
 
@@ -271,6 +274,7 @@ class ConsumeLoop:
         except concurrent.futures.TimeoutError:
             pass
         paused = self._pause_all()
+        self.paused = frozenset(paused)
         try:
             while True:
                 try:
@@ -283,6 +287,7 @@ class ConsumeLoop:
                         # order it came, and handled before anything polled later.
                         self._held.append(stray)
                         paused |= self._pause_all()
+                        self.paused = frozenset(paused)
         finally:
             # Every partition paused here is resumed, still held or not: librdkafka keeps
             # an application's pause across a revocation and a later assignment, so a
@@ -290,6 +295,7 @@ class ConsumeLoop:
             # would come back paused and never be fetched again.
             if paused:
                 self._consumer.resume([TopicPartition(t, p) for t, p in paused])
+            self.paused = frozenset()
 
     def _pause_all(self) -> set[tuple[str, int]]:
         assignment = self._consumer.assignment()
