@@ -24,6 +24,8 @@ from firn.catalog.metrics import partition_metrics
 from firn.catalog.observed import compaction_latencies
 from firn.catalog.progress import commit_points, latency_summary, merge_points
 from firn.kafka import Topics, ensure_topics
+from firn.kafka.clients import producer
+from firn.model.states import PlanOutcome
 from firn.observability.catalog_collector import catalog_collector
 from firn.observability.endpoint import Endpoint
 from firn.postgres.connection import ReconnectingConnection, connect
@@ -176,14 +178,6 @@ def test_a_catalog_it_cannot_reach_is_an_error_metric_and_the_endpoint_keeps_ser
         db.close()
 
 
-class _Producer:
-    def produce(self, *_: object, **__: object) -> None:
-        pass
-
-    def flush(self, _timeout: float) -> int:
-        return 0
-
-
 def test_the_committer_counts_a_plan_and_the_wait_of_each_commit_it_merged(
     catalog: firn.Catalog, settings: FirnSettings
 ) -> None:
@@ -208,13 +202,18 @@ def test_the_committer_counts_a_plan_and_the_wait_of_each_commit_it_merged(
     committed = value("firn_plans_committed_total", kind="major")
     db = ReconnectingConnection(settings)
     try:
-        committer = Committer(db, _Producer(), "unused")  # type: ignore[arg-type]
+        committer = Committer(db, producer(settings), Topics.from_settings(settings).compactions)
         # A plan that left its partition's merged seq where it was (a merge of runs)
         # compacted no commit: counted, with no wait observed.
-        committer._observe(PlanCommit(plan["plan_id"], "committed", added_bytes=1))
+        committer._observe(PlanCommit(plan["plan_id"], PlanOutcome.COMMITTED, added_bytes=1))
         assert value("firn_commit_to_compacted_seconds_count") == before
         committer._observe(
-            PlanCommit(plan["plan_id"], "committed", added_bytes=1234, merged_seq_advanced=True)
+            PlanCommit(
+                plan["plan_id"],
+                PlanOutcome.COMMITTED,
+                added_bytes=1234,
+                merged_seq_advanced=True,
+            )
         )
     finally:
         db.close()
