@@ -7,7 +7,6 @@ scans over object keys); it is not a test of AWS itself.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -19,6 +18,7 @@ import firn
 from firn.catalog.expiry import expire
 from firn.settings import FirnSettings
 from firn_localstack.processes import free_port
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -71,10 +71,10 @@ def test_the_orphan_sweep_lists_an_s3_warehouse(settings: FirnSettings, s3_endpo
         table.storage.write_parquet(stray, pa.table({"id": [9], "v": ["z"]}))
         assert {f.path for f in table.storage.walk()} == live | {stray}
 
-        deadline = time.monotonic() + 60
-        while table.storage.exists(stray):
-            assert time.monotonic() < deadline, "the sweep did not delete the stray object"
+        def swept() -> bool:
             expire(catalog.conn, "swept")
-            time.sleep(0.2)
+            return not table.storage.exists(stray)
+
+        eventually(swept, timeout=60, what="the sweep deleting the stray object", every=0.2)
         assert {f.path for f in table.storage.walk()} == live
         assert sorted(table.read().column("id").to_pylist()) == [1, 2, 3]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from tests.changesets import (
     table_schema,
 )
 from tests.integration.table_checks import check_base_files, live_paths
+from tests.waiting import eventually
 
 KIND = KEY_KINDS[0]  # int64: Spark's rows come back as the same Python values
 SCHEMA = table_schema(KIND)
@@ -262,11 +262,14 @@ def test_commit_compact_read_expire_and_sweep_on_s3_with_a_cluster(
         stray = "base/p9-t9-a1/B-1-0-00000.parquet"
         table.storage.write_parquet(stray, as_change_set([row("a", 9, "U")], SCHEMA))
         assert live | {stray} < {f.path for f in table.storage.walk()}
-        deadline = time.monotonic() + 60
-        while {f.path for f in table.storage.walk()} != live:
-            assert time.monotonic() < deadline, "expiry left files the catalog does not list"
+
+        def only_live() -> bool:
+            if {f.path for f in table.storage.walk()} == live:
+                return True
             expire(catalog.conn, name)
-            time.sleep(0.3)
+            return False
+
+        eventually(only_live, timeout=60, what="expiry removing files not listed", every=0.3)
         assert live_paths(table) == live
         with pytest.raises(SnapshotExpiredError):
             table.read(snapshot=before_compaction)

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import psycopg
 import pytest
 
 from firn_localstack.supervisor import SERVICES
+from tests.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -189,10 +189,12 @@ def test_a_killed_supervisor_takes_its_children_with_it(home: Path) -> None:
     state = json.loads((home / "stack.json").read_text())
     proc.kill()
     _reap(proc)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not all(_gone(p) for p in state["pids"].values()):
-        time.sleep(0.5)
-    assert all(_gone(pid) for pid in state["pids"].values())
+    eventually(
+        lambda: all(_gone(p) for p in state["pids"].values()),
+        timeout=60,
+        what="every process of the killed stack gone",
+        every=0.5,
+    )
     assert _processes_under(home) == []
     # A later `firn down` finds the stale state, reports it and cleans it up.
     down = _firn("down", "--json", env=env)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
@@ -20,6 +19,7 @@ from firn.engine.kernel import KernelLimits
 from firn.engine.worker_pool import WorkerPool
 from firn.model.schema import TableSchema
 from firn.model.tasks import InputFile, TaskSpec
+from tests.waiting import eventually
 
 TABLE = TableSchema.build("t", pa.schema([pa.field("k", pa.int64(), nullable=False)]), ["k"])
 
@@ -116,10 +116,11 @@ def test_workers_exit_when_their_dispatcher_is_killed(tmp_path: Path) -> None:
             assert all(_alive(pid) for pid in workers)
         finally:
             parent.kill()
-    deadline = time.monotonic() + 30
-    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [pid for pid in workers if _alive(pid)], "workers outlived their dispatcher"
+    eventually(
+        lambda: not any(_alive(pid) for pid in workers),
+        timeout=30,
+        what="the workers ending with their dispatcher",
+    )
 
 
 def _alive(pid: int) -> bool:
