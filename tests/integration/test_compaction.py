@@ -18,15 +18,15 @@ import pytest
 import firn
 from firn.catalog.claiming import claim_task, claim_tasks, release_tasks, stale_waiting_tasks
 from firn.catalog.compactions import commit_plan
-from firn.catalog.files import files_at
+from firn.catalog.files import current_snapshot, files_at
 from firn.catalog.leasing import expire_leases, extend_lease
 from firn.catalog.metrics import partition_states
-from firn.catalog.plans import fail_plan
+from firn.catalog.plans import create_plan, fail_plan
 from firn.catalog.results import record_result, record_results
 from firn.engine.execution import run_local
 from firn.engine.kernel import KernelLimits
-from firn.engine.planning import plan_now
-from firn.model.plans import PlanRecord
+from firn.engine.planning import draft_now, plan_now
+from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import Actor, TaskState
 from firn.model.tasks import TaskResult
 from firn.model.triggers import Kind, decide
@@ -621,3 +621,42 @@ def test_an_expired_lease_returns_the_task_and_its_late_result_is_stale(
     model.check(table)
     orphans = {p for (p,) in conn.execute("SELECT path FROM orphan_file").fetchall()}
     assert {o.path for o in late.outputs} <= orphans
+
+
+def test_a_plan_drafted_before_a_merge_of_runs_committed_is_not_stored(
+    catalog: firn.Catalog,
+) -> None:
+    # A merge of runs removes the change files it read without moving the merged seq.
+    # A major drafted from before it names those files; stored, it would fail its
+    # commit ("an input file was removed by another commit"), as two planners and a
+    # committer once raced to in the broker-failover test.
+    table = catalog.create_table(
+        f"race_{next(_names)}", SCHEMA, ["day", "id"], [], {"change.buckets": 1}
+    )
+    model = Model()
+    for n in range(4):
+        model.upsert(table, [1] * 20, np.arange(n * 10, n * 10 + 20), f"v{n}")
+    conn = catalog.conn
+    drafted_at = current_snapshot(conn, table.table_id)
+    draft = draft_now(conn, table, "", "major")
+    assert draft is not None
+    drafted_files = {f.file_id for t in draft.tasks for f in t.change_files}
+
+    minor = firn.compact(table, kind="minor", engine="local")
+    assert [p["outcome"] for p in minor["plans"]] == ["committed"]
+    live = {e.file_id for e in live_entries(table)}
+    assert drafted_files - live, "the merge of runs removed files the draft names"
+
+    stale = create_plan(
+        conn,
+        table.table_id,
+        table.location,
+        draft,
+        planned_snapshot=drafted_at,
+        target_file_size=table.properties.target_file_size,
+    )
+    assert isinstance(stale, PlanSkipped), stale
+    assert stale.reason == "stale: the partition was compacted since"
+    # Drafted afresh, the major plans and commits.
+    assert [p["outcome"] for p in firn.compact(table, engine="local")["plans"]] == ["committed"]
+    model.check(table)

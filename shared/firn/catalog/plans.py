@@ -27,6 +27,18 @@ OPEN_PLAN_STATES = (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING
 BUSY_TASK_STATES = (TaskState.EXECUTING, TaskState.PREPARED)
 
 
+def compacted_after(conn: Connection, table_id: int, partition: str, snapshot: int) -> bool:
+    """Whether a plan of ``partition`` committed after ``snapshot``."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM compaction_plan WHERE table_id = %s AND partition_key = %s "
+            "AND state = %s AND committed_snapshot > %s LIMIT 1",
+            (table_id, partition, PlanState.COMMITTED.value, snapshot),
+        ).fetchone()
+        is not None
+    )
+
+
 def create_plan(
     conn: Connection,
     table_id: int,
@@ -54,6 +66,12 @@ def create_plan(
             (table_id, draft.partition_key),
         ).fetchone()
         if part is None or int(part[0]) != draft.from_merged_seq:
+            return PlanSkipped(draft.partition_key, "stale: the partition was compacted since")
+        # A merge of runs leaves the merged seq where it was but removes the files it
+        # read, which the draft may name: a plan drafted before it committed would
+        # fail its own commit. The row lock above orders this check after any such
+        # commit (a plan commit locks the same row).
+        if compacted_after(conn, table_id, draft.partition_key, planned_snapshot):
             return PlanSkipped(draft.partition_key, "stale: the partition was compacted since")
         replaced = _replace_open_plan(conn, table_id, draft, replace_waiting)
         if isinstance(replaced, PlanSkipped):
