@@ -21,11 +21,11 @@ from firn.catalog.compactions import commit_plan
 from firn.catalog.files import current_snapshot, files_at
 from firn.catalog.leasing import expire_leases, extend_lease
 from firn.catalog.metrics import partition_states
-from firn.catalog.plans import create_plan, fail_plan
+from firn.catalog.plans import fail_plan
 from firn.catalog.results import record_result, record_results
 from firn.engine.execution import run_local
 from firn.engine.kernel import KernelLimits
-from firn.engine.planning import draft_now, plan_now
+from firn.engine.planning import draft_now, plan_now, store_draft
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import Actor, TaskState
 from firn.model.tasks import TaskResult
@@ -647,14 +647,7 @@ def test_a_plan_drafted_before_a_merge_of_runs_committed_is_not_stored(
     live = {e.file_id for e in live_entries(table)}
     assert drafted_files - live, "the merge of runs removed files the draft names"
 
-    stale = create_plan(
-        conn,
-        table.table_id,
-        table.location,
-        draft,
-        planned_snapshot=drafted_at,
-        target_file_size=table.properties.target_file_size,
-    )
+    stale = store_draft(conn, table, draft, drafted_at)
     assert isinstance(stale, PlanSkipped), stale
     assert stale.reason == "stale: the partition was compacted since"
     # Drafted afresh, the major plans and commits.

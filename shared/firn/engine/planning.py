@@ -54,6 +54,33 @@ def plan_now(
     draft = _draft(conn, table, definition, partition, kind, snapshot, tiered=tiered)
     if draft is None:
         return None
+    return store_draft(
+        conn,
+        table,
+        draft,
+        snapshot,
+        reason=reason,
+        score=score,
+        replace_waiting=replace_waiting,
+        definition=definition,
+    )
+
+
+def store_draft(
+    conn: Connection,
+    table: PlannedTable,
+    draft: PlanDraft,
+    snapshot: int,
+    *,
+    reason: Mapping[str, Any] | None = None,
+    score: float = 0.0,
+    replace_waiting: bool = True,
+    definition: TableSchema | None = None,
+) -> PlanRecord | PlanSkipped:
+    """``draft``, made at ``snapshot``, stored as a plan with the table's task
+    settings (``create_plan``: skipped when the partition moved on meanwhile)."""
+    if definition is None:
+        definition = definition_at_snapshot(conn, table, snapshot)
     return create_plan(
         conn,
         table.table_id,
