@@ -26,9 +26,11 @@ from prometheus_client.registry import Collector
 from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.kafka.loop import ConsumeLoop, EventHandler
 from firn.observability.endpoint import Endpoint, serve
+from firn.observability.sensors import PrometheusSensors
 from firn.postgres import apply_migrations, connect, registry
 from firn.postgres.connection import Connection, ReconnectingConnection
 from firn.postgres.retry import is_transient, retrying_transient
+from firn.sensors import install
 from firn.settings import FirnSettings
 
 log = logging.getLogger(__name__)
@@ -78,8 +80,11 @@ def serve_metrics(
     registry: CollectorRegistry = REGISTRY,
     collectors: Iterable[Collector] = (),
 ) -> Endpoint | None:
-    """Register ``collectors`` and serve ``registry`` on the service's
-    ``FIRN_<NAME>_PROMETHEUS_PORT``; None when that is 0 (or the port is taken)."""
+    """Report the edge clients' readings (Postgres errors, consumer lag, dead
+    letters) to Prometheus, register ``collectors`` and serve ``registry`` on the
+    service's ``FIRN_<NAME>_PROMETHEUS_PORT``; None when that is 0 (or the port is
+    taken)."""
+    install(PrometheusSensors())
     for collector in collectors:
         registry.register(collector)
     port = settings.prometheus_port(name)

@@ -1,12 +1,16 @@
 """Fixtures shared by every test: unique names, so tests never see each other's data;
-hypothesis without its per-example deadline."""
+hypothesis without its per-example deadline; the Prometheus sensors on demand."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
+
+from firn.observability.sensors import PrometheusSensors
+from firn.sensors import install
 
 # No timing in tests: hypothesis's 200 ms deadline per example failed a unit test
 # on a loaded 2-core machine (the first example pays for imports and warm-up).
@@ -18,3 +22,12 @@ settings.load_profile("firn")
 def unique() -> str:
     """A short name fragment no other test uses: for schemas, topics and groups."""
     return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def prometheus_sensors() -> Iterator[None]:
+    """The edge clients report to Prometheus, as in a service (``serve_metrics``),
+    for the test's length."""
+    previous = install(PrometheusSensors())
+    yield
+    install(previous)

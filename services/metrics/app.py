@@ -35,14 +35,14 @@ from typing import Any
 import faust
 from tenacity import AsyncRetrying
 
-from firn.errors import FirnError
+from firn.errors import FirnError, error_kind
 from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
 from firn.kafka import Topics
 from firn.kafka.clients import SESSION_TIMEOUT_MS
 from firn.kafka.loop import UnhandledEventError, decode
 from firn.model.properties import TableProperties
-from firn.observability.instruments import DEAD_LETTERS, LOST_DEAD_LETTERS, reason_kind
 from firn.postgres.retry import transient_retries
+from firn.sensors import sensors
 from firn.settings import FirnSettings
 from firn_services.metrics.handlers import (
     CatalogReader,
@@ -174,10 +174,10 @@ def create_app(
                 value=letter.to_json(),
                 headers=dict(letter.headers()),
             )
-            DEAD_LETTERS.labels("metrics", reason_kind(exc)).inc()
+            sensors().dead_letter("metrics", error_kind(exc))
         except Exception as refused:
             lost_dead_letters += 1
-            LOST_DEAD_LETTERS.labels("metrics").inc()
+            sensors().dead_letter_lost("metrics")
             log.error(
                 "the dead letter for %s was refused (%r): event skipped; %d skipped so far",
                 where,

@@ -29,7 +29,6 @@ import firn
 from firn.kafka import admin_client, consumer, ensure_topics
 from firn.kafka.lag import StuckWatch, group_offsets, report_lag
 from firn.observability.catalog_collector import catalog_collector
-from firn.observability.instruments import CONSUMER_LAG
 from firn.postgres import registry
 from firn.postgres.retry import WAIT, backoff, is_transient
 from firn.settings import FirnSettings
@@ -65,7 +64,7 @@ def main(settings: FirnSettings) -> None:
         nonlocal lag_reported
         offsets = group_offsets(asker, measured)
         lag = {tp: n for tp, (_, n) in offsets.items()}
-        report_lag(CONSUMER_LAG, NAME, lag, lag_reported)
+        report_lag(NAME, lag, lag_reported)
         lag_reported = set(lag)
         return watch.observe(time.monotonic(), offsets)
 

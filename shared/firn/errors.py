@@ -90,3 +90,10 @@ class CommitStateUnknownError(CommitError):
     """The catalog connection broke while committing, so the commit may or may not
     have landed. Its staged files are kept (deleting them could corrupt a commit
     that did land); check the table before committing the same changes again."""
+
+
+def error_kind(exc: BaseException) -> str:
+    """An error as a metric label (a dead letter's reason kind): the class name of
+    Firn's own errors (``UnhandledEventError``, ``ConfigError``, ...), ``unexpected``
+    for anything else, so label values stay few and never carry free text."""
+    return type(exc).__name__ if isinstance(exc, FirnError) else "unexpected"

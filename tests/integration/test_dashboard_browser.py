@@ -29,6 +29,7 @@ from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
 import firn
+from firn.commands.compact import request_compaction
 from firn.dashboard import DashboardServer, serve
 from firn.events.plans import PlanRequestEvent
 from firn.iceberg.publisher import Publisher
@@ -121,7 +122,7 @@ def orders(dashboard_settings: FirnSettings) -> Iterator[firn.Table]:
 
 @pytest.fixture
 def server(dashboard_settings: FirnSettings) -> Iterator[DashboardServer]:
-    running = serve(dashboard_settings, port=0)
+    running = serve(dashboard_settings, request_compaction, port=0)
     try:
         yield running
     finally:
@@ -263,7 +264,7 @@ def test_with_the_services_and_the_demo_producer_the_page_follows_the_stack(
         FIRN_METRICS_CHECK_INTERVAL="5",
     ) as services:
         demo = firn_demo(settings, "--duration", "12")
-        server = serve(settings, port=0)
+        server = serve(settings, request_compaction, port=0)
         try:
             browser.get(server.url)
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import firn
+from firn.commands.compact import request_compaction
 from firn.dashboard import DashboardServer, serve
 from firn.postgres import connect
 from firn.settings import FirnSettings
@@ -38,7 +39,7 @@ def server(dashboard_settings: FirnSettings) -> Iterator[DashboardServer]:
     setup = dashboard_settings.model_copy(update={"application_name": "setup"})
     with firn.connect(settings=setup) as catalog:
         catalog.create_table("dash.events", SCHEMA, ["id"])
-    running = serve(dashboard_settings, port=0)
+    running = serve(dashboard_settings, request_compaction, port=0)
     try:
         yield running
     finally:

@@ -318,6 +318,7 @@ def test_a_catalog_slower_than_the_timeout_is_an_error_metric_until_it_answers(
         db.close()
 
 
+@pytest.mark.usefixtures("prometheus_sensors")
 def test_a_broken_catalog_connection_counts_a_reconnect(settings: FirnSettings) -> None:
     db = ReconnectingConnection(settings)
     try:

@@ -13,25 +13,28 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"firn": ROOT / "shared" / "firn", "firn_services": ROOT / "services"}
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("firn.errors", "firn.logs", "firn.units", "firn.settings")),
-    ("model", ("firn.model",)),
     (
-        "storage and catalog",
+        "0 foundation",
         (
-            "firn.io",
-            "firn.postgres",
-            "firn.catalog",
-            "firn.events",
-            "firn.kafka",
-            "firn.observability",
+            "firn.errors",
+            "firn.logs",
+            "firn.units",
+            "firn.settings",
+            "firn.sensors",
+            "firn.readable",
         ),
     ),
-    ("engine", ("firn.engine", "firn.iceberg")),
-    ("api", ("firn.api", "firn.spark", "firn")),
-    (
-        "services and cli",
-        ("firn.cli", "firn.commands", "firn.dashboard", "firn.__main__", "firn_services"),
-    ),
+    ("1 model", ("firn.model",)),
+    ("2a edge clients", ("firn.io", "firn.postgres", "firn.events")),
+    ("2b catalog and broker", ("firn.catalog", "firn.kafka")),
+    ("2c observability", ("firn.observability",)),
+    ("3a engine", ("firn.engine",)),
+    ("3b publication", ("firn.iceberg",)),
+    ("4a API", ("firn.api",)),
+    ("4b Spark and the package", ("firn.spark", "firn")),
+    ("5a services and dashboard", ("firn_services", "firn.dashboard")),
+    ("5b commands", ("firn.commands",)),
+    ("5c command line", ("firn.cli", "firn.__main__")),
 ]
 """Lowest first; a module belongs to the layer of its longest matching prefix."""
 
@@ -105,6 +108,16 @@ def test_model_imports_only_the_foundation() -> None:
             assert {layer_of(t) for t in targets} <= {0, 1}, (module, targets)
 
 
+def test_no_edge_client_reports_to_prometheus_directly() -> None:
+    """Postgres and Kafka clients report through ``firn.sensors``; the catalog hands
+    its events to an ``EventSink``: neither knows the floors above them."""
+    for module, targets in import_graph().items():
+        if module.startswith(("firn.postgres", "firn.kafka", "firn.catalog", "firn.io")):
+            assert not [t for t in targets if t.startswith("firn.observability")], module
+        if module.startswith("firn.catalog"):
+            assert not [t for t in targets if t.startswith("firn.kafka")], module
+
+
 def test_events_are_payloads_only() -> None:
     """Event models are what every edge passes around: they know no client,
     connection or repository (``firn.kafka.publisher`` publishes them)."""
@@ -144,6 +157,30 @@ def test_no_circle_of_imports() -> None:
     for module in list(graph):
         graph[module] = {t for t in graph[module] if not module.startswith(t + ".")}
     assert find_cycle(graph) is None
+
+
+def folder_of(module: str, modules: dict[str, Path]) -> str:
+    """The room a module stands in at folder level: its package's folder, or itself
+    for a module of the top folder (``firn.errors``, ``firn_services.runtime``),
+    which is a room of its own beside the sub-packages."""
+    path = modules[module]
+    if path.name == "__init__.py":
+        return module
+    package = module.rsplit(".", 1)[0]
+    return module if package in PACKAGES else package
+
+
+def test_no_circle_of_folders() -> None:
+    modules = firn_modules()
+    folders: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        here = folder_of(module, modules)
+        reached = {folder_of(t, modules) for t in targets} - {here}
+        # The package face (``firn/__init__.py``) hands on what it imports.
+        folders.setdefault(here, set()).update(
+            f for f in reached if not (here in PACKAGES and f.startswith(here + "."))
+        )
+    assert find_cycle(folders) is None
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,11 @@ import pyarrow as pa
 import pytest
 
 from firn.cli import SERVICES, build_parser, main
-from firn.commands.output import columns, size
+from firn.commands.output import columns
 from firn.commands.tables import parse_properties, parse_schema, parse_type
 from firn.errors import ConfigError
 from firn.model.states import TaskState
+from firn.readable import size
 
 
 def test_every_command_accepts_json() -> None:

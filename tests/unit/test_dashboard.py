@@ -281,11 +281,13 @@ class Opener:
         return result
 
 
-def dashboard(opener: Opener, token: str | None = None, **kwargs: Any) -> Dashboard:
+def dashboard(
+    opener: Opener, token: str | None = None, request: Requests | None = None
+) -> Dashboard:
     settings = FirnSettings(
         dashboard_token=None if token is None else SecretStr(token), dashboard_timeout=2.5
     )
-    return Dashboard(settings, open_catalog=opener, **kwargs)
+    return Dashboard(settings, open_catalog=opener, request=request or Requests())
 
 
 def test_a_page_reads_under_the_statement_timeout() -> None:

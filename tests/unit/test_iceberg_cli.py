@@ -15,11 +15,11 @@ from pydantic import SecretStr
 from firn.catalog.publication import LagPoint, PublicationStatus
 from firn.cli import build_parser, main
 from firn.commands import iceberg
-from firn.commands.output import duration, freshness
 from firn.commands.status import _status_text
 from firn.dashboard import pages
 from firn.dashboard.charts import lag_chart
 from firn.iceberg.properties import catalog_properties
+from firn.readable import duration, freshness
 from firn.settings import FirnSettings
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

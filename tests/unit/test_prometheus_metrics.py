@@ -8,14 +8,13 @@ from typing import Any
 import psycopg
 import pytest
 from confluent_kafka import TopicPartition
-from prometheus_client import REGISTRY, CollectorRegistry, Gauge
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from firn.catalog.observed import CatalogReading, PartitionFigures
-from firn.errors import ConfigError, ServiceError
+from firn.errors import ConfigError, ServiceError, error_kind
 from firn.kafka.lag import consumer_lag, lag_of, report_lag
 from firn.kafka.loop import ConsumeLoop, UnhandledEventError
 from firn.observability.catalog_collector import CatalogCollector
-from firn.observability.instruments import reason_kind
 from firn.postgres.retry import is_transient
 from firn.settings import FirnSettings
 from firn_localstack.commands import _describe_up, metrics_urls
@@ -147,20 +146,20 @@ def test_consumer_lag_reads_positions_then_committed_offsets() -> None:
     assert lag == {("firn.plan-tasks", 0): 10, ("firn.plan-tasks", 1): 3}
 
 
+@pytest.mark.usefixtures("prometheus_sensors")
 def test_reported_lag_drops_partitions_no_longer_assigned() -> None:
-    registry = CollectorRegistry()
-    gauge = Gauge("lag", "test", ["service", "topic", "partition"], registry=registry)
-    report_lag(gauge, "planner", {("t", 0): 5, ("t", 1): 6}, set())
-    report_lag(gauge, "planner", {("t", 1): 2}, {("t", 0), ("t", 1)})
-    labels = {"service": "planner", "topic": "t"}
-    assert registry.get_sample_value("lag", {**labels, "partition": "0"}) is None
-    assert registry.get_sample_value("lag", {**labels, "partition": "1"}) == 2
+    report_lag("lag-test", {("t", 0): 5, ("t", 1): 6}, set())
+    report_lag("lag-test", {("t", 1): 2}, {("t", 0), ("t", 1)})
+    labels = {"service": "lag-test", "topic": "t"}
+    lag = "firn_kafka_consumer_lag"
+    assert REGISTRY.get_sample_value(lag, {**labels, "partition": "0"}) is None
+    assert REGISTRY.get_sample_value(lag, {**labels, "partition": "1"}) == 2
 
 
 def test_dead_letter_reasons_are_error_kinds_not_free_text() -> None:
-    assert reason_kind(UnhandledEventError("not JSON: Expecting value")) == "UnhandledEventError"
-    assert reason_kind(ConfigError("bad event")) == "ConfigError"
-    assert reason_kind(KeyError("x")) == "unexpected"
+    assert error_kind(UnhandledEventError("not JSON: Expecting value")) == "UnhandledEventError"
+    assert error_kind(ConfigError("bad event")) == "ConfigError"
+    assert error_kind(KeyError("x")) == "unexpected"
 
 
 def test_each_service_has_its_own_port_setting() -> None:
@@ -201,6 +200,7 @@ def test_firn_up_prints_each_metrics_url() -> None:
     assert "committer  pid 12, connected\n" in text
 
 
+@pytest.mark.usefixtures("prometheus_sensors")
 def test_a_postgres_error_is_counted_where_it_is_judged() -> None:
     def count(error: str) -> float:
         return REGISTRY.get_sample_value("firn_postgres_errors_total", {"error": error}) or 0.0
@@ -245,6 +245,7 @@ class _Committing:
         pass
 
 
+@pytest.mark.usefixtures("prometheus_sensors")
 def test_each_dead_letter_is_counted_by_service_and_reason_kind() -> None:
     def boom(_event: Any) -> None:
         raise KeyError("a bug")

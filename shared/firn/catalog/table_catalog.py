@@ -20,7 +20,7 @@ import psycopg
 from firn.catalog import commits, files, loads, metrics, schemas, status, tables
 from firn.errors import CommitError, CommitStateUnknownError, FirnError
 from firn.events.commits import commit_event
-from firn.kafka.publisher import EventPublisher
+from firn.events.envelope import EventSink
 from firn.model.commits import CommitResult, StagedFile, StreamBatch
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
@@ -38,7 +38,7 @@ class PostgresTableCatalog:
     """The Postgres catalog as the Tables of one ``Catalog`` see it."""
 
     def __init__(
-        self, settings: FirnSettings, db: ReconnectingConnection, publisher: EventPublisher | None
+        self, settings: FirnSettings, db: ReconnectingConnection, publisher: EventSink | None
     ) -> None:
         self.settings = settings
         self.db = db

@@ -34,7 +34,7 @@ from firn.api.catalog import connect, postgres_catalog_of
 from firn.api.compact import Engine, compact, existing_partitions
 from firn.api.table import Table
 from firn.catalog.listing import PlanProgress, plan_progress, settled_plan_ids
-from firn.commands.output import Output, WaitingLine, partition_name, seconds_up_to, size
+from firn.commands.output import Output, WaitingLine, seconds_up_to
 from firn.engine.planning import draft_now
 from firn.errors import ConfigError, ServiceError
 from firn.events.plans import PlanRequestEvent
@@ -42,6 +42,7 @@ from firn.events.schemas import validate
 from firn.kafka import Topics, ensure_topics, producer
 from firn.model.states import PlanOutcome, PlanState
 from firn.model.tasks import Kind
+from firn.readable import partition_name, size
 from firn.settings import FirnSettings
 
 DEFAULT_TIMEOUT = 600.0

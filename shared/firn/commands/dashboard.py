@@ -8,6 +8,7 @@ import sys
 import threading
 from typing import Any
 
+from firn.commands.compact import request_compaction
 from firn.commands.output import int_between
 from firn.dashboard import serve
 from firn.settings import FirnSettings
@@ -30,7 +31,7 @@ def add_commands(
 
 
 def run_dashboard(args: argparse.Namespace, settings: FirnSettings) -> int:
-    server = serve(settings.with_local_stack(), args.port)
+    server = serve(settings.with_local_stack(), request_compaction, args.port)
     enabled = server.dashboard.action_enabled
     if args.json:
         print(json.dumps({"url": server.url, "action_enabled": enabled}), flush=True)

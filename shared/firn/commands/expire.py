@@ -11,7 +11,8 @@ from typing import Any
 from firn.api.catalog import connect
 from firn.catalog.expiry import ExpiryReport, expire
 from firn.catalog.orphans import SweepProgress
-from firn.commands.output import Output, size
+from firn.commands.output import Output
+from firn.readable import size
 from firn.settings import FirnSettings
 
 LISTED = 20

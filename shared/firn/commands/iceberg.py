@@ -20,10 +20,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from firn.api.catalog import connect
 from firn.catalog.publication import PublicationStatus, publication_statuses
-from firn.commands.output import Grid, Output, duration, grid, int_between, size
+from firn.commands.output import Grid, Output, grid, int_between
 from firn.errors import ConfigError
 from firn.iceberg.names import iceberg_name
 from firn.iceberg.properties import catalog_properties, io_properties
+from firn.readable import duration, size
 from firn.settings import FirnSettings
 
 

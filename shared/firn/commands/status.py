@@ -16,17 +16,10 @@ from typing import Any
 from firn.api.catalog import connect
 from firn.catalog.fleet import FleetStatus, fleet_status
 from firn.catalog.listing import list_tasks
-from firn.commands.output import (
-    Grid,
-    Output,
-    freshness,
-    grid,
-    int_between,
-    partition_name,
-    size,
-)
+from firn.commands.output import Grid, Output, grid, int_between
 from firn.errors import ConfigError
 from firn.model.states import TaskState
+from firn.readable import freshness, partition_name, size
 from firn.settings import FirnSettings
 
 MAX_LIMIT = 100_000

@@ -18,10 +18,11 @@ import pyarrow.compute as pc
 
 from firn.api.catalog import connect
 from firn.api.table import Table
-from firn.commands.output import Grid, Output, grid, size
+from firn.commands.output import Grid, Output, grid
 from firn.errors import ConfigError
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
+from firn.readable import size
 from firn.settings import FirnSettings
 
 # Matched whole (fullmatch): with ``$`` a trailing newline would pass.

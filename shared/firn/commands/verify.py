@@ -11,8 +11,9 @@ import time
 from typing import Any
 
 from firn.api.catalog import connect
-from firn.commands.output import Output, partition_name, size
+from firn.commands.output import Output
 from firn.engine.verify import VerifyReport
+from firn.readable import partition_name, size
 from firn.settings import FirnSettings
 
 PROGRESS_SECONDS = 1.0

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from firn.catalog.history import PlanHistory, SchemaHistory, Transition
 from firn.catalog.listing import TaskRow
-from firn.commands.output import freshness, partition_name, size
+from firn.readable import freshness, partition_name, size
 
 KINDS = ("major", "full", "minor", "auto")
 

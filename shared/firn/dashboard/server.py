@@ -22,15 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 
 from firn.api.catalog import Catalog, connect
 from firn.api.table import Table
-from firn.commands.compact import request_compaction
-from firn.commands.output import Output
 from firn.dashboard import pages, views
 from firn.errors import ConfigError, FirnError
 from firn.settings import FirnSettings
@@ -39,7 +37,19 @@ log = logging.getLogger(__name__)
 
 MAX_FORM_BYTES = 64 * 1024
 
-Requester = Callable[[FirnSettings, Table, str | None, str], Output]
+
+class Answer(Protocol):
+    """What a compaction request answers (``firn.commands.output.Output``)."""
+
+    @property
+    def error(self) -> str | None: ...
+
+    def plain(self) -> str: ...
+
+
+Requester = Callable[[FirnSettings, Table, str | None, str], Answer]
+"""How the action requests a compaction of (settings, table, partition or None,
+kind): ``firn compact``'s own request, handed in by ``firn dashboard``."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,7 @@ class Dashboard:
         settings: FirnSettings,
         *,
         open_catalog: Callable[[], Catalog] | None = None,
-        request: Requester = request_compaction,
+        request: Requester,
     ) -> None:
         self.settings = settings
         self._open = open_catalog or (lambda: connect(settings=settings))
@@ -187,11 +197,13 @@ class DashboardServer:
         self.dashboard.close()
 
 
-def serve(settings: FirnSettings, port: int | None = None) -> DashboardServer:
+def serve(settings: FirnSettings, request: Requester, port: int | None = None) -> DashboardServer:
     """Start the dashboard on ``settings.dashboard_host`` and ``port`` (default
-    ``settings.dashboard_port``; 0: a free port); ``stop()`` it when done."""
+    ``settings.dashboard_port``; 0: a free port), its action asking ``request``;
+    ``stop()`` it when done."""
     chosen = settings.dashboard_port if port is None else port
-    return DashboardServer(Dashboard(settings), settings.dashboard_host, chosen).start()
+    board = Dashboard(settings, request=request)
+    return DashboardServer(board, settings.dashboard_host, chosen).start()
 
 
 def _handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:

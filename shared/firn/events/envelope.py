@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Protocol
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -35,3 +36,15 @@ class Event(BaseModel):
 
     def to_json(self) -> bytes:
         return self.model_dump_json().encode()
+
+
+class EventSink(Protocol):
+    """Where a layer below the API hands its events (the catalog its commit events):
+    ``firn.kafka.publisher.EventPublisher`` on a stack, wired in by ``firn.connect``,
+    so the catalog never imports a Kafka client."""
+
+    def publish(self, key: str, event: Event) -> bool:
+        """Send ``event`` keyed by ``key``; whether it was acknowledged in time."""
+        ...
+
+    def close(self) -> None: ...

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
+
+from firn.sensors import sensors
 
 Lag = dict[tuple[str, int], int]
 """(topic, partition) -> messages not read yet."""
@@ -130,10 +131,7 @@ class StuckWatch:
         self._since = {}
 
 
-def report_lag(gauge: Any, service: str, lag: Lag, reported: Iterable[tuple[str, int]]) -> None:
-    """Set ``gauge`` to ``lag`` and drop the partitions ``reported`` before that
+def report_lag(service: str, lag: Lag, reported: Iterable[tuple[str, int]]) -> None:
+    """Report ``lag`` to the sensors, with the partitions ``reported`` before that
     are no longer assigned (another member has them now)."""
-    for topic, partition in set(reported) - set(lag):
-        gauge.remove(service, topic, str(partition))
-    for (topic, partition), n in lag.items():
-        gauge.labels(service, topic, str(partition)).set(n)
+    sensors().consumer_lag(service, lag, set(reported) - set(lag))

@@ -45,18 +45,12 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from firn.errors import FirnError
+from firn.errors import FirnError, error_kind
 from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
 from firn.kafka.delivery import DeliveryError, deliver
 from firn.kafka.lag import consumer_lag, report_lag
 from firn.model.backoff import Backoff
-from firn.observability.instruments import (
-    CONSUMER_LAG,
-    CONSUMER_RENEWALS,
-    DEAD_LETTERS,
-    LOST_DEAD_LETTERS,
-    reason_kind,
-)
+from firn.sensors import sensors
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +178,7 @@ class ConsumeLoop:
         self._consumer = self._new_consumer()
         self._consumer.subscribe(self._topics)
         self.renewals += 1
-        CONSUMER_RENEWALS.labels(self._service).inc()
+        sensors().consumer_renewed(self._service)
 
     def _idle(self) -> None:
         """Periodic work (heartbeats, sweeps) must not end the service when the
@@ -210,7 +204,7 @@ class ConsumeLoop:
         except Exception as exc:  # a measurement must never stop the loop
             log.debug("consumer lag not measured: %r", exc)
             return
-        report_lag(CONSUMER_LAG, self._service, lag, self._lag_reported)
+        report_lag(self._service, lag, self._lag_reported)
         self._lag_reported = set(lag)
 
     def _is_transient(self, exc: BaseException) -> bool:
@@ -248,7 +242,7 @@ class ConsumeLoop:
                 if not isinstance(exc, FirnError):
                     log.exception("handler failed unexpectedly on %s", _where(message))
                 try:
-                    self._park(message, _reason(exc), reason_kind(exc))
+                    self._park(message, _reason(exc), error_kind(exc))
                 except DeliveryError as park_failed:  # the broker is away: retry it all
                     if self._back_off(message, park_failed):
                         continue
@@ -355,12 +349,12 @@ class ConsumeLoop:
                 value=letter.to_json(),
                 headers=letter.headers(),
             )
-            DEAD_LETTERS.labels(self._service, kind).inc()
+            sensors().dead_letter(self._service, kind)
         except DeliveryError as exc:
             if exc.retryable:
                 raise
             self.lost_dead_letters += 1
-            LOST_DEAD_LETTERS.labels(self._service).inc()
+            sensors().dead_letter_lost(self._service)
             log.error(
                 "the dead letter for %s was refused (%s): message skipped; "
                 "%d skipped so far by this process",

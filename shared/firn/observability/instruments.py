@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from firn.errors import FirnError
-
 LATENCY_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
 """Seconds from a commit to its compaction: seconds in a demo, hours for a table
 compacted on a schedule."""
@@ -112,9 +110,3 @@ POSTGRES_ERRORS = Counter(
 POSTGRES_RECONNECTS = Counter(
     "firn_postgres_reconnects", "Catalog connections opened again after they broke."
 )
-
-
-def reason_kind(exc: BaseException) -> str:
-    """A dead letter's reason as a label: the error's class for Firn's own errors
-    (``UnhandledEventError``, ``ConfigError``, ...), ``unexpected`` for anything else."""
-    return type(exc).__name__ if isinstance(exc, FirnError) else "unexpected"

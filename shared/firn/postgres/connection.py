@@ -10,7 +10,7 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from firn.errors import ServiceError
-from firn.observability.instruments import POSTGRES_ERRORS, POSTGRES_RECONNECTS
+from firn.sensors import sensors
 from firn.settings import FirnSettings
 
 Connection = psycopg.Connection[TupleRow]
@@ -36,7 +36,7 @@ def connect(
             application_name=settings.application_name,
         )
     except psycopg.OperationalError as exc:
-        POSTGRES_ERRORS.labels(type(exc).__name__).inc()
+        sensors().postgres_error(type(exc).__name__)
         raise ServiceError(f"cannot connect to Postgres: {exc}") from exc
     try:
         _create_schema(conn, schema)
@@ -95,7 +95,7 @@ class ReconnectingConnection:
             self._conn.close()
             self._conn = None
             self.reconnects += 1
-            POSTGRES_RECONNECTS.inc()
+            sensors().postgres_reconnected()
         if self._conn is None:
             self._conn = connect(
                 self._settings, autocommit=self._autocommit, connect_timeout=self._connect_timeout

@@ -26,8 +26,8 @@ from tenacity import (
 
 from firn.errors import FirnError
 from firn.model.backoff import Backoff
-from firn.observability.instruments import POSTGRES_ERRORS
 from firn.postgres.connection import TRANSIENT_ERRORS
+from firn.sensors import sensors
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, FirnError):
         return exc.retryable
     if isinstance(exc, psycopg.Error):
-        POSTGRES_ERRORS.labels(type(exc).__name__).inc()
+        sensors().postgres_error(type(exc).__name__)
     return isinstance(exc, TRANSIENT_ERRORS)
 
 
