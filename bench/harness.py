@@ -25,7 +25,7 @@ from pydantic import SecretStr
 
 import firn
 from firn.catalog.files import files_at, merged_seqs_at
-from firn.engine.planner import plan_partition
+from firn.engine.policies import plan
 from firn.model.tasks import TaskSpec
 from firn.settings import FirnSettings
 from firn_localstack import PostgresServer
@@ -60,7 +60,7 @@ def one_task(table: firn.Table) -> TaskSpec:
     snapshot = table.current_snapshot()
     entries = files_at(conn, table.table_id, snapshot)
     merged = merged_seqs_at(conn, table.table_id, snapshot).get("", 0)
-    draft = plan_partition(table.definition, table.properties, "", merged, entries, "major")
+    draft = plan(table.definition, table.properties, "", merged, entries, "major")
     if draft is None or len(draft.tasks) != 1:
         raise SystemExit(f"expected one task over the whole table, got {draft}")
     return draft.task_spec(

@@ -28,7 +28,6 @@ import numpy as np
 import pyarrow as pa
 from harness import best_of  # bench/ is on sys.path when run as a script
 
-from firn.engine.planner import plan_partition
 from firn.model.files import FileEntry
 from firn.model.plans import PlanDraft
 from firn.model.properties import TableProperties
@@ -112,7 +111,7 @@ def main() -> None:
 
     def plan() -> None:
         drafts[0] = None  # one plan alive at a time: large plans are large
-        drafts[0] = plan_partition(table, properties, "", 1, files)
+        drafts[0] = plan(table, properties, "", 1, files)
 
     if args.no_gc:
         gc.disable()
@@ -140,7 +139,7 @@ def main() -> None:
     print(f"plan_partition: {seconds:.2f} s (best of {args.runs}{gc_note}){verdict}")
     if args.profile:
         profile = cProfile.Profile()
-        profile.runcall(plan_partition, table, properties, "", 1, files)
+        profile.runcall(plan, table, properties, "", 1, files)
         pstats.Stats(profile).sort_stats("cumulative").print_stats(15)
 
 

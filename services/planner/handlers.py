@@ -29,6 +29,7 @@ from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import parsed
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import Actor, TaskState
+from firn.model.tasks import Kind
 from firn.model.triggers import too_many_small_base_files
 
 log = logging.getLogger(__name__)
@@ -86,10 +87,10 @@ class Planner:
             self.catalog.conn,
             table,
             request.partition_key,
-            request.kind,
+            Kind(request.kind),
             reason={"trigger": "metrics", "reasons": request.reasons},
             score=request.score,
-            tiered=request.scope == "due",
+            scope=request.scope,
             # A waiting plan is left to run: replanning it at every request made a
             # backlogged fleet plan its partitions over and over and run few of them.
             replace_waiting=False,

@@ -15,7 +15,7 @@ import firn
 from firn.catalog.files import files_at
 from firn.catalog.table_catalog import PostgresTableCatalog
 from firn.catalog.vectors import replace_vectors
-from firn.engine.planner import plan_partition
+from firn.engine.policies import plan
 from firn.engine.scan import scan_base
 from firn.io.deletion_vectors import write_positions
 from firn.model.files import FileEntry
@@ -30,7 +30,7 @@ def planned_specs(
     """The task specs the planner makes for the table's unpartitioned partition now,
     nothing merged before (made-up plan and task ids), for running the kernel."""
     entries = files_at(table.catalog.conn, table.table_id, table.current_snapshot())
-    draft = plan_partition(table.definition, table.properties, "", 0, entries, kind)
+    draft = plan(table.definition, table.properties, "", 0, entries, kind)
     assert draft is not None
     return [
         draft.task_spec(

@@ -28,8 +28,8 @@ from firn.engine.kernel import KernelLimits
 from firn.engine.planning import draft_now, plan_now, store_draft
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import Actor, TaskState
-from firn.model.tasks import TaskResult
-from firn.model.triggers import Kind, decide
+from firn.model.tasks import Kind, TaskResult
+from firn.model.triggers import decide
 from firn.model.values import key_from_json
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings

@@ -14,7 +14,7 @@ import pytest
 import firn
 from firn.catalog.files import files_at
 from firn.engine.kernel import KernelLimits, run_task
-from firn.engine.planner import plan_partition
+from firn.engine.policies import plan
 from firn.model.tasks import TaskSpec
 from firn.settings import FirnSettings
 from tests.integration.table_checks import planned_specs
@@ -78,7 +78,7 @@ def test_outputs_store_integer_keys_and_run_columns_delta_encoded(table: firn.Ta
     reference = table.read().sort_by("id")
     entries = files_at(table.catalog.conn, table.table_id, table.current_snapshot())
     for kind, delta_columns in (("minor", {"id", "_seq", "_ord"}), ("major", {"id"})):
-        draft = plan_partition(table.definition, table.properties, "", 0, entries, kind)
+        draft = plan(table.definition, table.properties, "", 0, entries, kind)
         assert draft is not None
         folded = []
         for n, task in enumerate(draft.tasks):

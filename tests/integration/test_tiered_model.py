@@ -82,7 +82,7 @@ def drafts(table: firn.Table) -> list[PlanDraft]:
     """What the services would plan now: each due partition's tiered draft."""
     due = {p["partition"]: p["due"] for p in table.status()["partitions"] if p["due"]}
     found = [
-        draft_now(table.catalog.conn, table, part, kind, tiered=True) for part, kind in due.items()
+        draft_now(table.catalog.conn, table, part, kind, scope="due") for part, kind in due.items()
     ]
     return [d for d in found if d is not None]
 

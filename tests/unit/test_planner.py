@@ -10,7 +10,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from firn.engine.planner import plan_partition
+from firn.engine import policies
 from firn.model.files import FileEntry
 from firn.model.plans import PlanDraft
 from firn.model.properties import TableProperties
@@ -37,7 +37,7 @@ def props(**values: object) -> TableProperties:
 
 
 def plan(files: list[FileEntry], merged: int = 0, kind: str = "major", **p: object) -> PlanDraft:
-    draft = plan_partition(TABLE, props(**p), "", merged, files, kind)  # type: ignore[arg-type]
+    draft = policies.plan(TABLE, props(**p), "", merged, files, kind)
     assert draft is not None
     return draft
 
@@ -87,7 +87,7 @@ def test_merged_change_files_are_not_inputs() -> None:
     old, new = change(Node(1, 0), 3), change(Node(1, 0), 4)
     draft = plan([old, new], merged=3, base_buckets=1)
     assert draft.tasks[0].change_files == (new,)
-    assert plan_partition(TABLE, props(), "", 4, [old, new]) is None
+    assert policies.plan(TABLE, props(), "", 4, [old, new]) is None
 
 
 def test_a_big_node_splits_between_base_files_by_key_range() -> None:
@@ -118,7 +118,7 @@ def test_overlapping_base_files_are_never_split_apart() -> None:
 
 def test_full_rewrites_every_base_file_even_without_changes() -> None:
     files = [base(Node(2, 0), 0, 10), base(Node(2, 1), 0, 10)]
-    assert plan_partition(TABLE, props(), "", 0, files) is None
+    assert policies.plan(TABLE, props(), "", 0, files) is None
     draft = plan(files, kind="full", base_buckets=4)
     assert [t.node for t in draft.tasks] == [Node(4, i) for i in range(4)]
     assert sorted(f.file_id for t in draft.tasks for f in t.base_files) == sorted(
@@ -129,9 +129,8 @@ def test_full_rewrites_every_base_file_even_without_changes() -> None:
 def test_unkeyed_tables_bin_pack_changes_and_small_base_files() -> None:
     small, big = base(Node(1, 0), 0, 0, 10), base(Node(1, 0), 0, 0, 10**9)
     changes = [change(Node(1, 0), s, size=300) for s in (2, 3, 4)]
-    draft = plan_partition(
-        UNKEYED, props(task_max_bytes=700), "", 1, [small, big, *changes], "major"
-    )
+    files = [small, big, *changes]
+    draft = policies.plan(UNKEYED, props(task_max_bytes=700), "", 1, files, "major")
     assert draft is not None
     assert draft.kind == "bin-pack"
     packed = [f for t in draft.tasks for f in (*t.base_files, *t.change_files)]

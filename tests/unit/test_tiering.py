@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from firn.engine.tiered import plan_tiered, runs
+from firn.engine.policies import plan
+from firn.engine.policies.tiered_runs import runs
 from firn.errors import ConfigError
 from firn.model.files import DeletionVector, FileEntry
 from firn.model.plans import PlanDraft
@@ -137,7 +138,7 @@ def base(node: Node, size: int = 1000, lo: int = 0, hi: int = 1000) -> FileEntry
 
 
 def tiered(files: list[FileEntry], kind: str = "minor", **p: object) -> PlanDraft | None:
-    return plan_tiered(TABLE, props(**p), "", 0, files, kind)  # type: ignore[arg-type]
+    return plan(TABLE, props(**p), "", 0, files, kind, scope="due")
 
 
 def test_runs_are_the_change_files_of_one_seq_newest_first() -> None:
@@ -303,16 +304,25 @@ def test_outside_the_window_units_merge_instead_of_folding_unless_stalled() -> N
     night = {"compaction.major-window": "01:00-05:00", "write.stall-runs": 7}
     at = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
     p = {"base_buckets": 1, "minor_file_count": 5, "major_window": "01:00-05:00"}
-    inside = plan_tiered(TABLE, props(**p), "", 0, due, "major", now=at.replace(hour=3))
+    inside = plan(TABLE, props(**p), "", 0, due, "major", now=at.replace(hour=3), scope="due")
     assert inside is not None
     assert inside.kind == "major"
-    outside = plan_tiered(TABLE, props(**p), "", 0, due, "major", now=at.replace(hour=12))
+    outside = plan(TABLE, props(**p), "", 0, due, "major", now=at.replace(hour=12), scope="due")
     assert outside is not None
     assert outside.kind == "minor", "six runs of a unit due to fold: merged instead"
     few = due[:3]  # two runs: nothing to merge, and the fold waits for the window
-    assert plan_tiered(TABLE, props(**p), "", 0, few, "major", now=at.replace(hour=12)) is None
-    stalled = plan_tiered(
-        TABLE, props(**p, write_stall_runs=6), "", 0, due, "major", now=at.replace(hour=12)
+    assert (
+        plan(TABLE, props(**p), "", 0, few, "major", now=at.replace(hour=12), scope="due") is None
+    )
+    stalled = plan(
+        TABLE,
+        props(**p, write_stall_runs=6),
+        "",
+        0,
+        due,
+        "major",
+        now=at.replace(hour=12),
+        scope="due",
     )
     assert stalled is not None
     assert stalled.kind == "major", "at the stall limit reads come first"
@@ -344,7 +354,7 @@ def test_small_base_files_past_the_rule_are_coalesced_changes_or_not() -> None:
     # Outside the off-peak window the rewrite waits, as folds do.
     at = dt.datetime(2026, 11, 23, 12, tzinfo=dt.UTC)
     night = props(**p, major_window="01:00-05:00")
-    assert plan_tiered(TABLE, night, "", 0, files, "major", now=at) is None
+    assert plan(TABLE, night, "", 0, files, "major", now=at, scope="due") is None
 
 
 def test_small_files_between_large_ones_are_rewritten_whole_with_them_at_twice_the_rule() -> None:
@@ -473,17 +483,17 @@ def test_a_major_plan_rewrites_the_step_whether_or_not_its_unit_folds() -> None:
     current = [replace(base(Node(4, n)), schema_id=3) for n in (0, 3)]
     files = [old_quiet, old_busy, *current, change(busy, 5, lo=500, hi=600)]
     p = props(base_buckets=4, change_buckets=4)
-    draft = plan_tiered(evolved, p, "", 0, files, "major", schema_budget=2000)
+    draft = plan(evolved, p, "", 0, files, "major", schema_budget=2000, scope="due")
     assert draft is not None
     rewritten = {f.file_id for t in draft.tasks for f in t.base_files}
     assert {old_quiet.file_id, old_busy.file_id} <= rewritten
     assert not rewritten & {f.file_id for f in current}
     # Without a budget only what the fold touches is rewritten.
-    unpaid = plan_tiered(evolved, p, "", 0, files, "major")
+    unpaid = plan(evolved, p, "", 0, files, "major", scope="due")
     assert unpaid is not None
     assert old_quiet.file_id not in {f.file_id for t in unpaid.tasks for f in t.base_files}
     # A minor request leaves the base alone.
-    minor = plan_tiered(evolved, p, "", 0, files, "minor", schema_budget=2000)
+    minor = plan(evolved, p, "", 0, files, "minor", schema_budget=2000, scope="due")
     assert minor is None or not any(t.base_files for t in minor.tasks)
 
 

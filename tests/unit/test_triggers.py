@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from firn.model.properties import MiB, TableProperties
-from firn.model.triggers import Kind, PartitionMetrics, decide, score
+from firn.model.tasks import Kind
+from firn.model.triggers import PartitionMetrics, decide, score
 
 PROPS = TableProperties.parse({"base.buckets": 4})  # n = 4
 QUIET = PartitionMetrics(

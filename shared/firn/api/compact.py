@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from firn.api.catalog import postgres_catalog_of
 from firn.catalog.claiming import claim_tasks, release_tasks
@@ -19,6 +19,7 @@ from firn.catalog.results import record_results, retry_backoff
 from firn.engine.execution import Claim, run_local, run_spark
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now
+from firn.engine.policies import Scope
 from firn.errors import ConfigError
 from firn.model.partition_names import PartitionName, partition_keys
 from firn.model.plans import PlanRecord, PlanSkipped
@@ -83,11 +84,12 @@ def compact(
     # call for (none: nothing to do), planned unit by unit as the planner service does.
     due = {p["partition"]: p["due"] for p in table.status()["partitions"]} if kind == "auto" else {}
     for part in partitions:
-        planned = cast(Kind, due.get(part) if kind == "auto" else kind)
+        planned = due.get(part) if kind == "auto" else kind
         if planned is None:
             continue
+        scope: Scope = "due" if kind == "auto" else "all"
         record = plan_now(
-            conn, table, part, planned, reason={"trigger": "manual"}, tiered=kind == "auto"
+            conn, table, part, Kind(planned), reason={"trigger": "manual"}, scope=scope
         )
         if isinstance(record, PlanSkipped):
             skipped.append(record)

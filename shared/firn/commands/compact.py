@@ -176,7 +176,9 @@ def _request(
     for key in keys:
         # auto is a minor request the planner answers unit by unit (scope "due").
         auto = kind == "auto"
-        draft = draft_now(conn, table, key, cast(Kind, "minor" if auto else kind), tiered=auto)
+        draft = draft_now(
+            conn, table, key, Kind.MINOR if auto else Kind(kind), scope="due" if auto else "all"
+        )
         if draft is None:
             skipped.append({"partition": key, "reason": "nothing to compact"})
             continue

@@ -10,8 +10,7 @@ from typing import Any, Protocol
 from firn.catalog.files import current_snapshot, merged_seqs_at, partition_files_at
 from firn.catalog.plans import create_plan
 from firn.catalog.schemas import definition_at, rewrite_budget, schema_id_at
-from firn.engine.planner import plan_partition
-from firn.engine.tiered import plan_tiered
+from firn.engine.policies import Scope, plan
 from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
@@ -40,18 +39,19 @@ def plan_now(
     *,
     reason: Mapping[str, Any] | None = None,
     score: float = 0.0,
-    tiered: bool = False,
+    scope: Scope = "all",
     replace_waiting: bool = True,
 ) -> PlanRecord | PlanSkipped | None:
     """A stored plan for ``partition``, why none was stored, or ``None`` when there
-    is nothing to compact. Unkeyed tables always get a bin-pack plan. ``tiered``
-    plans as the services do (``firn.engine.tiered``: each unit folds or merges runs
-    on its own numbers); else a major folds every change of the partition.
+    is nothing to compact. The policy is the registry's (``firn.engine.policies``) for
+    ``kind`` and ``scope``: ``due`` plans as the services do (each unit folds or
+    merges runs on its own numbers), ``all`` folds every change of the partition
+    (major); a table without a key is bin-packed.
     ``replace_waiting`` False leaves an open plan of the same kind that waits to run
     as it is (``create_plan``)."""
     snapshot = current_snapshot(conn, table.table_id)
     definition = definition_at_snapshot(conn, table, snapshot)
-    draft = _draft(conn, table, definition, partition, kind, snapshot, tiered=tiered)
+    draft = _draft(conn, table, definition, partition, kind, snapshot, scope)
     if draft is None:
         return None
     return store_draft(
@@ -108,13 +108,13 @@ def definition_at_snapshot(conn: Connection, table: PlannedTable, snapshot: int)
 
 
 def draft_now(
-    conn: Connection, table: PlannedTable, partition: str, kind: Kind, *, tiered: bool = False
+    conn: Connection, table: PlannedTable, partition: str, kind: Kind, *, scope: Scope = "all"
 ) -> PlanDraft | None:
     """What ``plan_now`` would plan for ``partition`` now, without storing anything:
     ``None`` when there is nothing to compact."""
     snapshot = current_snapshot(conn, table.table_id)
     definition = definition_at_snapshot(conn, table, snapshot)
-    return _draft(conn, table, definition, partition, kind, snapshot, tiered=tiered)
+    return _draft(conn, table, definition, partition, kind, snapshot, scope)
 
 
 def _draft(
@@ -124,20 +124,26 @@ def _draft(
     partition: str,
     kind: Kind,
     snapshot: int,
-    *,
-    tiered: bool,
+    scope: Scope,
 ) -> PlanDraft | None:
     files = partition_files_at(conn, table.table_id, snapshot, partition)
     merged = merged_seqs_at(conn, table.table_id, snapshot).get(partition, 0)
-    plan_kind: Kind = kind if definition.keyed else "bin-pack"
-    if not tiered:
-        return plan_partition(definition, table.properties, partition, merged, files, plan_kind)
     budget = 0
-    if plan_kind == "major" and any(
-        f.store == "base" and f.schema_id < definition.schema_id for f in files
+    if (
+        scope == "due"
+        and kind == Kind.MAJOR
+        and definition.keyed
+        and any(f.store == "base" and f.schema_id < definition.schema_id for f in files)
     ):
         ratio = table.properties.schema_rewrite_ratio
         budget = rewrite_budget(conn, table.table_id, partition, definition.schema_id, ratio)
-    return plan_tiered(
-        definition, table.properties, partition, merged, files, plan_kind, schema_budget=budget
+    return plan(
+        definition,
+        table.properties,
+        partition,
+        merged,
+        files,
+        kind,
+        scope=scope,
+        schema_budget=budget,
     )

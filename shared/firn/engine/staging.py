@@ -106,7 +106,7 @@ def _small_partitions_whole(
     """``files`` with each partition of fewer than ``split_rows`` rows moved to its root
     node: a change file's fixed cost (a Parquet footer, a catalog row, an open for
     every reader) is most of what a few rows cost, and a task of any node reads a
-    root-node file keeping only its own rows (``firn.engine.planner``)."""
+    root-node file keeping only its own rows (``firn.engine.policies.folding``)."""
     whole: dict[tuple[tuple[str, ...], Node, str], list[pa.Array]] = {}
     for (partition, node, op), parts in files.items():
         at = ROOT if rows_in[partition] < split_rows else node

@@ -7,8 +7,9 @@ updates of old ones, so its range spans every base file though it touches a hand
 Each change file therefore records up to ``MAX_SPANS`` spans, ``[first, last, rows]``:
 the first and last keys of a run of its sorted keys and how many rows it holds, split
 at the largest gaps between neighbouring keys. The planner tests base files against
-the spans instead of the range (``firn.engine.planner``), and bounds the rows a fold
-may hide in a base file by the rows of the spans that meet it (``firn.engine.tiered``).
+the spans instead of the range (``firn.engine.policies.folding``), and bounds the
+rows a fold may hide in a base file by the rows of the spans that meet it
+(``firn.engine.policies.tiered_runs``).
 Gaps are measured on the first key column that varies in the file (a partition column
 leading the key does not) when it is an integer, date or timestamp (ids and event
 times, where clustering is usual); other keys record no spans and the range stands.

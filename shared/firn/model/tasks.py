@@ -20,13 +20,30 @@ import json
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from firn.model.files import DeletionVector, FileEntry
 from firn.model.tree import Node
 
-Kind = Literal["major", "minor", "full", "bin-pack"]
-KINDS: tuple[str, ...] = ("major", "minor", "full", "bin-pack")
+
+class Kind(StrEnum):
+    """What a compaction does, the one list of them: the partition trigger's answer,
+    a plan's and a task's kind, and the key of the policy registry
+    (``firn.engine.policies``). A ``StrEnum``, so a kind compares equal to its name
+    and travels in JSON and SQL as that name."""
+
+    MAJOR = "major"
+    """Fold change runs and the base they meet into new base files."""
+    MINOR = "minor"
+    """Merge change runs among themselves; the base is untouched."""
+    FULL = "full"
+    """Rewrite the base whole (re-bucketing to ``base.buckets``)."""
+    BIN_PACK = "bin-pack"
+    """A table without a primary key: pack small files into larger ones."""
+
+
+KINDS: tuple[str, ...] = tuple(Kind)
 
 _T = TypeVar("_T")
 
@@ -268,6 +285,7 @@ class TaskSpec:
         values = _fields_of(cls, data)
         if values["kind"] not in KINDS:
             raise ValueError(f"TaskSpec kind must be one of {KINDS}, got {values['kind']!r}")
+        values["kind"] = Kind(values["kind"])
         values["lower"] = _key(values["lower"])
         values["upper"] = _key(values["upper"])
         for name in ("base_files", "change_files"):

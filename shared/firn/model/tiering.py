@@ -40,7 +40,7 @@ After Paimon's universal compaction for primary-key tables, applied to Firn's tr
   at that multiple of the partition's normal compaction rate: no burst of I/O, and
   a busy partition converges sooner than a quiet one.
 
-Pure: the caller turns units into tasks (``firn.engine.tiered``).
+Pure: the caller turns units into tasks (``firn.engine.policies.tiered_runs``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
 from firn.model.tasks import may_carry_vector
-from firn.model.triggers import worth_folding
+from firn.model.triggers import change_rules
 
 
 @dataclass(frozen=True)
@@ -102,28 +102,19 @@ class UnitPlan:
 
 
 def fold_reasons(unit: Unit, p: TableProperties) -> list[str]:
-    """Every SPEC 4 major rule that fires for the unit, with its numbers."""
+    """Every major change rule that fires for the unit, with its numbers
+    (``firn.model.triggers.change_rules``, on the unit's runs and the base its fold
+    would rewrite)."""
     if not unit.runs:
         return []
-    n = unit.nodes
-    deletes, base = unit.delete_bytes, unit.base_bytes
-    reasons = []
-    if deletes >= p.major_delete_bytes * n:
-        reasons.append(f"delete bytes {deletes} >= {p.major_delete_bytes * n}")
-    live = base + unit.insert_bytes
-    if (
-        live > 0
-        and deletes / live >= p.major_delete_ratio
-        and (deletes >= p.major_delete_bytes_lowest * n)
-    ):
-        reasons.append(f"delete ratio {deletes / live:.3f} >= {p.major_delete_ratio}")
-    if (
-        base > 0
-        and unit.change_bytes / base >= p.major_change_ratio
-        and worth_folding(unit.change_bytes, len(unit.runs), n, p)
-    ):
-        reasons.append(f"change ratio {unit.change_bytes / base:.3f} >= {p.major_change_ratio}")
-    return reasons
+    return change_rules(
+        p,
+        inserts=unit.insert_bytes,
+        deletes=unit.delete_bytes,
+        base=unit.base_bytes,
+        runs=len(unit.runs),
+        nodes=unit.nodes,
+    )
 
 
 def kept_by_vector(f: FileEntry, change_rows: int, level: int, p: TableProperties) -> bool:

@@ -9,15 +9,9 @@ can say *why* a partition was planned, not only that it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from firn.model.properties import TableProperties
-
-
-class Kind(StrEnum):
-    MAJOR = "major"
-    MINOR = "minor"
-    FULL = "full"
+from firn.model.tasks import Kind
 
 
 @dataclass(frozen=True)
@@ -58,26 +52,47 @@ class Decision:
     reasons: tuple[str, ...]
 
 
-def major_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
-    """Every SPEC 4 major rule that fires, with its numbers."""
-    n = p.base_buckets
+def change_rules(
+    p: TableProperties, *, inserts: int, deletes: int, base: int, runs: int, nodes: int
+) -> list[str]:
+    """The major rules that weigh changes against the base they would fold into, with
+    their numbers: delete bytes, delete ratio, change ratio. One function for the
+    partition's trigger (``major_reasons``) and each unit's fold
+    (``firn.model.tiering.fold_reasons``), so the two never disagree on a rule.
+    Thresholds are per node, times the ``nodes`` weighed."""
     reasons = []
-    if m.unmerged_delete_bytes >= p.major_delete_bytes * n:
-        reasons.append(f"delete bytes {m.unmerged_delete_bytes} >= {p.major_delete_bytes * n}")
-    live = m.base_bytes + m.unmerged_insert_bytes
+    if deletes >= p.major_delete_bytes * nodes:
+        reasons.append(f"delete bytes {deletes} >= {p.major_delete_bytes * nodes}")
+    live = base + inserts
     if (
         live > 0
-        and m.unmerged_delete_bytes / live >= p.major_delete_ratio
-        and m.unmerged_delete_bytes >= p.major_delete_bytes_lowest * n
+        and deletes / live >= p.major_delete_ratio
+        and deletes >= p.major_delete_bytes_lowest * nodes
     ):
-        reasons.append(
-            f"delete ratio {m.unmerged_delete_bytes / live:.3f} >= {p.major_delete_ratio}"
-        )
+        reasons.append(f"delete ratio {deletes / live:.3f} >= {p.major_delete_ratio}")
+    changes = inserts + deletes
+    if (
+        base > 0
+        and changes / base >= p.major_change_ratio
+        and worth_folding(changes, runs, nodes, p)
+    ):
+        reasons.append(f"change ratio {changes / base:.3f} >= {p.major_change_ratio}")
+    return reasons
+
+
+def major_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
+    """Every major rule that fires for the partition, with its numbers: the change
+    rules, then small base files and the interval since the last major."""
+    n = p.base_buckets
+    reasons = change_rules(
+        p,
+        inserts=m.unmerged_insert_bytes,
+        deletes=m.unmerged_delete_bytes,
+        base=m.base_bytes,
+        runs=m.max_runs_per_node,
+        nodes=n,
+    )
     worth = worth_folding(m.unmerged_bytes, m.max_runs_per_node, n, p)
-    if m.base_bytes > 0 and m.unmerged_bytes / m.base_bytes >= p.major_change_ratio and worth:
-        reasons.append(
-            f"change ratio {m.unmerged_bytes / m.base_bytes:.3f} >= {p.major_change_ratio}"
-        )
     if too_many_small_base_files(m, p):
         reasons.append(f"small base files {m.small_base_files} >= {p.major_file_count * n}")
     if m.unmerged_files > 0 and m.seconds_since_major is None and worth:
@@ -107,7 +122,8 @@ def too_many_small_base_files(m: PartitionMetrics, p: TableProperties) -> bool:
     """The SPEC 4 small-file rule, on small *base* files only: unmerged change files
     stand for read cost as sorted runs, which the minor trigger and each unit's merges
     answer (issue 15); counting them made every few commits a major folding every
-    unit. Answered by rewriting the units that hold several (``firn.engine.tiered``)."""
+    unit. Answered by rewriting the units that hold several
+    (``firn.engine.policies.tiered_runs``)."""
     return m.small_base_files >= p.major_file_count * p.base_buckets
 
 

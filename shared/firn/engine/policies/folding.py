@@ -1,7 +1,8 @@
-"""Planning one partition's compaction (SPEC 5): pure, from the partition's live files.
+"""The tasks that fold change files into base: pure, from a partition's live files.
 
-Given the live files of a partition at a snapshot, its ``max_merged_seq`` and the
-table's properties, the planner decides which files each task rewrites:
+Every policy that rewrites base (``firn.engine.policies``) builds its tasks here.
+Given the change files to fold, the base files they may meet and the table's
+properties, ``fold_tasks`` decides which files each task rewrites:
 
 1. The inputs are the unmerged change files (seq > max_merged_seq) and the base
    files; ``S`` is the greatest unmerged change seq.
@@ -20,9 +21,8 @@ table's properties, the planner decides which files each task rewrites:
    read by exactly one task; a range task lists only the change files whose key
    range meets its own.
 
-``full`` rewrites every base file; ``minor`` merges each node's change files among
-themselves (deletes kept, base untouched); unkeyed tables bin-pack: all unmerged change files
-and the small base files are concatenated into files of ``target-file-size``.
+``full`` rewrites every base file. Which files are handed in, and when, is the
+policies' choice.
 """
 
 from __future__ import annotations
@@ -37,41 +37,11 @@ import pyarrow as pa
 
 from firn.errors import ConfigError
 from firn.model.files import FileEntry
-from firn.model.plans import PlanDraft, PlannedTask
+from firn.model.plans import PlannedTask
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
-from firn.model.tasks import Kind
-from firn.model.tiering import laid_out
-from firn.model.tree import ROOT, Node
+from firn.model.tree import Node
 from firn.model.values import KeyTuple, key_from_json
-
-
-def plan_partition(
-    table: TableSchema,
-    properties: TableProperties,
-    partition_key: str,
-    max_merged_seq: int,
-    files: Sequence[FileEntry],
-    kind: Kind = "major",
-) -> PlanDraft | None:
-    """The plan for one partition, or ``None`` when there is nothing to do."""
-    if kind not in ("major", "full", "minor", "bin-pack"):
-        raise ConfigError(f"unknown compaction kind {kind!r} (use 'major', 'minor' or 'full')")
-    mine = [f for f in files if f.partition_key == partition_key]
-    changes = [f for f in mine if f.store == "change" and f.seq > max_merged_seq]
-    base = [f for f in mine if f.store == "base"]
-    to_seq = max((f.seq for f in changes), default=max_merged_seq)
-    if not table.keyed:
-        return _bin_pack(properties, partition_key, max_merged_seq, to_seq, changes, base, kind)
-    properties = laid_out(properties, base, changes)
-    if kind == "bin-pack":
-        raise ConfigError("bin-pack is for tables without a primary key; use 'major'")
-    if kind == "minor":
-        return _minor(partition_key, max_merged_seq, changes)
-    if not changes and (kind == "major" or not base):
-        return None
-    tasks, untouched = fold_tasks(table, properties, changes, base, full=kind == "full")
-    return PlanDraft(partition_key, kind, max_merged_seq, to_seq, tuple(tasks), tuple(untouched))
 
 
 def fold_tasks(
@@ -85,7 +55,7 @@ def fold_tasks(
 ) -> tuple[list[PlannedTask], list[FileEntry]]:
     """The tasks that fold ``changes`` into ``base`` (steps 2 to 5 of the module doc),
     and the base files they leave untouched. Base files in ``coalesce`` (small files
-    merged together, ``firn.engine.tiered``) are rewritten whatever the changes touch,
+    merged together, ``firn.engine.policies.tiered_runs``) are rewritten whatever the changes touch,
     and their tasks may not keep them with a deletion vector (``PlannedTask.rewrite``)."""
     level = properties.base_buckets
     targets = _targets(level, changes, base, full=full)
@@ -329,59 +299,3 @@ def _blocks(ranges: KeyRanges, base: Sequence[FileEntry]) -> list[list[FileEntry
             blocks.append([f])
             hi = f_hi
     return blocks
-
-
-def _minor(
-    partition_key: str, max_merged_seq: int, changes: Sequence[FileEntry]
-) -> PlanDraft | None:
-    """Minor compaction: the unmerged change files of each node that has several are
-    merged into one insert and one delete file at that node; the base is untouched.
-    (When it is due is the triggers' business: ``minor.file-count``.)"""
-    by_node: dict[Node, list[FileEntry]] = {}
-    for f in changes:
-        by_node.setdefault(f.node, []).append(f)
-    tasks = tuple(
-        PlannedTask(node, None, None, (), tuple(files))
-        for node, files in sorted(by_node.items())
-        if len(files) > 1
-    )
-    if not tasks:
-        return None
-    to_seq = max(f.seq for t in tasks for f in t.change_files)
-    return PlanDraft(partition_key, "minor", max_merged_seq, to_seq, tasks)
-
-
-def _bin_pack(
-    properties: TableProperties,
-    partition_key: str,
-    max_merged_seq: int,
-    to_seq: int,
-    changes: Sequence[FileEntry],
-    base: Sequence[FileEntry],
-    kind: Kind,
-) -> PlanDraft | None:
-    """Unkeyed tables: every unmerged change file (max_merged_seq moves past them all)
-    and the small base files (every base file for ``full``), packed into tasks of at
-    most ``task.max-bytes``."""
-    small = [f for f in base if kind == "full" or f.size_bytes < properties.small_file_threshold]
-    if not changes and len(small) < 2:
-        return None
-    tasks: list[list[FileEntry]] = [[]]
-    size = 0
-    for f in sorted((*changes, *small), key=lambda f: (f.seq, f.file_id)):
-        if tasks[-1] and size + f.size_bytes > properties.task_max_bytes:
-            tasks.append([])
-            size = 0
-        tasks[-1].append(f)
-        size += f.size_bytes
-    planned = tuple(
-        PlannedTask(
-            ROOT,
-            None,
-            None,
-            tuple(f for f in group if f.store == "base"),
-            tuple(f for f in group if f.store == "change"),
-        )
-        for group in tasks
-    )
-    return PlanDraft(partition_key, "bin-pack", max_merged_seq, to_seq, planned)
