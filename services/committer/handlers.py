@@ -20,16 +20,13 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from firn.catalog.compactions import (
-    PlanCommit,
-    commit_plan,
-    committable_plans,
-    compaction_event,
-)
+from firn.catalog.compactions import PlanCommit, committable_plans, compaction_event
 from firn.catalog.event_rows import task_named
 from firn.catalog.expiry import expire
 from firn.catalog.observed import compaction_latencies
+from firn.catalog.plans import plan_place
 from firn.catalog.tables import table_names
+from firn.engine import compaction
 from firn.errors import ConfigError, FirnError
 from firn.events.schemas import parsed
 from firn.events.tasks import TaskResultEvent
@@ -100,7 +97,7 @@ class Committer:
 
     def commit(self, plan_id: int) -> PlanOutcome:
         """Commit ``plan_id`` if complete and announce it; returns the outcome."""
-        outcome = commit_plan(self.conn, plan_id)
+        outcome = compaction.commit(self.conn, plan_id)
         if outcome.outcome in (PlanOutcome.COMMITTED, PlanOutcome.FAILED):
             self._observe(outcome)
         if outcome.outcome in (PlanOutcome.COMMITTED, PlanOutcome.ALREADY):
@@ -122,14 +119,10 @@ class Committer:
         ``already`` committed or ``stale``). The plan's fate is durable whatever
         happens here, so a failure to read its figures only loses them."""
         try:
-            row = self.conn.execute(
-                "SELECT t.name, p.kind FROM compaction_plan p JOIN catalog_table t "
-                "USING (table_id) WHERE p.plan_id = %s",
-                (outcome.plan_id,),
-            ).fetchone()
-            if row is None:
+            place = plan_place(self.conn, outcome.plan_id)
+            if place is None:
                 return
-            table, kind = row
+            table, kind = place.table, place.kind
             if outcome.outcome == PlanOutcome.FAILED:
                 PLANS_FAILED.labels(table, "commit").inc()
                 return

@@ -28,11 +28,12 @@ from typing import Any
 from confluent_kafka import Producer
 
 import firn
-from firn.catalog.claiming import WaitingTask, claim_tasks, claimable_tasks, stale_waiting_tasks
+from firn.catalog.claiming import WaitingTask, claimable_tasks, stale_waiting_tasks
 from firn.catalog.event_rows import task_named
 from firn.catalog.leasing import expire_leases, extend_lease
-from firn.catalog.results import record_results
+from firn.catalog.plans import plan_place
 from firn.catalog.transitions import move_task
+from firn.engine import compaction
 from firn.engine.execution import Claim, Runner
 from firn.engine.kernel import KernelLimits
 from firn.errors import FirnError
@@ -46,7 +47,7 @@ from firn.model.states import Actor, TaskState
 from firn.model.tasks import TaskResult
 from firn.observability.instruments import PLANS_FAILED, TASK_DURATION
 from firn.postgres.connection import ReconnectingConnection
-from firn.postgres.retry import is_transient, retrying_transient
+from firn.postgres.retry import is_transient
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class Dispatcher:
         if not batch:
             return
         lease = max(t.properties.task_lease for t in tables.values() if t is not None)
-        claims = claim_tasks(conn, [t.task_id for t in batch], self.owner, lease)
+        claims = compaction.claim(conn, [t.task_id for t in batch], self.owner, lease)
         if not claims:
             return  # another dispatcher claimed them first
         table_of = {c.task_id: c.table_id for c in batch}
@@ -127,9 +128,9 @@ class Dispatcher:
         (run one after another, a batch of eight one-task tables kept one of them busy)."""
         if len(groups) == 1:
             table, group = groups[0]
-            return [self.runner(table.definition, group, self.limits)]
+            return [compaction.run(self.runner, table.definition, group, self.limits)]
         futures = [
-            self._groups.submit(self.runner, table.definition, group, self.limits)
+            self._groups.submit(compaction.run, self.runner, table.definition, group, self.limits)
             for table, group in groups
         ]
         return [future.result() for future in futures]
@@ -139,12 +140,7 @@ class Dispatcher:
     ) -> None:
         """Record one table's results (one transaction) and announce each."""
         partitions = {spec.task_id: (spec.plan_id, spec.partition_key) for spec, _ in claims}
-        # The job may have outlived the connection it started on (a database restart):
-        # results are recorded on a fresh one, retried, not thrown away.
-        outcomes = retrying_transient(
-            lambda: record_results(self.catalog.conn, results, table.properties.task_max_attempts),
-            what=f"recording the results of tasks {[r.task_id for r in results]}",
-        )
+        outcomes = compaction.record(self.catalog.db, results, table.properties.task_max_attempts)
         for result, outcome in zip(results, outcomes, strict=True):
             plan_id, partition = partitions[result.task_id]
             TASK_DURATION.labels(table.name, outcome).observe(result.seconds)
@@ -192,16 +188,13 @@ class Dispatcher:
         return [t.task_id for t in waiting]
 
     def _announce(self, task: WaitingTask) -> None:
-        row = self.catalog.conn.execute(
-            "SELECT t.name, t.table_id, p.partition_key FROM compaction_plan p "
-            "JOIN catalog_table t USING (table_id) WHERE p.plan_id = %s",
-            (task.plan_id,),
-        ).fetchone()
-        if row is None:
+        place = plan_place(self.catalog.conn, task.plan_id)
+        if place is None:
             return
-        name, table_id, partition = row
         self._publish(
-            task.event(name, table_id, partition), self.topics.plan_tasks, f"{name}/{partition}"
+            task.event(place.table, place.table_id, place.partition_key),
+            self.topics.plan_tasks,
+            f"{place.table}/{place.partition_key}",
         )
 
     def _publish(self, event: PlanTaskEvent | TaskResultEvent, topic: str, key: str) -> None:

@@ -23,7 +23,7 @@ from firn.catalog.event_rows import partition_named
 from firn.catalog.metrics import partition_metrics
 from firn.catalog.plans import served_by_committed_plan
 from firn.catalog.transitions import move_task
-from firn.engine.planning import plan_now
+from firn.engine import compaction
 from firn.errors import EventMismatchError, FirnError
 from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import parsed
@@ -83,7 +83,7 @@ class Planner:
                 served,
             )
             return
-        outcome = plan_now(
+        outcome = compaction.plan(
             self.catalog.conn,
             table,
             request.partition_key,

@@ -269,21 +269,26 @@ def test_a_compaction_prepared_before_a_load_cannot_commit_over_it(
     table.upsert(load_rows([(p, k) for p in PARTS for k in range(20)], label="old"))
     table.delete(pa.table({"part": ["a", "b"], "k": [1, 2]}))
     loaded = load_rows([("a", 500), ("b", 501)], label="loaded")
-    real = compact_api._execute
+    real = compact_api._runner
 
-    def execute_then_load(*args: Any, **kwargs: Any) -> Any:
-        results = real(*args, **kwargs)  # the tasks are Prepared, not yet committed
-        table.load(loaded, partitions=["part=a", "part=b"])
-        return results
+    def runner_then_load(*args: Any) -> Any:
+        run = real(*args)
 
-    monkeypatch.setattr(compact_api, "_execute", execute_then_load)
+        def run_then_load(*run_args: Any) -> Any:
+            results = run(*run_args)  # the tasks ran; their results are not recorded yet
+            table.load(loaded, partitions=["part=a", "part=b"])
+            return results
+
+        return run_then_load
+
+    monkeypatch.setattr(compact_api, "_runner", runner_then_load)
     summary = firn.compact(table, engine="local")
     outcomes = {p["partition"]: p["outcome"] for p in summary["plans"]}
     assert outcomes == {"part=a": "failed", "part=b": "failed", "part=c": "committed"}
     expected = as_view(loaded)
     expected.update(as_view(load_rows([("c", k) for k in range(20)], label="old")))
     assert as_view(table.read()) == expected
-    monkeypatch.setattr(compact_api, "_execute", real)
+    monkeypatch.setattr(compact_api, "_runner", real)
     firn.compact(table, engine="local")  # replanned: nothing left to fold in
     assert as_view(table.read()) == expected
 

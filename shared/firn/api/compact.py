@@ -1,32 +1,30 @@
 """``firn.compact``: plan, execute and commit synchronously, in this process, through
-exactly the steps the services take (SPEC 10): the planner's draft is persisted with
-the state check, tasks are released and claimed through the task state machine,
-executed as one Spark job (or locally), recorded, retried up to
+the steps the services take (``firn.engine.compaction``): the policy's draft is
+stored with the state check, tasks are released and claimed through the task state
+machine, executed as one Spark job (or locally), recorded, retried up to
 ``task.max-attempts``, and each plan is committed in its own transaction.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from firn.api.catalog import postgres_catalog_of
-from firn.catalog.claiming import claim_tasks, release_tasks
-from firn.catalog.compactions import PlanCommit, commit_plan
-from firn.catalog.results import record_results, retry_backoff
-from firn.engine.execution import Claim, run_local, run_spark
+from firn.catalog.compactions import PlanCommit
+from firn.catalog.files import partitions_of
+from firn.engine import compaction
+from firn.engine.execution import Runner, run_local, run_spark
 from firn.engine.kernel import KernelLimits
-from firn.engine.planning import plan_now
 from firn.engine.policies import Scope
 from firn.errors import ConfigError
 from firn.model.partition_names import PartitionName, partition_keys
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.schema import TableSchema
-from firn.model.states import PlanOutcome, PlanState
 from firn.model.tasks import Kind, TaskResult
-from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
 
 if TYPE_CHECKING:
@@ -76,73 +74,42 @@ def compact(
     catalog = postgres_catalog_of(table)
     conn = catalog.conn
     props = table.properties
-    partitions = _partitions(conn, table, partition)
+    known = partitions_of(conn, table.table_id)
+    partitions = (
+        known if partition is None else existing_partitions(table.definition, partition, known)
+    )
 
     plans: list[PlanRecord] = []
     skipped: list[PlanSkipped] = []
     # "auto" asks what the metrics service would: the kind the partition's triggers
     # call for (none: nothing to do), planned unit by unit as the planner service does.
     due = {p["partition"]: p["due"] for p in table.status()["partitions"]} if kind == "auto" else {}
+    scope: Scope = "due" if kind == "auto" else "all"
     for part in partitions:
         planned = due.get(part) if kind == "auto" else kind
         if planned is None:
             continue
-        scope: Scope = "due" if kind == "auto" else "all"
-        record = plan_now(
-            conn, table, part, Kind(planned), reason={"trigger": "manual"}, scope=scope
+        record = compaction.plan(
+            conn, table, part, Kind(planned), scope=scope, reason={"trigger": "manual"}
         )
         if isinstance(record, PlanSkipped):
             skipped.append(record)
         elif record is not None:
-            release_tasks(conn, record)
+            compaction.release(conn, record)
             plans.append(record)
 
-    owner = f"compact-{os.getpid()}"
-    pending = [t.task_id for p in plans for t in p.tasks]
-    results: list[TaskResult] = []
-    limits = KernelLimits.from_settings(catalog.settings)
-    while pending:
-        claims = claim_tasks(conn, pending, owner, props.task_lease)
-        batch = _execute(catalog.settings, table, claims, limits, engine, spark)
-        results.extend(batch)
-        outcomes = record_results(conn, batch, props.task_max_attempts)
-        retries = [r for r, o in zip(batch, outcomes, strict=True) if o == "retry"]
-        pending = [r.task_id for r in retries]
-        if retries:
-            # Claims are refused until the backoff has passed (as the services wait).
-            time.sleep(max(retry_backoff(r.attempt) for r in retries))
-
-    commits = [_commit(conn, p.plan_id) for p in plans]
+    results = compaction.run_to_results(
+        catalog.db,
+        table.definition,
+        [t.task_id for p in plans for t in p.tasks],
+        _runner(catalog.settings, engine, spark),
+        KernelLimits.from_settings(catalog.settings),
+        owner=f"compact-{os.getpid()}",
+        lease=props.task_lease,
+        max_attempts=props.task_max_attempts,
+    )
+    commits = [compaction.settle(conn, p.plan_id) for p in plans]
     return _summary(table, kind, plans, skipped, commits, results, time.monotonic() - started)
-
-
-def _commit(conn: Connection, plan_id: int) -> PlanCommit:
-    """Commit the plan, unless one of its tasks failed it (retries used up, or an
-    error not worth retrying such as a damaged input file): then report that, with
-    the first line of the plan's error, which names the task and the file."""
-    row = conn.execute(
-        "SELECT state, error FROM compaction_plan WHERE plan_id = %s", (plan_id,)
-    ).fetchone()
-    if row is not None and row[0] == PlanState.FAILED:
-        reason = (row[1] or "").strip().splitlines()
-        return PlanCommit(plan_id, PlanOutcome.FAILED, reason=reason[0] if reason else "")
-    return commit_plan(conn, plan_id)
-
-
-def _partitions(
-    conn: Connection, table: Table, partition: PartitionName | Iterable[PartitionName] | None
-) -> list[str]:
-    known = [
-        p
-        for (p,) in conn.execute(
-            "SELECT partition_key FROM catalog_partition WHERE table_id = %s "
-            "ORDER BY partition_key",
-            (table.table_id,),
-        ).fetchall()
-    ]
-    if partition is None:
-        return known
-    return existing_partitions(table.definition, partition, known)
 
 
 def existing_partitions(
@@ -159,21 +126,16 @@ def existing_partitions(
     return keys
 
 
-def _execute(
-    settings: FirnSettings,
-    table: Table,
-    claims: list[Claim],
-    limits: KernelLimits,
-    engine: Engine,
-    spark: SparkSession | None,
-) -> list[TaskResult]:
+def _runner(settings: FirnSettings, engine: Engine, spark: SparkSession | None) -> Runner:
+    """The merge kernel in this process, or one Spark job per batch on ``spark`` (a
+    session built from the settings when None)."""
     if engine == "local":
-        return run_local(table.definition, claims, limits)
+        return run_local
     if spark is None:
         from firn.engine.spark_session import spark_session
 
         spark = spark_session(settings)
-    return run_spark(spark, table.definition, claims, limits)
+    return functools.partial(run_spark, spark)
 
 
 def _summary(

@@ -48,6 +48,15 @@ def _entry(row: tuple[Any, ...]) -> FileEntry:
     )
 
 
+def partitions_of(conn: Connection, table_id: int) -> list[str]:
+    """The keys of every partition the table has had, in order."""
+    rows = conn.execute(
+        "SELECT partition_key FROM catalog_partition WHERE table_id = %s ORDER BY partition_key",
+        (table_id,),
+    ).fetchall()
+    return [key for (key,) in rows]
+
+
 def current_snapshot(conn: Connection, table_id: int) -> int:
     row = conn.execute(
         "SELECT last_snapshot FROM catalog_table WHERE table_id = %s", (table_id,)

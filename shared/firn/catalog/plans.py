@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from firn.catalog.orphans import record_orphans
@@ -217,6 +218,38 @@ def fail_plan(conn: Connection, plan_id: int, reason: str, *, by: Actor) -> bool
                 move_task(conn, task_id, old, TaskState.REPLACED, by=by, reason=why)
         move_plan(conn, plan_id, state, PlanState.FAILED, by=by, reason=reason, error=reason)
     return True
+
+
+@dataclass(frozen=True)
+class PlanPlace:
+    """Where a plan belongs: its table (by name and id), partition and kind."""
+
+    table: str
+    table_id: int
+    partition_key: str
+    kind: str
+
+
+def plan_place(conn: Connection, plan_id: int) -> PlanPlace | None:
+    """The table, partition and kind of ``plan_id``; None when there is no such plan."""
+    row = conn.execute(
+        "SELECT t.name, t.table_id, p.partition_key, p.kind FROM compaction_plan p "
+        "JOIN catalog_table t USING (table_id) WHERE p.plan_id = %s",
+        (plan_id,),
+    ).fetchone()
+    return None if row is None else PlanPlace(row[0], int(row[1]), row[2], row[3])
+
+
+def plan_failure(conn: Connection, plan_id: int) -> str | None:
+    """Why ``plan_id`` failed (the first line of its error, naming the task and the
+    file), or None when it has not failed."""
+    row = conn.execute(
+        "SELECT state, error FROM compaction_plan WHERE plan_id = %s", (plan_id,)
+    ).fetchone()
+    if row is None or row[0] != PlanState.FAILED:
+        return None
+    lines = (row[1] or "").strip().splitlines()
+    return lines[0] if lines else ""
 
 
 SERVES = {"minor": ("minor", "major", "full"), "major": ("major", "full"), "full": ("full",)}
