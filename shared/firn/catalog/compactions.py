@@ -2,8 +2,9 @@
 
 The transaction takes the table row's lock first (to allocate the snapshot id), as
 producer commits do, so the two never deadlock; then the partition row. It checks
-that the plan is still the partition's current plan, that ``max_merged_seq`` is still
-the one the plan started from, and that every input file is still live; then it
+that the plan is still the partition's current plan, then the facts the plan was
+made under (``firn.catalog.commit_checks``: ``max_merged_seq`` is still the one the
+plan started from, every input file is still live); then it
 removes the inputs (the base files rewritten and the change files folded in; base
 files a fold kept stay, with the new deletion vector it gave them), adds
 the outputs, sets ``max_merged_seq = S`` with its history row once no change file at
@@ -24,11 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from firn.catalog.commit_checks import InputsLive, MergedSeqUnchanged, first_failure
 from firn.catalog.plans import fail_plan
 from firn.catalog.transitions import move_plan, move_task
 from firn.catalog.vectors import replace_vectors
 from firn.errors import CommitError
 from firn.events.compactions import CompactionEvent
+from firn.model.files import DeletionVector
 from firn.model.states import Actor, PlanOutcome, PlanState, TaskState
 from firn.model.tasks import OutputFile, TaskSpec
 from firn.postgres.connection import Connection
@@ -94,7 +97,112 @@ def _still_running(conn: Connection, plan_id: int) -> bool:
     return row is not None and row[0] in open_states and bool(row[1])
 
 
+@dataclass(frozen=True)
+class _OpenPlan:
+    """A plan that may commit, locked: its row and its tasks' rows."""
+
+    plan_id: int
+    table_id: int
+    partition_key: str
+    kind: str
+    state: PlanState
+    from_seq: int
+    to_seq: int
+    tasks: Sequence[Any]
+    """(task_id, state, attempt, spec, outputs) of every task, in order."""
+
+
+@dataclass(frozen=True)
+class _Outputs:
+    """What the plan's tasks wrote, as the commit needs it."""
+
+    specs: list[TaskSpec]
+    added: list[OutputFile]
+    """New files: every output but the base inputs a fold kept (``carried``)."""
+    kept: dict[int, OutputFile]
+    """Base inputs a fold kept, by file id (``firn.engine.vectors``): not removed."""
+    vectors: dict[int, DeletionVector]
+    """The new deletion vectors of kept base files."""
+    schema_ids: dict[str, int]
+
+    @classmethod
+    def of(cls, tasks: Sequence[Any]) -> _Outputs:
+        specs = [TaskSpec.from_dict(t[3]) for t in tasks]
+        everything = [OutputFile.from_dict(o) for t in tasks for o in (t[4] or [])]
+        kept = {o.replaces: o for o in everything if o.replaces is not None}
+        inputs_of = {f.file_id: f for s in specs for f in s.base_files}
+        vectors = {
+            fid: o.deletion_vector
+            for fid, o in kept.items()
+            if o.deletion_vector is not None and o.deletion_vector != inputs_of[fid].deletion_vector
+        }
+        added = [o for o in everything if not o.carried]
+        return cls(specs, added, kept, vectors, _output_schema_ids(tasks, specs))
+
+    @property
+    def base_inputs(self) -> list[int]:
+        return sorted({f.file_id for s in self.specs for f in s.base_files})
+
+    @property
+    def change_inputs(self) -> list[int]:
+        return sorted({f.file_id for s in self.specs for f in s.change_files})
+
+    @property
+    def folded_base(self) -> list[int]:
+        """The base inputs that leave the live set: a fold's (a merge of runs leaves
+        the base alone), but those it kept."""
+        folded = {f.file_id for s in self.specs if s.kind != "minor" for f in s.base_files}
+        return sorted(folded - set(self.kept))
+
+    @property
+    def moved(self) -> list[OutputFile]:
+        """Added files that are change inputs moved to the base store as they were."""
+        folded_paths = {f.path for s in self.specs for f in s.change_files}
+        return [o for o in self.added if o.path in folded_paths]
+
+
 def _commit(conn: Connection, plan_id: int) -> PlanCommit:
+    plan = _lock_open_plan(conn, plan_id)
+    if isinstance(plan, PlanCommit):
+        return plan
+    outputs = _Outputs.of(plan.tasks)
+    snapshot_id, now = conn.execute(
+        "UPDATE catalog_table SET last_snapshot = last_snapshot + 1 WHERE table_id = %s "
+        "RETURNING last_snapshot, now()",
+        (plan.table_id,),
+    ).fetchone()  # type: ignore[misc]
+    checks = (
+        MergedSeqUnchanged(plan.table_id, plan.partition_key, plan.from_seq),
+        InputsLive(outputs.base_inputs + outputs.change_inputs),
+    )
+    if (failure := first_failure(conn, checks)) is not None:
+        raise _CheckFailedError(failure)
+    removed = _swap_files(conn, plan, outputs, snapshot_id)
+    merged_to = _advance_merged_seq(conn, plan, snapshot_id, now)
+    moved = outputs.moved
+    result = PlanCommit(
+        plan_id,
+        PlanOutcome.COMMITTED,
+        snapshot_id=snapshot_id,
+        merged_seq_advanced=merged_to != plan.from_seq,
+        removed_files=removed,
+        added_files=len(outputs.added),
+        added_bytes=sum(o.size_bytes for o in outputs.added),
+        added_rows=sum(o.record_count for o in outputs.added),
+        moved_files=len(moved),
+        moved_bytes=sum(o.size_bytes for o in moved),
+        kept_files=len(outputs.kept),
+        vector_files=len(outputs.vectors),
+        vector_bytes=sum(v.size_bytes for v in outputs.vectors.values()),
+    )
+    _record_snapshot(conn, plan, result, merged_to, now)
+    _mark_committed(conn, plan, snapshot_id)
+    return result
+
+
+def _lock_open_plan(conn: Connection, plan_id: int) -> _OpenPlan | PlanCommit:
+    """The plan and its tasks, locked, when it may commit; else what to answer
+    (``stale``, ``already``, ``waiting``)."""
     where = conn.execute(
         "SELECT table_id, partition_key FROM compaction_plan WHERE plan_id = %s", (plan_id,)
     ).fetchone()
@@ -113,14 +221,14 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         "UPDATE catalog_partition SET changed = 0 WHERE table_id = %s AND partition_key = %s",
         where,
     )
-    plan = conn.execute(
+    row = conn.execute(
         "SELECT table_id, partition_key, kind, state, from_merged_seq, to_seq, "
         "committed_snapshot FROM compaction_plan WHERE plan_id = %s FOR UPDATE",
         (plan_id,),
     ).fetchone()
-    if plan is None:
+    if row is None:
         return PlanCommit(plan_id, PlanOutcome.STALE, reason="no such plan")
-    table_id, partition, kind, state, from_seq, to_seq, committed = plan
+    table_id, partition, kind, state, from_seq, to_seq, committed = row
     if state == PlanState.COMMITTED:
         return PlanCommit(plan_id, PlanOutcome.ALREADY, snapshot_id=committed)
     if state in (PlanState.FAILED, PlanState.REPLACED):
@@ -132,54 +240,20 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     ).fetchall()
     if any(TaskState(t[1]) != TaskState.PREPARED for t in tasks):
         return PlanCommit(plan_id, PlanOutcome.WAITING, reason="not every task is Prepared")
-    specs = [TaskSpec.from_dict(t[3]) for t in tasks]
-    everything = [OutputFile.from_dict(o) for t in tasks for o in (t[4] or [])]
-    # Base inputs a fold kept (firn.engine.vectors): not new files, and not removed.
-    outputs = [o for o in everything if not o.carried]
-    schema_ids = _output_schema_ids(tasks, specs)
-    kept = {o.replaces: o for o in everything if o.replaces is not None}
-    inputs_of = {f.file_id: f for s in specs for f in s.base_files}
-    vectors = {
-        fid: o.deletion_vector
-        for fid, o in kept.items()
-        if o.deletion_vector is not None and o.deletion_vector != inputs_of[fid].deletion_vector
-    }
+    return _OpenPlan(plan_id, table_id, partition, kind, PlanState(state), from_seq, to_seq, tasks)
 
-    snapshot_id, now = conn.execute(
-        "UPDATE catalog_table SET last_snapshot = last_snapshot + 1 WHERE table_id = %s "
-        "RETURNING last_snapshot, now()",
-        (table_id,),
-    ).fetchone()  # type: ignore[misc]
-    merged = conn.execute(
-        "SELECT max_merged_seq FROM catalog_partition WHERE table_id = %s "
-        "AND partition_key = %s FOR UPDATE",
-        (table_id, partition),
-    ).fetchone()
-    if merged is None or int(merged[0]) != from_seq:
-        raise _CheckFailedError(
-            f"max_merged_seq moved from {from_seq} to {None if merged is None else merged[0]}"
-        )
-    base_inputs = sorted({f.file_id for s in specs for f in s.base_files})
-    change_inputs = sorted({f.file_id for s in specs for f in s.change_files})
-    live = conn.execute(
-        "SELECT count(*) FROM data_file WHERE file_id = ANY(%s) AND removed_snapshot IS NULL",
-        (base_inputs + change_inputs,),
-    ).fetchone()
-    if live is None or int(live[0]) != len(base_inputs) + len(change_inputs):
-        raise _CheckFailedError("an input file was removed by another commit")
 
-    # Exactly the inputs leave the live set: each task's change files, and a fold's
-    # base files (a merge of runs leaves the base alone). Nothing else is hidden, so a
-    # plan that folds some units never touches another unit's changes.
-    folded = sorted(
-        {f.file_id for s in specs if s.kind != "minor" for f in s.base_files} - set(kept)
-    )
+def _swap_files(conn: Connection, plan: _OpenPlan, outputs: _Outputs, snapshot_id: int) -> int:
+    """Exactly the inputs leave the live set (each task's change files, and a fold's
+    base files), the kept files get their new deletion vectors, and the outputs are
+    added; the files removed. Nothing else is hidden, so a plan that folds some
+    units never touches another unit's changes."""
     removed = conn.execute(
         "UPDATE data_file SET removed_snapshot = %s WHERE file_id = ANY(%s)",
-        (snapshot_id, change_inputs + folded),
+        (snapshot_id, outputs.change_inputs + outputs.folded_base),
     ).rowcount
     try:
-        replace_vectors(conn, table_id, snapshot_id, vectors)
+        replace_vectors(conn, plan.table_id, snapshot_id, outputs.vectors)
     except CommitError as exc:
         raise _CheckFailedError(str(exc)) from exc
     with conn.cursor() as cur:
@@ -187,46 +261,45 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
             "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
             "seq, path, size_bytes, record_count, min_key, max_key, added_snapshot, schema_id) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [_output_row(table_id, partition, o, snapshot_id, schema_ids[o.path]) for o in outputs],
+            [
+                _output_row(
+                    plan.table_id, plan.partition_key, o, snapshot_id, outputs.schema_ids[o.path]
+                )
+                for o in outputs.added
+            ],
         )
-    # max_merged_seq = S says every change up to S is in base: true once no change
-    # file at or below S is live (a tiered plan may fold some units and not others).
-    merged_to = from_seq
-    if kind != "minor" and not _unfolded_at_or_below(conn, table_id, partition, to_seq):
-        merged_to = to_seq
-        conn.execute(
-            "UPDATE catalog_partition SET max_merged_seq = %s, last_major_at = %s "
-            "WHERE table_id = %s AND partition_key = %s",
-            (to_seq, now, table_id, partition),
-        )
-        conn.execute(
-            "INSERT INTO partition_merge_history (table_id, partition_key, snapshot_id, "
-            "max_merged_seq) VALUES (%s, %s, %s, %s)",
-            (table_id, partition, snapshot_id, to_seq),
-        )
-    folded_paths = {f.path for s in specs for f in s.change_files}
-    moved = [o for o in outputs if o.path in folded_paths]
-    result = PlanCommit(
-        plan_id,
-        PlanOutcome.COMMITTED,
-        snapshot_id=snapshot_id,
-        merged_seq_advanced=merged_to != from_seq,
-        removed_files=removed,
-        added_files=len(outputs),
-        added_bytes=sum(o.size_bytes for o in outputs),
-        added_rows=sum(o.record_count for o in outputs),
-        moved_files=len(moved),
-        moved_bytes=sum(o.size_bytes for o in moved),
-        kept_files=len(kept),
-        vector_files=len(vectors),
-        vector_bytes=sum(v.size_bytes for v in vectors.values()),
+    return removed
+
+
+def _advance_merged_seq(conn: Connection, plan: _OpenPlan, snapshot_id: int, now: Any) -> int:
+    """The partition's ``max_merged_seq`` after the commit. ``= S`` says every change
+    up to S is in base: true once no change file at or below S is live (a tiered plan
+    may fold some units and not others), never after a merge of runs."""
+    table_id, partition, to_seq = plan.table_id, plan.partition_key, plan.to_seq
+    if plan.kind == "minor" or _unfolded_at_or_below(conn, table_id, partition, to_seq):
+        return plan.from_seq
+    conn.execute(
+        "UPDATE catalog_partition SET max_merged_seq = %s, last_major_at = %s "
+        "WHERE table_id = %s AND partition_key = %s",
+        (to_seq, now, table_id, partition),
     )
+    conn.execute(
+        "INSERT INTO partition_merge_history (table_id, partition_key, snapshot_id, "
+        "max_merged_seq) VALUES (%s, %s, %s, %s)",
+        (table_id, partition, snapshot_id, to_seq),
+    )
+    return to_seq
+
+
+def _record_snapshot(
+    conn: Connection, plan: _OpenPlan, result: PlanCommit, merged_to: int, now: Any
+) -> None:
     summary = {
-        "plan_id": plan_id,
-        "kind": kind,
-        "partition": partition,
+        "plan_id": plan.plan_id,
+        "kind": plan.kind,
+        "partition": plan.partition_key,
         "max_merged_seq": merged_to,
-        "removed_files": removed,
+        "removed_files": result.removed_files,
         "added_files": result.added_files,
         "added_bytes": result.added_bytes,
         "added_rows": result.added_rows,
@@ -239,9 +312,13 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     conn.execute(
         "INSERT INTO snapshot (table_id, snapshot_id, kind, created_at, summary) "
         "VALUES (%s, %s, 'compaction', %s, %s)",
-        (table_id, snapshot_id, now, json.dumps(summary)),
+        (plan.table_id, result.snapshot_id, now, json.dumps(summary)),
     )
-    for task_id, _, attempt, _, _ in tasks:
+
+
+def _mark_committed(conn: Connection, plan: _OpenPlan, snapshot_id: int) -> None:
+    """Every task Prepared -> Committed, the plan through Committing to Committed."""
+    for task_id, _, attempt, _, _ in plan.tasks:
         move_task(
             conn,
             task_id,
@@ -253,15 +330,15 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
         )
     move_plan(
         conn,
-        plan_id,
-        PlanState(state),
+        plan.plan_id,
+        plan.state,
         PlanState.COMMITTING,
         by=Actor.COMMITTER,
         reason="all tasks prepared",
     )
     move_plan(
         conn,
-        plan_id,
+        plan.plan_id,
         PlanState.COMMITTING,
         PlanState.COMMITTED,
         by=Actor.COMMITTER,
@@ -269,9 +346,8 @@ def _commit(conn: Connection, plan_id: int) -> PlanCommit:
     )
     conn.execute(
         "UPDATE compaction_plan SET committed_snapshot = %s WHERE plan_id = %s",
-        (snapshot_id, plan_id),
+        (snapshot_id, plan.plan_id),
     )
-    return result
 
 
 def _unfolded_at_or_below(conn: Connection, table_id: int, partition: str, seq: int) -> bool:
