@@ -39,9 +39,13 @@ lint: setup ## ruff lint and format check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: setup ## mypy --strict on the core library and the local stack runner
+typecheck: setup ## mypy --strict on the core library, the services and the local stack runner
 	$(BIN)/mypy shared/firn
 	$(BIN)/mypy deploy/localstack
+	@# The services install as firn_services from services/ (pyproject's package-dir),
+	@# which mypy cannot map: it reads them through a link named as the package.
+	mkdir -p .mypy_cache/packages && ln -sfn ../../services .mypy_cache/packages/firn_services
+	MYPYPATH=.mypy_cache/packages:shared $(BIN)/mypy -p firn_services
 
 unit: setup ## fast tests with no I/O
 	$(BIN)/pytest tests/unit

@@ -120,7 +120,7 @@ def run_consumer_service(
     *,
     consumes: list[str],
     handlers: Mapping[str, EventHandler],
-    on_idle: Callable[[], None] = lambda: None,
+    on_idle: Callable[[], object] = lambda: None,
     idle_every: float | None = None,
 ) -> None:
     """Run the consume loop for ``context`` until a stop signal arrives. ``on_idle``
@@ -154,7 +154,7 @@ def run_consumer_service(
 
 
 def _idle_work(
-    context: ServiceContext, on_idle: Callable[[], None], idle_every: float | None
+    context: ServiceContext, on_idle: Callable[[], object], idle_every: float | None
 ) -> Callable[[], None]:
     """The heartbeat and ``on_idle``, each run at most once per its own interval
     (``on_idle`` with the heartbeat when ``idle_every`` is None)."""

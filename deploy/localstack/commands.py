@@ -20,6 +20,7 @@ from typing import Any, TypeGuard
 
 import psutil
 
+from firn.commands.compact import request_compaction
 from firn.dashboard import DashboardServer, serve
 from firn.errors import ConfigError, StackError
 from firn.settings import FirnSettings
@@ -137,7 +138,7 @@ def _start_dashboard(settings: FirnSettings) -> DashboardServer | None:
     if not settings.dashboard_port:
         return None
     try:
-        return serve(settings)
+        return serve(settings, request_compaction)
     except OSError as exc:
         # As with a service's /metrics port: the stack is worth more than its dashboard.
         log.error(

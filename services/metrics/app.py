@@ -29,7 +29,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
@@ -185,8 +185,8 @@ def create_app(
                 lost_dead_letters,
             )
 
-    async def fan_out(stream: AsyncIterator[Any]) -> None:
-        async for event in stream.events():  # type: ignore[attr-defined]
+    async def fan_out(stream: faust.StreamT[Any]) -> None:
+        async for event in stream.events():
             try:
                 decoded = decode(event.value)
                 kind = decoded["event_type"]
@@ -201,8 +201,8 @@ def create_app(
                 continue
             await send_updates(found)
 
-    async def track(stream: AsyncIterator[Any]) -> None:
-        async for event in stream.events():  # type: ignore[attr-defined]
+    async def track(stream: faust.StreamT[Any]) -> None:
+        async for event in stream.events():
             try:
                 await track_table(parse_updates(event.value))
             except Exception as exc:  # a Faust agent that raises stops the worker

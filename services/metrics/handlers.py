@@ -60,7 +60,7 @@ def partition_of(update: Update) -> str:
 
 
 def table_of(update: Update) -> int:
-    return update["table_id"]
+    return int(update["table_id"])
 
 
 def grouped_by(updates: list[Update], key: Callable[[Update], Any]) -> dict[Any, list[Update]]:
