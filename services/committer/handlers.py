@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from confluent_kafka import Producer
 
@@ -28,7 +26,6 @@ from firn.catalog.plans import plan_place
 from firn.catalog.tables import table_names
 from firn.engine import compaction
 from firn.errors import ConfigError, FirnError
-from firn.events.schemas import parsed
 from firn.events.tasks import TaskResultEvent
 from firn.model.states import PlanOutcome, TaskState
 from firn.observability.instruments import (
@@ -80,11 +77,10 @@ class Committer:
     def conn(self) -> Connection:
         return self.db.conn
 
-    def task_result(self, event: Mapping[str, Any]) -> None:
+    def task_result(self, result: TaskResultEvent) -> None:
         """A wake-up for the plan of the task the event names. What is committed,
         and whether, comes from the catalog rows alone; an event that disagrees with
         its task's row goes to the DLQ, one about an earlier attempt is dropped."""
-        result = parsed(event, TaskResultEvent)
         task = task_named(self.conn, result)
         if result.attempt < task.attempt:
             log.info("task %d: result of attempt %d is stale", task.task_id, result.attempt)

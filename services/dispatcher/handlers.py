@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from confluent_kafka import Producer
 
@@ -39,7 +38,6 @@ from firn.engine.kernel import KernelLimits
 from firn.errors import FirnError
 from firn.events.dead_letters import bounded
 from firn.events.plans import PlanTaskEvent
-from firn.events.schemas import parsed
 from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics
 from firn.model.permits import choose_batch
@@ -82,10 +80,10 @@ class Dispatcher:
         hand, if any)."""
         self._groups.shutdown(wait=True)
 
-    def plan_task(self, event: Mapping[str, Any]) -> None:
+    def plan_task(self, event: PlanTaskEvent) -> None:
         """A wake-up: run the batch the catalog says comes first (which need not hold
         the event's own task; a later wake-up or the sweep gets to that one)."""
-        task_named(self.catalog.conn, parsed(event, PlanTaskEvent))
+        task_named(self.catalog.conn, event)
         conn = self.catalog.conn
         settings = self.catalog.settings
         most = settings.dispatcher_max_concurrent_tasks

@@ -35,11 +35,11 @@ from typing import Any
 import faust
 from tenacity import AsyncRetrying
 
-from firn.errors import FirnError, error_kind
+from firn.errors import error_kind
 from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
+from firn.events.wire import UnhandledEventError, as_event, dead_letter_reason, decode
 from firn.kafka import Topics
 from firn.kafka.clients import SESSION_TIMEOUT_MS
-from firn.kafka.loop import UnhandledEventError, decode
 from firn.model.properties import TableProperties
 from firn.postgres.retry import transient_retries
 from firn.sensors import sensors
@@ -162,7 +162,7 @@ def create_app(
             source=(message.topic, message.partition, message.offset),
             key=event.key,
             value=event.value if isinstance(event.value, bytes) else None,
-            reason=_reason(exc),
+            reason=dead_letter_reason(exc),
         )
         where = f"{message.topic}[{message.partition}]@{message.offset}"
         log.warning("parking %s in %s: %s", where, topics.dlq, letter.reason)
@@ -185,17 +185,22 @@ def create_app(
                 lost_dead_letters,
             )
 
+    # As the consume loop of the other services dispatches (firn.kafka.loop): decoded,
+    # its handler looked up by type, read as its model from the one registry. The
+    # reader's methods are looked up per event (an app may be built without one).
+    handlers: dict[str, Callable[[Any], list[Update]]] = {
+        "commit": lambda commit: reader.commit_updates(commit),
+        "compaction": lambda compaction: reader.compaction_readings(compaction),
+    }
+
     async def fan_out(stream: faust.StreamT[Any]) -> None:
         async for event in stream.events():
             try:
-                decoded = decode(event.value)
-                kind = decoded["event_type"]
-                if kind == "commit":
-                    found = await _retrying(reader.commit_updates, decoded)
-                elif kind == "compaction":
-                    found = await _retrying(reader.compaction_readings, decoded)
-                else:
-                    raise UnhandledEventError(f"no handler for event type {kind!r}")
+                raw = decode(event.value)
+                handler = handlers.get(raw["event_type"])
+                if handler is None:
+                    raise UnhandledEventError(f"no handler for event type {raw['event_type']!r}")
+                found = await _retrying(handler, as_event(raw))
             except Exception as exc:  # a Faust agent that raises stops the worker
                 await park(event, exc)
                 continue
@@ -329,9 +334,3 @@ async def _retrying(call: Callable[..., Any], *args: Any) -> Any:
     event. A permanent failure is raised (and the event parked)."""
     retrying = AsyncRetrying(**transient_retries("catalog call"))
     return await retrying(asyncio.to_thread, call, *args)
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, FirnError):
-        return str(exc)
-    return f"unexpected {type(exc).__name__}: {exc}"

@@ -33,8 +33,7 @@ from firn.errors import ConfigError
 from firn.events.commits import CommitEvent
 from firn.events.compactions import CompactionEvent
 from firn.events.plans import PlanRequestEvent
-from firn.events.schemas import parsed
-from firn.kafka.loop import UnhandledEventError
+from firn.events.wire import UnhandledEventError
 from firn.model.properties import TableProperties
 from firn.model.triggers import PartitionMetrics
 from firn.observability.instruments import COMMITTED_BYTES
@@ -243,11 +242,10 @@ class CatalogReader:
             updates.append(update)
         return updates
 
-    def commit_updates(self, event: Mapping[str, Any]) -> list[Update]:
+    def commit_updates(self, commit: CommitEvent) -> list[Update]:
         """One update per partition the commit an event names touched, counted from
         the catalog's rows of that snapshot, not from the event (``ConfigError`` if the
         event is invalid, ``EventMismatchError`` if it disagrees with the catalog)."""
-        commit = parsed(event, CommitEvent)
         with self._lock:
             added = commit_named(self.catalog.conn, commit)
         updates = []
@@ -268,10 +266,9 @@ class CatalogReader:
         )
         return updates
 
-    def compaction_readings(self, event: Mapping[str, Any]) -> list[Update]:
+    def compaction_readings(self, compaction: CompactionEvent) -> list[Update]:
         """The compacted partition's reading (``ConfigError`` if the event is invalid,
         ``EventMismatchError`` if it names no plan committed as that snapshot)."""
-        compaction = parsed(event, CompactionEvent)
         with self._lock:
             compaction_named(self.catalog.conn, compaction)
         return self.readings(compaction.table, compaction.table_id, [compaction.partition_key])

@@ -12,8 +12,6 @@ events are harmless, since only one claim of a Pending task can win.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
 
 from confluent_kafka import Producer
 
@@ -26,7 +24,6 @@ from firn.catalog.transitions import move_task
 from firn.engine import compaction
 from firn.errors import EventMismatchError, FirnError
 from firn.events.plans import PlanRequestEvent
-from firn.events.schemas import parsed
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import Actor, TaskState
 from firn.model.tasks import Kind
@@ -43,11 +40,10 @@ class Planner:
         self.producer = producer
         self.topic = topic
 
-    def plan_request(self, event: Mapping[str, Any]) -> None:
+    def plan_request(self, request: PlanRequestEvent) -> None:
         """Plan the partition the request names, from the catalog alone: the request
         says which partition, the catalog says what to merge. A request for a
         partition or seq the catalog does not have goes to the DLQ."""
-        request = parsed(event, PlanRequestEvent)
         greatest_seq = partition_named(self.catalog.conn, request)
         if request.max_seq > greatest_seq:
             raise EventMismatchError(

@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import psycopg
 
 from firn.errors import ServiceError
 from firn.events.compactions import CompactionEvent
-from firn.events.schemas import parsed
 from firn.iceberg.publisher import Publication
 from firn.model.backoff import Backoff
 from firn.observability.instruments import (
@@ -95,10 +94,9 @@ class Publishing:
         self._last_swept = 0
         """The table the last sweep ended with: the next one starts after it."""
 
-    def compaction(self, event: Mapping[str, Any]) -> None:
+    def compaction(self, compaction: CompactionEvent) -> None:
         """A compaction committed: publish its table (a table that is failing is
         tried at once too: the event brings a new snapshot)."""
-        compaction = parsed(event, CompactionEvent)
         self.publish(compaction.table_id)
 
     def sweep(self) -> list[Publication]:

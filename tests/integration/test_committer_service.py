@@ -20,6 +20,7 @@ from firn.engine.execution import run_local
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now
 from firn.events.tasks import TaskResultEvent
+from firn.events.wire import as_event
 from firn.kafka import Topics, ensure_topics, producer
 from firn.model.plans import PlanRecord
 from firn.settings import FirnSettings
@@ -48,7 +49,7 @@ def prepared_plan(table: firn.Table, *, leave_one: bool = False) -> tuple[PlanRe
     return record, [t.task_id for t in tasks]
 
 
-def result_event(table: firn.Table, record: PlanRecord, task_id: int) -> dict[str, object]:
+def result_event(table: firn.Table, record: PlanRecord, task_id: int) -> TaskResultEvent:
     event = TaskResultEvent(
         table=table.name,
         table_id=table.table_id,
@@ -60,7 +61,7 @@ def result_event(table: firn.Table, record: PlanRecord, task_id: int) -> dict[st
         rows_written=1,
         seconds=0.1,
     )
-    return dict(json.loads(event.to_json()))
+    return TaskResultEvent.model_validate(as_event(json.loads(event.to_json())))
 
 
 def test_a_complete_plan_is_committed_and_announced_once(

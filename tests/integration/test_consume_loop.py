@@ -88,6 +88,7 @@ def test_bad_events_are_parked_with_a_reason_and_the_loop_goes_on(
         producer(settings),
         topics=[topics.commits],
         handlers={"ping": ping},
+        read=dict,  # test events, not Firn's: handed on as decoded
         dlq_topic=topics.dlq,
         service="test",
     )
@@ -137,6 +138,7 @@ def test_a_retryable_failure_is_handled_again_not_skipped(
         producer(settings),
         topics=[topics.commits],
         handlers={"ping": flaky},
+        read=dict,  # test events, not Firn's: handed on as decoded
         dlq_topic=topics.dlq,
         service="test",
         retry_backoff=0.1,
@@ -170,6 +172,7 @@ def test_a_handler_longer_than_the_poll_interval_keeps_the_group_membership(
         producer(settings),
         topics=[topics.commits],
         handlers={"slow": slow},
+        read=dict,  # test events, not Firn's: handed on as decoded
         dlq_topic=topics.dlq,
         service="test",
     )
@@ -202,6 +205,7 @@ def test_an_unexpected_error_parks_the_message_and_a_transient_one_retries_it(
         producer(settings),
         topics=[topics.commits],
         handlers={"ping": buggy},
+        read=dict,  # test events, not Firn's: handed on as decoded
         dlq_topic=topics.dlq,
         service="test",
         transient=lambda exc: isinstance(exc, ConnectionResetError),
@@ -236,6 +240,7 @@ def test_a_consumer_whose_group_finds_no_coordinator_is_replaced_and_consumes(
             producer(own),
             topics=[topics.commits],
             handlers={"ping": lambda event: seen.set()},
+            read=dict,  # test events, not Firn's: handed on as decoded
             dlq_topic=topics.dlq,
             service="test",
             stuck_after=6,
@@ -291,6 +296,7 @@ def test_a_partition_that_leaves_and_returns_during_a_handler_is_consumed_again(
         producer(settings),
         topics=[topics.commits],
         handlers={"slow": slow, "ping": ping},
+        read=dict,  # test events, not Firn's: handed on as decoded
         dlq_topic=topics.dlq,
         service="test",
     )

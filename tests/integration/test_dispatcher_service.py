@@ -21,6 +21,7 @@ from firn.engine.kernel import KernelLimits
 from firn.engine.planning import plan_now
 from firn.engine.spark_session import spark_session
 from firn.events.plans import PlanTaskEvent
+from firn.events.wire import as_event
 from firn.kafka import Topics, ensure_topics, producer
 from firn.model.plans import PlanRecord
 from firn.model.schema import TableSchema
@@ -49,7 +50,7 @@ def planned(catalog: firn.Catalog, name: str) -> tuple[firn.Table, PlanRecord]:
     return table, record
 
 
-def task_event(table: firn.Table, record: PlanRecord, n: int) -> dict[str, object]:
+def task_event(table: firn.Table, record: PlanRecord, n: int) -> PlanTaskEvent:
     event = PlanTaskEvent(
         table=table.name,
         table_id=table.table_id,
@@ -59,7 +60,7 @@ def task_event(table: firn.Table, record: PlanRecord, n: int) -> dict[str, objec
         attempt=0,
         input_bytes=record.tasks[n].input_bytes,
     )
-    return dict(json.loads(event.to_json()))
+    return PlanTaskEvent.model_validate(as_event(json.loads(event.to_json())))
 
 
 def states(catalog: firn.Catalog, record: PlanRecord) -> list[tuple[str, int]]:

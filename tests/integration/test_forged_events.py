@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +28,7 @@ from firn.engine.planning import plan_now
 from firn.errors import EventMismatchError
 from firn.events.plans import PlanTaskEvent
 from firn.events.tasks import TaskResultEvent
+from firn.events.wire import as_event
 from firn.kafka import Topics, ensure_topics, producer
 from firn.model.plans import PlanRecord
 from firn.model.schema import TableSchema
@@ -62,7 +64,7 @@ def _two_tables(catalog: firn.Catalog) -> tuple[firn.Table, firn.Table, PlanReco
     return real, other, record
 
 
-def _task_event(of: firn.Table, record: PlanRecord, **forged: object) -> dict[str, object]:
+def _task_event(of: firn.Table, record: PlanRecord, **forged: object) -> Any:
     event = PlanTaskEvent(
         table=of.name,
         table_id=of.table_id,
@@ -72,7 +74,7 @@ def _task_event(of: firn.Table, record: PlanRecord, **forged: object) -> dict[st
         attempt=0,
         input_bytes=1,
     ).model_copy(update=forged)
-    return dict(json.loads(event.to_json()))
+    return as_event(json.loads(event.to_json()))  # as the consume loop reads it
 
 
 def _states(catalog: firn.Catalog, record: PlanRecord) -> list[str]:
@@ -117,7 +119,7 @@ def test_a_plan_task_naming_another_table_runs_nothing(
     assert real.read().num_rows == 50
 
 
-def _result_event(of: firn.Table, record: PlanRecord, **forged: object) -> dict[str, object]:
+def _result_event(of: firn.Table, record: PlanRecord, **forged: object) -> Any:
     event = TaskResultEvent(
         table=of.name,
         table_id=of.table_id,
@@ -129,7 +131,7 @@ def _result_event(of: firn.Table, record: PlanRecord, **forged: object) -> dict[
         rows_written=1,
         seconds=0.1,
     ).model_copy(update=forged)
-    return dict(json.loads(event.to_json()))
+    return as_event(json.loads(event.to_json()))  # as the consume loop reads it
 
 
 def test_a_task_result_is_taken_only_for_its_own_task_and_current_attempt(

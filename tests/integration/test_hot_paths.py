@@ -96,9 +96,7 @@ def hot_paths(catalog: firn.Catalog, settings: FirnSettings, name: str) -> dict[
         conn = reader.catalog.conn
         stamp = change_stamp(conn) - 1  # the second commit's partitions changed since
         ran = {
-            "metrics: commit event": counted(
-                conn, lambda: reader.commit_updates(event.model_dump(mode="json"))
-            ),
+            "metrics: commit event": counted(conn, lambda: reader.commit_updates(event)),
             "metrics: periodic check": counted(conn, lambda: reader.changed_readings(stamp)),
         }
         own = catalog.conn
@@ -126,7 +124,7 @@ def hot_paths(catalog: firn.Catalog, settings: FirnSettings, name: str) -> dict[
         compaction = compaction_event(own, int(done[0]))
         assert compaction is not None
         ran["metrics: compaction event"] = counted(
-            conn, lambda: reader.compaction_readings(compaction.model_dump(mode="json"))
+            conn, lambda: reader.compaction_readings(compaction)
         )
         fail_plan(own, plan[0].plan_id, "measured only", by=Actor.DISPATCHER)
         firn.compact(table, kind="major", engine="local")

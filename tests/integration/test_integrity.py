@@ -26,6 +26,7 @@ from firn.engine.execution import run_spark
 from firn.engine.planning import plan_now
 from firn.engine.spark_session import spark_session
 from firn.events.plans import PlanTaskEvent
+from firn.events.wire import as_event
 from firn.kafka import Topics, ensure_topics, producer
 from firn.model.files import FileEntry
 from firn.model.plans import PlanRecord
@@ -226,7 +227,7 @@ def test_the_dispatcher_fails_the_plan_at_once_on_a_damaged_input(
         attempt=0,
         input_bytes=spec.input_bytes,
     )
-    dispatcher.plan_task(json.loads(event.to_json()))
+    dispatcher.plan_task(as_event(json.loads(event.to_json())))
 
     (result,) = drain(settings, topics.task_results, f"results-{unique}", expect=1)
     assert result["outcome"] == "failed"

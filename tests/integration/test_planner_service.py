@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 import firn
 from firn.errors import ConfigError, EventMismatchError
 from firn.events.plans import PlanRequestEvent
+from firn.events.wire import as_event
 from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.settings import FirnSettings
 from firn_services.planner.handlers import Planner
@@ -91,8 +92,8 @@ def test_a_plan_request_is_planned_announced_and_released_once(
 
     planner = Planner(catalog, cast(Producer, Watching()), topics.plan_tasks)
     request = plan_request(table, score=1.5, reasons=["small files 24 >= 24"])
-    planner.plan_request(json.loads(request.to_json()))
-    planner.plan_request(json.loads(request.to_json()))  # redelivered: nothing new
+    planner.plan_request(as_event(json.loads(request.to_json())))
+    planner.plan_request(as_event(json.loads(request.to_json())))  # redelivered: nothing new
     assert claimable_when_sent == ["Pending"] * 4
 
     plans = catalog.conn.execute(
@@ -117,12 +118,12 @@ def test_a_plan_request_is_planned_announced_and_released_once(
     # (a backlog asked at every commit), except a task a crash left Init.
     table.upsert(pa.table({"id": [1], "v": ["newer"]}))
     newer = plan_request(table, max_seq=4, score=1.5)
-    planner.plan_request(json.loads(newer.to_json()))
+    planner.plan_request(as_event(json.loads(newer.to_json())))
     assert len(claimable_when_sent) == 4
     catalog.conn.execute(
         "UPDATE compaction_task SET state = 'Init' WHERE task_id = %s", (tasks[0][0],)
     )
-    planner.plan_request(json.loads(newer.to_json()))
+    planner.plan_request(as_event(json.loads(newer.to_json())))
     assert claimable_when_sent[4:] == ["Pending"]
     assert catalog.conn.execute(
         "SELECT count(*) FROM compaction_plan WHERE table_id = %s", (table.table_id,)
@@ -136,10 +137,10 @@ def test_bad_and_unknown_requests(settings: FirnSettings, catalog: firn.Catalog)
         table="nowhere", table_id=99, partition_key="", kind="major", max_seq=1, score=0, reasons=[]
     )
     with pytest.raises(EventMismatchError, match="does not exist"):
-        planner.plan_request(json.loads(request.to_json()))  # parked in the DLQ
+        planner.plan_request(as_event(json.loads(request.to_json())))  # parked in the DLQ
     bad = {**json.loads(request.to_json()), "kind": "huge"}
     with pytest.raises(ConfigError, match="kind"):
-        planner.plan_request(bad)  # the consume loop parks this in the DLQ
+        planner.plan_request(as_event(bad))  # the consume loop parks this in the DLQ
     assert catalog.conn.execute("SELECT count(*) FROM compaction_plan").fetchone() == (0,)
 
 
@@ -161,9 +162,9 @@ def test_a_request_that_disagrees_with_the_catalog_plans_nothing(
     ]
     for event, reason in forged:
         with pytest.raises(EventMismatchError, match=reason):
-            planner.plan_request(json.loads(event.to_json()))
+            planner.plan_request(as_event(json.loads(event.to_json())))
     assert catalog.conn.execute("SELECT count(*) FROM compaction_plan").fetchone() == (0,)
-    planner.plan_request(json.loads(honest.to_json()))
+    planner.plan_request(as_event(json.loads(honest.to_json())))
     assert catalog.conn.execute("SELECT count(*) FROM compaction_plan").fetchone() == (1,)
 
 
@@ -178,9 +179,9 @@ def test_a_request_already_served_by_a_committed_plan_plans_nothing(
     assert firn.compact(table, engine="local")["plans"][0]["outcome"] == "committed"
     planner = Planner(catalog, producer(settings), topics.plan_tasks)
 
-    def request(kind: str, max_seq: int) -> dict[str, Any]:
+    def request(kind: str, max_seq: int) -> Any:
         event = plan_request(table, kind, max_seq, reasons=["replayed"])
-        return dict(json.loads(event.to_json()))
+        return as_event(json.loads(event.to_json()))
 
     def plans() -> list[tuple[str, str]]:
         rows = catalog.conn.execute(
@@ -216,7 +217,7 @@ def test_small_base_files_are_planned_though_every_seq_is_merged(
     assert {f["store"] for f in base} == {"base"}
     planner = Planner(catalog, producer(settings), topics.plan_tasks)
     request = plan_request(table, max_seq=5, reasons=["small base files 5 >= 4"])
-    planner.plan_request(json.loads(request.to_json()))
+    planner.plan_request(as_event(json.loads(request.to_json())))
     (plan_id, to_seq) = catalog.conn.execute(
         "SELECT plan_id, to_seq FROM compaction_plan WHERE table_id = %s AND state = 'Planned'",
         (table.table_id,),

@@ -13,7 +13,8 @@ import pytest
 from firn.errors import ConfigError
 from firn.events.commits import CommitEvent
 from firn.events.plans import PlanRequestEvent
-from firn.events.schemas import EVENT_MODELS, generated_schema, parsed, schema_file, validate
+from firn.events.schemas import EVENT_MODELS, generated_schema, schema_file, validate
+from firn.events.wire import UnhandledEventError, as_event, decode
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -93,11 +94,17 @@ def test_a_plan_request_without_scope_is_valid_and_means_due() -> None:
     assert PlanRequestEvent.model_validate(event).scope == "due"
 
 
-def test_a_handler_reads_an_event_as_its_model_or_refuses_it() -> None:
+def test_an_event_comes_off_the_wire_as_its_model_or_is_refused() -> None:
     event = golden("commit.v1.json")
-    assert parsed(event, CommitEvent).seq == 42
-    with pytest.raises(ConfigError, match="expected a plan-request event, got 'commit'"):
-        parsed(event, PlanRequestEvent)
+    read = as_event(decode(json.dumps(event).encode()))
+    assert isinstance(read, CommitEvent)
+    assert read.seq == 42
+    request = as_event(golden("plan-request.v1.json"))
+    assert isinstance(request, PlanRequestEvent)
     broken = {**event, "seq": 0}
     with pytest.raises(ConfigError, match="invalid at seq:"):
-        parsed(broken, CommitEvent)
+        as_event(broken)
+    with pytest.raises(ConfigError, match="unknown event_type 'ping'"):
+        as_event({"event_type": "ping"})
+    with pytest.raises(UnhandledEventError, match="not JSON"):
+        decode(b"{")

@@ -12,7 +12,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from firn.errors import FirnError
-from firn.kafka.loop import ConsumeLoop, UnhandledEventError, decode, stuck_group
+from firn.events.wire import UnhandledEventError, decode
+from firn.kafka.loop import ConsumeLoop, stuck_group
 from firn.kafka.topics import Topics
 from tests.waiting import eventually
 
@@ -127,6 +128,7 @@ def _loop(consumer: _Consumer, ping: Callable[[Mapping[str, Any]], None]) -> Con
         None,  # type: ignore[arg-type]
         topics=["t"],
         handlers={"ping": ping},
+        read=dict,  # test events, not Firn's: handed on as decoded
         dlq_topic="dlq",
         service="test",
         retry_backoff=0.6,  # above the keep-alive: the wait polls

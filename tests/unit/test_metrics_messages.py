@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from firn.kafka.loop import UnhandledEventError
+from firn.events.wire import UnhandledEventError
 from services.metrics.handlers import (
     MESSAGE_UPDATES,
     grouped_by,

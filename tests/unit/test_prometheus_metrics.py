@@ -12,8 +12,9 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from firn.catalog.observed import CatalogReading, PartitionFigures
 from firn.errors import ConfigError, ServiceError, error_kind
+from firn.events.wire import UnhandledEventError
 from firn.kafka.lag import consumer_lag, lag_of, report_lag
-from firn.kafka.loop import ConsumeLoop, UnhandledEventError
+from firn.kafka.loop import ConsumeLoop
 from firn.observability.catalog_collector import CatalogCollector
 from firn.postgres.retry import is_transient
 from firn.settings import FirnSettings
@@ -255,6 +256,7 @@ def test_each_dead_letter_is_counted_by_service_and_reason_kind() -> None:
         _AckingProducer(),  # type: ignore[arg-type]
         topics=["firn.plan-tasks"],
         handlers={"plan-task": boom},
+        read=dict,  # the handler itself fails, on an event it never reads
         dlq_topic="firn.dlq",
         service="deadletter-test",
     )

@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY
 
 from firn.errors import ConfigError, ServiceError, StorageError
 from firn.events.compactions import CompactionEvent
+from firn.events.wire import as_event
 from firn.iceberg.properties import file_io_properties
 from firn.iceberg.publisher import Publication
 from firn_services.publisher.handlers import Publishing
@@ -71,7 +72,7 @@ def sample(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
-def compaction_event(table_id: int) -> dict[str, Any]:
+def compaction_event(table_id: int) -> CompactionEvent:
     event = CompactionEvent(
         table=f"t{table_id}",
         table_id=table_id,
@@ -86,7 +87,7 @@ def compaction_event(table_id: int) -> dict[str, Any]:
         added_rows=10,
         committed_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     )
-    return dict(event.model_dump(mode="json"))
+    return event
 
 
 # --- events ---------------------------------------------------------------------
@@ -121,10 +122,10 @@ def test_the_lag_lands_in_the_buckets_around_the_ten_second_goal() -> None:
 
 def test_an_invalid_event_is_refused_for_the_dead_letter_topic() -> None:
     fake = FakePublisher(behind=[4])
-    event = compaction_event(4)
-    del event["table_id"]
+    raw = compaction_event(4).model_dump(mode="json")
+    del raw["table_id"]
     with pytest.raises(ConfigError):
-        service(fake).compaction(event)
+        service(fake).compaction(as_event(raw))  # as the consume loop reads it
     assert fake.calls == []
 
 

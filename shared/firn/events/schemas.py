@@ -10,11 +10,10 @@ Regenerate after changing an event model (a unit test fails until you do)::
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import fastjsonschema
 import jsonschema
@@ -107,20 +106,6 @@ def validate(event: dict[str, Any]) -> None:
         raise ConfigError(f"{event_type} event invalid at {where}: {error.message}")
     # The two validators disagree: refuse, as the stricter one does.
     raise ConfigError(f"{event_type} event invalid: {first}")
-
-
-E = TypeVar("E", bound=Event)
-
-
-def parsed(event: Mapping[str, Any], model: type[E]) -> E:
-    """``event`` checked against its schema and read as ``model``: how every handler
-    takes an event off the wire (``ConfigError``, which parks it, when it does not
-    match or is of another type)."""
-    validate(dict(event))
-    expected = model.model_fields["event_type"].default
-    if event["event_type"] != expected:
-        raise ConfigError(f"expected a {expected} event, got {event['event_type']!r}")
-    return model.model_validate(event)
 
 
 def write_schemas() -> list[Path]:

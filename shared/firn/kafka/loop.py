@@ -1,5 +1,9 @@
 """The consume loop every confluent-kafka service runs.
 
+Each message is decoded once, here (``firn.events.wire``): its handler is looked up
+by ``event_type`` and handed the event read as its model, so handlers never see a
+dict or check a schema.
+
 Delivery is at least once: a message's offset is stored (and then committed by the
 consumer in the background, on a revocation and on close) only after the handler's
 side effect is durable (the handler returned) or the message was parked in the
@@ -47,6 +51,7 @@ from confluent_kafka import (
 
 from firn.errors import FirnError, error_kind
 from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
+from firn.events.wire import UnhandledEventError, as_event, dead_letter_reason, decode
 from firn.kafka.delivery import DeliveryError, deliver
 from firn.kafka.lag import consumer_lag, report_lag
 from firn.model.backoff import Backoff
@@ -54,8 +59,9 @@ from firn.sensors import sensors
 
 log = logging.getLogger(__name__)
 
-EventHandler = Callable[[Mapping[str, Any]], None]
-"""Handles one decoded event; raises a FirnError (retryable or not) when it cannot."""
+EventHandler = Callable[[Any], None]
+"""Handles one event, read as its model; raises a FirnError (retryable or not) when it
+cannot."""
 
 ConsumerFactory = Callable[..., Consumer]
 """Makes the loop's consumer, given extra librdkafka properties (keyword arguments)."""
@@ -66,23 +72,6 @@ _STATISTICS_MS = 5000
 
 _KEEPALIVE_SECONDS = 0.5
 """A handler running longer than this gets the assignment paused and polls kept up."""
-
-
-class UnhandledEventError(FirnError):
-    """An event that no retry can make succeed: it belongs in the DLQ."""
-
-
-def decode(value: bytes | None) -> Mapping[str, Any]:
-    """The JSON object of a message value, or ``UnhandledEventError``."""
-    if value is None:
-        raise UnhandledEventError("empty message value")
-    try:
-        event = json.loads(value)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise UnhandledEventError(f"not JSON: {exc}") from exc
-    if not isinstance(event, dict) or not isinstance(event.get("event_type"), str):
-        raise UnhandledEventError("not an event object with an event_type")
-    return event
 
 
 class ConsumeLoop:
@@ -98,6 +87,7 @@ class ConsumeLoop:
         dlq_topic: str,
         service: str,
         on_idle: Callable[[], None] = lambda: None,
+        read: Callable[[Mapping[str, Any]], object] = as_event,
         transient: Callable[[BaseException], bool] = lambda exc: False,
         retry_backoff: float = 1.0,
         max_retry_backoff: float = 30.0,
@@ -111,6 +101,8 @@ class ConsumeLoop:
         self._producer = producer
         self._topics = topics
         self._handlers = handlers
+        self._read = read
+        """What a handler is handed of a decoded event: its model (``as_event``)."""
         self._dlq_topic = dlq_topic
         self._service = service
         self._on_idle = on_idle
@@ -242,7 +234,7 @@ class ConsumeLoop:
                 if not isinstance(exc, FirnError):
                     log.exception("handler failed unexpectedly on %s", _where(message))
                 try:
-                    self._park(message, _reason(exc), error_kind(exc))
+                    self._park(message, dead_letter_reason(exc), error_kind(exc))
                 except DeliveryError as park_failed:  # the broker is away: retry it all
                     if self._back_off(message, park_failed):
                         continue
@@ -252,11 +244,11 @@ class ConsumeLoop:
             return
 
     def _dispatch(self, message: Message) -> None:
-        event = decode(message.value())
-        handler = self._handlers.get(event["event_type"])
+        raw = decode(message.value())
+        handler = self._handlers.get(raw["event_type"])
         if handler is None:
-            raise UnhandledEventError(f"no handler for event type {event['event_type']!r}")
-        handler(event)
+            raise UnhandledEventError(f"no handler for event type {raw['event_type']!r}")
+        handler(self._read(raw))
 
     def _while_polling(self, work: Callable[[], None]) -> None:
         """Run ``work`` on the worker thread; if it takes long, pause the assignment
@@ -382,12 +374,6 @@ def _close_quietly(consumer: Consumer) -> None:
         consumer.close()
     except Exception as exc:  # a replaced consumer: nothing depends on its close
         log.info("closing a replaced consumer failed: %r", exc)
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, FirnError):
-        return str(exc)
-    return f"unexpected {type(exc).__name__} in the handler: {exc}"
 
 
 def _where(message: Message) -> str:
