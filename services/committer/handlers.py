@@ -27,6 +27,7 @@ from firn.catalog.tables import table_names
 from firn.engine import compaction
 from firn.errors import ConfigError, FirnError
 from firn.events.tasks import TaskResultEvent
+from firn.logs import with_context
 from firn.model.states import PlanOutcome, TaskState
 from firn.observability.instruments import (
     COMPACTION_LATENCY,
@@ -83,7 +84,9 @@ class Committer:
         its task's row goes to the DLQ, one about an earlier attempt is dropped."""
         task = task_named(self.conn, result)
         if result.attempt < task.attempt:
-            log.info("task %d: result of attempt %d is stale", task.task_id, result.attempt)
+            with_context(log, task=task.task_id).info(
+                "result of attempt %d is stale", result.attempt
+            )
             return
         if task.state not in (TaskState.PREPARED, TaskState.COMMITTED):
             return  # retries and failures are the dispatcher's; nothing to commit
@@ -94,16 +97,16 @@ class Committer:
     def commit(self, plan_id: int) -> PlanOutcome:
         """Commit ``plan_id`` if complete and announce it; returns the outcome."""
         outcome = compaction.commit(self.conn, plan_id)
+        here = with_context(log, plan=plan_id)
         if outcome.outcome in (PlanOutcome.COMMITTED, PlanOutcome.FAILED):
             self._observe(outcome)
         if outcome.outcome in (PlanOutcome.COMMITTED, PlanOutcome.ALREADY):
             self._announce(plan_id)
         if outcome.outcome == PlanOutcome.FAILED:
-            log.warning("plan %d failed its commit checks: %s", plan_id, outcome.reason)
+            here.warning("failed its commit checks: %s", outcome.reason)
         elif outcome.outcome == PlanOutcome.COMMITTED:
-            log.info(
-                "plan %d committed as snapshot %s: %d files in, %d out",
-                plan_id,
+            here.info(
+                "committed as snapshot %s: %d files in, %d out",
                 outcome.snapshot_id,
                 outcome.removed_files,
                 outcome.added_files,
@@ -131,7 +134,9 @@ class Committer:
                 latency.observe(seconds)
         except Exception as exc:  # a metric must never undo the handling of a commit
             kind = "transient" if is_transient(exc) else "unexpected"
-            log.warning("plan %d: metrics not recorded (%s): %r", outcome.plan_id, kind, exc)
+            with_context(log, plan=outcome.plan_id).warning(
+                "metrics not recorded (%s): %r", kind, exc
+            )
 
     def sweep(self) -> list[int]:
         """Commit every complete plan (their task-result events may have been lost),

@@ -40,6 +40,7 @@ from firn.events.dead_letters import bounded
 from firn.events.plans import PlanTaskEvent
 from firn.events.tasks import TaskResultEvent
 from firn.kafka import Topics
+from firn.logs import with_context
 from firn.model.permits import choose_batch
 from firn.model.states import Actor, TaskState
 from firn.model.tasks import TaskResult
@@ -233,7 +234,9 @@ class _Heartbeat:
                 try:
                     for task_id, attempt in self._claims:
                         if not extend_lease(db.conn, task_id, attempt, self._owner, self._lease):
-                            log.warning("task %s attempt %s lost its lease", task_id, attempt)
+                            with_context(log, task=task_id, attempt=attempt).warning(
+                                "lost its lease"
+                            )
                     wait = self._lease / 3
                 except Exception as exc:
                     if not is_transient(exc):

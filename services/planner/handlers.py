@@ -24,6 +24,7 @@ from firn.catalog.transitions import move_task
 from firn.engine import compaction
 from firn.errors import EventMismatchError, FirnError
 from firn.events.plans import PlanRequestEvent
+from firn.logs import with_context
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import Actor, TaskState
 from firn.model.tasks import Kind
@@ -54,6 +55,7 @@ class Planner:
         if table is None:
             log.warning("plan request for dropped table %s ignored", request.table)
             return
+        here = with_context(log, table=table.name, partition=repr(request.partition_key))
         # A re-bucketing step plans from the catalog alone: a full plan committed up
         # to this seq may have been only the previous step.
         served = (
@@ -71,13 +73,7 @@ class Planner:
             served = None  # no seq answers it: the plan that reached max_seq left them
         if served is not None:
             # Replayed or late: metrics asks again after every compaction if still due.
-            log.info(
-                "%s %r: request up to seq %d already served by plan %d",
-                table.name,
-                request.partition_key,
-                request.max_seq,
-                served,
-            )
+            here.info("request up to seq %d already served by plan %d", request.max_seq, served)
             return
         outcome = compaction.plan(
             self.catalog.conn,
@@ -92,10 +88,10 @@ class Planner:
             replace_waiting=False,
         )
         if outcome is None:
-            log.info("%s %r: nothing to compact", table.name, request.partition_key)
+            here.info("nothing to compact")
             return
         if isinstance(outcome, PlanSkipped):
-            log.info("%s %r: %s", table.name, request.partition_key, outcome.reason)
+            here.info("%s", outcome.reason)
             if outcome.queued:
                 # Its plan was announced when stored; under a backlog every commit
                 # to the partition asks again, and announcing the same waiting tasks
@@ -103,13 +99,7 @@ class Planner:
                 self._announce(table, request.partition_key, released_only=True)
                 return
         elif isinstance(outcome, PlanRecord):
-            log.info(
-                "%s %r: plan %d with %d task(s)",
-                table.name,
-                request.partition_key,
-                outcome.plan_id,
-                len(outcome.tasks),
-            )
+            here.info("plan %d with %d task(s)", outcome.plan_id, len(outcome.tasks))
         self._announce(table, request.partition_key)
 
     def _small_base_due(self, table: firn.Table, request: PlanRequestEvent) -> bool:

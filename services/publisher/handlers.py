@@ -36,6 +36,7 @@ import psycopg
 from firn.errors import ServiceError
 from firn.events.compactions import CompactionEvent
 from firn.iceberg.publisher import Publication
+from firn.logs import with_context
 from firn.model.backoff import Backoff
 from firn.observability.instruments import (
     PUBLICATION_BYTES,
@@ -145,9 +146,8 @@ class Publishing:
         times = before.times + 1 if before is not None else 1
         wait = Backoff(first=self.interval, cap=self.retry_cap).after(times)
         self._failing[table_id] = _Failing(times, self._clock() + wait)
-        log.warning(
-            "table %d: publication failed (%d in a row), tried again in %.0fs: %s: %s",
-            table_id,
+        with_context(log, table=table_id).warning(
+            "publication failed (%d in a row), tried again in %.0fs: %s: %s",
             times,
             wait,
             type(exc).__name__,

@@ -137,7 +137,7 @@ def test_a_table_that_fails_is_logged_and_counted_not_raised(
     before = sample("firn_publication_errors_total", error="StorageError")
     service(fake).compaction(compaction_event(4))  # not raised: the event is done
     assert sample("firn_publication_errors_total", error="StorageError") == before + 1
-    assert "table 4: publication failed" in caplog.text
+    assert "[table=4] publication failed" in caplog.text
     assert "disk full" in caplog.text
 
 
