@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-stamp
 DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo up down test lint typecheck unit integration images test-docker clean
+.PHONY: help setup demo up down test lint typecheck docs unit integration images test-docker clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -53,7 +53,10 @@ unit: setup ## fast tests with no I/O
 integration: setup ## tests against the real Kafka broker, Postgres server and Spark
 	$(BIN)/pytest tests/integration
 
-test: lint typecheck ## everything CI runs: lint, type-check, unit and integration tests
+docs: setup ## build the documentation site into build/site (warnings are errors)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck docs ## everything CI runs: lint, type-check, the docs build, unit and integration tests
 	$(BIN)/pytest tests/unit tests/integration
 
 images: setup ## build firn/postgres, firn/kafka and firn:dev from Debian and Maven Central (no Docker Hub)

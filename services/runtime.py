@@ -1,9 +1,9 @@
 """What every confluent-kafka service does around its handlers.
 
-Start-up: serve Prometheus metrics on the service's port (README "Metrics"), connect
-to the catalog and migrate it, make sure the topics exist, register in the service
-registry. Then run the consume loop, refreshing the heartbeat while
-idle, until SIGTERM or SIGINT. Shutdown: finish the message in hand, commit, mark the
+Start-up: serve Prometheus metrics on the service's port (docs/operations/monitoring.md),
+connect to the catalog and migrate it, make sure the topics exist, register in the
+service registry. Then run the consume loop, refreshing the heartbeat while idle,
+until SIGTERM or SIGINT. Shutdown: finish the message in hand, commit, mark the
 instance stopped.
 
 Database and broker restarts are weather, not reasons to exit: the catalog connection

@@ -1,6 +1,6 @@
 """Random change sets and the reference model every merge is checked against.
 
-The model is the SPEC 2 rule written the slowest, plainest way: a dict from key to
+The model is the design §2 rule written the slowest, plainest way: a dict from key to
 row, applying every operation in (seq, row) order; an upsert stores the row, a delete
 removes the key. Keys come from a small domain so that commits keep hitting the same
 keys (repeated keys in a commit, delete-then-insert, insert-then-delete, deletes of

@@ -20,7 +20,7 @@ base about once, instead of merging runs by size tiers first. Runs merge among
 themselves once a node has ``minor.file-count`` (5, the default) before a fold is due,
 and ``major.interval-max`` (30 s) folds whatever is left. Five minutes at ten
 commits a second of 2,000 random keys over 2M (the benchmark's load), against the
-ratio of 1 the demo had before (bench/README, "Folding at every cycle"): a fifth less
+ratio of 1 the demo had before (bench/HISTORY.md, "Folding at every cycle"): a fifth less
 rewritten (1.32x against 1.65x of the bytes committed), commit-to-compacted p95 3.4 s
 against 29 s, the same read amplification (9 runs per node at p95).
 """

@@ -18,7 +18,7 @@ update when present) drawn by the workload's distribution:
   and key range holds some: hot customers, not a hot key range.
 
 One key may appear several times in a batch; the table applies the batch in row
-order, and so does the model, so they must agree (SPEC 2).
+order, and so does the model, so they must agree (design §2).
 
 Pure: no I/O, randomness from the caller's ``random.Random``.
 """

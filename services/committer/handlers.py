@@ -1,5 +1,5 @@
 """The committer's handler and sweep: a Prepared task may complete its plan; when
-every task of a plan is Prepared the plan is committed in one transaction (SPEC 7)
+every task of a plan is Prepared the plan is committed in one transaction (design §7)
 and a compaction event announces it.
 
 Idempotent: committing a committed plan is a no-op that still (re)announces it, so

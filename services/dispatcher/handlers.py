@@ -1,4 +1,4 @@
-"""The executor-dispatcher's handler and sweep (SPEC 6).
+"""The executor-dispatcher's handler and sweep (design §6).
 
 A plan-task event is a wake-up: the dispatcher claims (Pending -> Executing with a
 lease and a new attempt) the claimable tasks with the highest plan priority, up to

@@ -1,4 +1,4 @@
-"""The metrics Faust app (SPEC 4), built from settings, never at import time.
+"""The metrics Faust app (design §4), built from settings, never at import time.
 
 Two agents, with a topic between them so that every update of one partition lands
 on one Kafka partition, and the Faust table (and its changelog) stays partitioned

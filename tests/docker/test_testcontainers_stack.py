@@ -1,5 +1,5 @@
 """Firn's stack as testcontainers (``firn_localstack.containers``), the way the
-README's "Testing your pipeline against Firn with testcontainers" shows a user: a
+Docker guide's "Testing your pipeline against Firn with testcontainers" shows a user: a
 producer on the host commits to a table while the five services run in containers,
 and the table ends equal to its model, compacted, with no plan committed twice.
 

@@ -10,7 +10,7 @@ message containing ``after`` (e.g. the INSERT of a commit's files), the next
   (ReadyForQuery), so the commit is durable, then dropped.
 
 Either way the client sees its connection break while committing and cannot tell
-which happened: the unknown outcome of SPEC 3, produced against the real server.
+which happened: the unknown outcome of design §3, produced against the real server.
 Connect through it with ``sslmode=disable``, so the first message is the startup.
 """
 

@@ -4,7 +4,7 @@ against the real catalog and Kafka. The numbers on the page are the catalog's
 (``Table.status()``), the compaction request is refused without the token and
 published with it, and the table page is saved as a screenshot: in the test's temporary
 directory, or where ``FIRN_DASHBOARD_SCREENSHOT`` says (``docs/dashboard.png`` renews the
-README's).
+monitoring guide's).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The planner (SPEC 5) on synthetic file lists: projection, completeness,
+"""The planner (design §5) on synthetic file lists: projection, completeness,
 incremental merge, key-range splits, full and bin-pack plans."""
 
 from __future__ import annotations

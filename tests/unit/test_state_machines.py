@@ -1,4 +1,4 @@
-"""The task and plan state machines: complete, well-formed, exactly SPEC 9, and
+"""The task and plan state machines: complete, well-formed, exactly design §9, and
 every move with the actors that may make it."""
 
 from __future__ import annotations

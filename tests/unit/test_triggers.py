@@ -1,4 +1,4 @@
-"""One test per SPEC 4 trigger, plus node scaling and the score."""
+"""One test per design §4 trigger, plus node scaling and the score."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""The Python API (SPEC 10): ``firn.connect``, ``Catalog``, ``Table``, ``firn.compact``."""
+"""The Python API (design §10): ``firn.connect``, ``Catalog``, ``Table``, ``firn.compact``."""

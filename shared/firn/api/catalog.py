@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 
 class Catalog:
-    """The entry point of the Python API (SPEC 10)."""
+    """The entry point of the Python API (design §10)."""
 
     def __init__(
         self, settings: FirnSettings, conn: Connection, commit_publisher: EventPublisher | None

@@ -1,8 +1,8 @@
-"""``Table``: commit change sets, read the merged view, list files and status (SPEC 10).
+"""``Table``: commit change sets, read the merged view, list files and status (design §10).
 
 A Table talks only to a ``TableCatalog`` (``firn.model.table_catalog``): the Postgres
 catalog behind ``firn.connect``, or a fake in tests. A commit is four steps, in this
-order (SPEC 3):
+order (design §3):
 
 1. choose the change files' paths and record them as staged;
 2. write the change files (nothing refers to them yet);
@@ -367,7 +367,7 @@ class Table:
 
     def _tell_stall_before_due(self, limit: int, wait: float) -> None:
         """Once per handle: a stall limit at or below ``minor.file-count`` stalls a node
-        before compaction is due for it (SPEC 4: more than ``minor.file-count`` runs), so
+        before compaction is due for it (design §4: more than ``minor.file-count`` runs), so
         a commit that waits may wait out all of ``stall_wait`` for a compaction nobody
         asked for (until another commit or the periodic check makes it due)."""
         due = self.properties.minor_file_count
@@ -509,7 +509,7 @@ class Table:
             self.last_event_delivered = False
 
     def set_properties(self, updates: dict[str, Any]) -> TableProperties:
-        """Change some properties (dotted names, SPEC 8); the rest keep their values.
+        """Change some properties (dotted names, design §8); the rest keep their values.
 
         Changing ``change.buckets`` or ``base.buckets`` affects files written from now
         on; existing files stay where they are (the planner projects them onto the

@@ -1,6 +1,6 @@
 """A task's way to an executor: released once announced (Init -> Pending), announced
 again while it waits, and claimed (Pending -> Executing) with a new attempt and a
-lease (SPEC 6, SPEC 9).
+lease (design §6, design §9).
 
 Announcing is at-least-once: a task's plan-task event may be lost, or the planner may
 die between storing a plan and releasing its tasks, so the waiting tasks are listed

@@ -1,5 +1,5 @@
 """Registering a producer commit: ONE transaction allocates the seq and the snapshot,
-records the partitions, the snapshot and every staged file (SPEC 3).
+records the partitions, the snapshot and every staged file (design §3).
 
 Staged files never leak, whatever happens to the producer. Their paths are recorded
 in ``orphan_file`` (``stage_paths``) before the first byte is written, and the commit

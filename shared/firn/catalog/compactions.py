@@ -1,4 +1,4 @@
-"""Committing a compaction plan: ONE transaction, or nothing (SPEC 7).
+"""Committing a compaction plan: ONE transaction, or nothing (design §7).
 
 The transaction takes the table row's lock first (to allocate the snapshot id), as
 producer commits do, so the two never deadlock; then the partition row. It checks

@@ -1,4 +1,4 @@
-"""Retention (SPEC 7): expire old snapshots, delete the files only they could read, and
+"""Retention (design §7): expire old snapshots, delete the files only they could read, and
 delete orphan files.
 
 Which snapshots stay readable: the current one, and every snapshot from ``keep_from``
@@ -9,7 +9,7 @@ times, decide what is kept after ``keep_from``, so a snapshot whose transaction 
 early but committed late is kept too. A data file is readable at snapshot ``s`` iff
 ``added_snapshot <= s < removed_snapshot`` (``files.files_at``), so a file removed by
 snapshot ``R <= keep_from`` is readable by no kept snapshot; it expires once ``R`` is
-itself older than the retention (both conditions of SPEC 7).
+itself older than the retention (both conditions of design §7).
 
 The steps run in an order that a crash at any point leaves for a rerun to finish:
 

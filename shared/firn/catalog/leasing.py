@@ -1,4 +1,4 @@
-"""The lease an executor holds on a claimed task (SPEC 6): its heartbeat pushes the
+"""The lease an executor holds on a claimed task (design §6): its heartbeat pushes the
 lease forward, and the dispatcher's sweep takes back a task whose lease ran out
 (Executing -> Pending), so a task whose executor died or hung runs again.
 

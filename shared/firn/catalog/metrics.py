@@ -1,4 +1,4 @@
-"""Partition metrics from the catalog (SPEC 4): what the triggers and the score read.
+"""Partition metrics from the catalog (design §4): what the triggers and the score read.
 
 One query per table computes, for every partition, the unmerged change bytes and
 files, the live base files, the small files and the busiest change node (its sorted

@@ -1,4 +1,4 @@
-"""What the Prometheus metrics read from the catalog (README "Metrics").
+"""What the Prometheus metrics read from the catalog (docs/operations/monitoring.md).
 
 ``read_catalog`` takes one reading of every table: per partition the figures the
 triggers use (``metrics.partition_metrics``) with its score and the age of its last

@@ -1,6 +1,6 @@
 """Plans in Postgres: storing a new plan with its tasks after the state check
 (replacing the partition's open plan, or skipping the partition), failing a plan, and
-asking whether a committed plan already served a request (SPEC 5, SPEC 9).
+asking whether a committed plan already served a request (design §5, design §9).
 
 The task's way through a plan lives next door: ``firn.catalog.claiming`` (release and
 claim), ``firn.catalog.leasing`` (leases), ``firn.catalog.results`` (results and

@@ -5,7 +5,7 @@ commit-to-compacted latency of its commits (``commit_points``, ``merge_points`` 
 the pure ``latency_summary``).
 
 Latency: a commit's rows in partition P are *compacted* by the first snapshot as of
-which P's ``max_merged_seq`` reaches the commit's seq (SPEC 2: from then on readers
+which P's ``max_merged_seq`` reaches the commit's seq (design §2: from then on readers
 take them from the base store), so the latency is that snapshot's ``created_at``
 minus the commit snapshot's. Both are the database's clock. A commit that touched
 several partitions counts once per partition; minor compactions leave

@@ -1,4 +1,4 @@
-"""Recording what an attempt of a task did (SPEC 6, SPEC 9): its outputs make the
+"""Recording what an attempt of a task did (design §6, design §9): its outputs make the
 task Prepared; a failure sends it back to Pending after a backoff while attempts are
 left and the error is worth retrying, and fails the plan otherwise.
 

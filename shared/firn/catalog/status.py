@@ -1,6 +1,6 @@
 """``Table.status``: per partition, its merge state, what waits to be compacted, the
 trigger decision and score, the open plan with its task states, the last compaction
-(SPEC 10), and how fresh its Iceberg publication is (``firn.catalog.publication``).
+(design §10), and how fresh its Iceberg publication is (``firn.catalog.publication``).
 Read-only; a handful of queries whatever the table's size."""
 
 from __future__ import annotations

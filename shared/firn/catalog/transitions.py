@@ -1,12 +1,12 @@
 """Every state change of a task or plan in Postgres: a compare-and-set on the old
-state, with its history row (SPEC 5 step 6, SPEC 9).
+state, with its history row (design §5 step 6, design §9).
 
 A move is ``UPDATE ... SET state = new WHERE id = ? AND state = old [AND attempt = ?]``,
 its history row inserted by the same statement (one round trip, atomic on its own):
 when a redelivered or stale event asks for a move that already happened (or that a
 newer attempt overtook), no row matches and the caller learns it was a no-op. The
 machine's table (``firn.model.states``) is consulted first, with the actor making the
-move, so a move the SPEC does not allow, or not to that actor, is a bug that raises
+move, so a move the design does not allow, or not to that actor, is a bug that raises
 instead of a silent write.
 
 Lock order, the same in every transaction that takes more than one of these row

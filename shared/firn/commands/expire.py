@@ -1,4 +1,4 @@
-"""``firn expire [TABLE] [--dry-run]``: apply retention now (SPEC 7), as the
+"""``firn expire [TABLE] [--dry-run]``: apply retention now (design §7), as the
 committer does every few minutes (``firn.catalog.expiry``), with the storage-listing
 orphan sweep (``firn.catalog.orphans``), whose progress counts go to stderr."""
 

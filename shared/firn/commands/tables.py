@@ -59,7 +59,7 @@ def add_commands(
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a table property (SPEC 8 names, e.g. change.buckets=8); repeatable",
+        help="a table property (design §8 names, e.g. change.buckets=8); repeatable",
     )
     create.set_defaults(run=create_table)
 

@@ -1,5 +1,5 @@
 """Running claimed tasks: a batch of tasks is one Spark job, one Spark task per plan
-task (SPEC 6), or, for tests, tools and batches too small to be worth a Spark job
+task (design §6), or, for tests, tools and batches too small to be worth a Spark job
 (``run_small_here``), the same kernel in the dispatcher's worker processes or in
 this process.
 

@@ -1,4 +1,4 @@
-"""A compaction task's inputs, read as the merge needs them (SPEC 6).
+"""A compaction task's inputs, read as the merge needs them (design §6).
 
 Every read is checked against what the catalog recorded (size, record count,
 columns: ``firn.io.integrity``), so a damaged input fails the task instead of a merge

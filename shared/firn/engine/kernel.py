@@ -1,4 +1,4 @@
-"""The merge kernel: run one compaction task over its input files (SPEC 6).
+"""The merge kernel: run one compaction task over its input files (design §6).
 
 Vectorised Arrow throughout; no Python loop touches rows. For a keyed task:
 

@@ -1,4 +1,4 @@
-"""Turning a validated change set into change files (SPEC 3, first step of a commit).
+"""Turning a validated change set into change files (design §3, first step of a commit).
 
 Rows are split by partition, by node of the change write level
 (``change.buckets``) and by operation: upserts go to insert files (``I``, every table

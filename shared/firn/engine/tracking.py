@@ -1,4 +1,4 @@
-"""The metrics service's per-partition counters (SPEC 4): kept up to date from commit
+"""The metrics service's per-partition counters (design §4): kept up to date from commit
 events, reconciled with catalog readings, and turned into plan requests.
 
 Pure: no Kafka, Faust or Postgres here. The service stores one ``TrackedPartition``

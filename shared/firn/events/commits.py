@@ -1,4 +1,4 @@
-"""``commit`` events on ``firn.commits``: a producer committed a change set (SPEC 3).
+"""``commit`` events on ``firn.commits``: a producer committed a change set (design §3).
 
 The catalog is the truth; the event is a prompt. Metrics uses it to update its
 per-partition counters at once instead of at its next catalog check, and ignores an

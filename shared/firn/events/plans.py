@@ -23,7 +23,7 @@ def _scope_may_be_left_out(schema: dict[str, Any]) -> None:
 
 
 class PlanRequestEvent(Event):
-    """A partition needs compaction (the triggers of SPEC 4 fired)."""
+    """A partition needs compaction (the triggers of design §4 fired)."""
 
     model_config = ConfigDict(json_schema_extra=_scope_may_be_left_out)
 

@@ -121,7 +121,7 @@ def ensure_topics(
 
     Only missing topics are asked for, so on a cluster whose topics an administrator
     created, a service needs DESCRIBE on them but no CREATE right (see the ACL
-    layout in the README)."""
+    layout in docs/guide/docker.md)."""
     admin = admin_client(settings)  # kept referenced: its futures die with it
     try:
         existing = set(admin.list_topics(timeout=timeout).topics)

@@ -1,4 +1,4 @@
--- The keyed-table catalog (SPEC 2, 3). One row per table, partition, snapshot and
+-- The keyed-table catalog (design §2, 3). One row per table, partition, snapshot and
 -- data file. Files are never updated except to record the snapshot that removed them;
 -- a reader pinned at snapshot S sees the files with added <= S < removed.
 

@@ -1,4 +1,4 @@
--- Compaction plans and tasks (SPEC 5, 7, 9). A plan is one partition's compaction;
+-- Compaction plans and tasks (design §5, 7, 9). A plan is one partition's compaction;
 -- its tasks are the independent pieces an executor runs. States are written as
 -- compare-and-set on the old state, and every change is recorded in
 -- state_transition, so redelivered or stale events can neither move a task twice

@@ -1,4 +1,4 @@
-"""Validating a change set before it is written (SPEC 2, 10).
+"""Validating a change set before it is written (design §2, 10).
 
 A change set is a ``pyarrow.Table`` with exactly the table's columns plus ``_op``
 (``"U"`` upsert, ``"D"`` delete), applied in row order. Validation either returns the

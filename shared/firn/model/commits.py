@@ -1,5 +1,5 @@
 """A producer commit as data: the change files it wrote and what the catalog
-allocated for it (SPEC 3)."""
+allocated for it (design §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Changing a table's schema (SPEC 2): the operations of ``Table.update_schema()``,
+"""Changing a table's schema (design §2): the operations of ``Table.update_schema()``,
 checked and applied to a ``TableSchema`` as one new version, or refused with nothing
 changed.
 
@@ -14,7 +14,7 @@ What is refused, and why:
 
 - dropping, retyping or making optional a primary key or partition column: every
   file, hash node and partition path is laid out by them (a new layout is a new
-  table: see the README);
+  table: see docs/guide/tables.md);
 - renaming a partition column: its name is part of every partition's path;
 - a type change that is not a lossless widening (``WIDENINGS``); timestamps keep
   their unit (an old value may not fit a finer one);
@@ -57,7 +57,7 @@ WIDENINGS = (
     "string <-> large_string, binary <-> large_binary",
     "date32 -> date64",
 )
-"""The type changes ``update_column`` takes (README "Schema evolution" lists them)."""
+"""The type changes ``update_column`` takes (docs/guide/tables.md lists them)."""
 
 
 def widens_in_place(old: pa.DataType, new: pa.DataType) -> bool:
@@ -136,12 +136,12 @@ class SchemaChange:
         if name in self.current.partition_by:
             raise ConfigError(
                 f"cannot {what} {name!r}: it is a partition column (changing the partitioning "
-                "is a rewrite into a new table; see the README)"
+                "is a rewrite into a new table; see the schema evolution guide)"
             )
         if name in self._key:
             raise ConfigError(
                 f"cannot {what} {name!r}: it is a primary key column (changing the key is a "
-                "rewrite into a new table; see the README)"
+                "rewrite into a new table; see the schema evolution guide)"
             )
 
     # -- operations --------------------------------------------------------------

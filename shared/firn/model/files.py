@@ -36,7 +36,7 @@ class DeletionVector:
 
 @dataclass(frozen=True)
 class FileEntry:
-    """One data file as the catalog records it (SPEC 2, file entry)."""
+    """One data file as the catalog records it (design §2, file entry)."""
 
     file_id: int
     partition_key: str

@@ -1,4 +1,4 @@
-"""The merged view of a keyed table (SPEC 2, "the one truth"), in vectorised Arrow.
+"""The merged view of a keyed table (design §2, "the one truth"), in vectorised Arrow.
 
 For each key, the change rows with seq > max_merged_seq of their partition compete;
 the greatest LSN ``(seq, _ord)`` decides: an upsert gives its row, a delete gives

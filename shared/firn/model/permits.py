@@ -13,7 +13,7 @@ tasks, highest plan priority first; this picks the batch it runs:
   dispatcher runs in its own processes (``firn.engine.execution.run_small_here``):
   others join it only while it reads no more than that in all. Otherwise eight small
   folds of 1-2 MiB together pass it and pay a Spark job's fixed cost instead (1-3 s
-  each on two cores, while every other plan waited; bench/README, "Folding at every
+  each on two cores, while every other plan waited; bench/HISTORY.md, "Folding at every
   cycle"); the rest run in the next batch. Such a batch may take other tables'
   tasks (issue 37): on a fleet of small tables a wake-up's own cost (its catalog
   round trips, its events) is then paid once for several tables, not per table.

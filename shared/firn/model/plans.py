@@ -1,4 +1,4 @@
-"""A compaction plan as data: the planner's draft (SPEC 5) before it is stored, and
+"""A compaction plan as data: the planner's draft (design §5) before it is stored, and
 what storing it gave (a plan with task ids, or why none was made)."""
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class PlanDraft:
             target_file_size=target_file_size,
             output_prefix=f"{prefix}p{plan_id}-t{task_id}",
             move=task.move,
-            # A full compaction rewrites every base file (SPEC 4); only folds keep some.
+            # A full compaction rewrites every base file (design §4); only folds keep some.
             vector_ratio=vector_ratio if kind == "major" else 0.0,
             small_file_bytes=small_file_bytes,
             vertical_group=vertical_group if kind == "major" else 0,
@@ -115,7 +115,7 @@ class PlanRecord:
 
 @dataclass(frozen=True)
 class PlanSkipped:
-    """Why no plan was made (the state check of SPEC 5 step 1)."""
+    """Why no plan was made (the state check of design §5 step 1)."""
 
     partition_key: str
     reason: str

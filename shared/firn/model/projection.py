@@ -1,4 +1,4 @@
-"""Reading a data file written under one schema version as another (SPEC 2).
+"""Reading a data file written under one schema version as another (design §2).
 
 A file stores the columns of the version it was written under, by their names then;
 each column carries its field id. A read wants the columns of its own version. The

@@ -1,11 +1,11 @@
-"""Table properties (SPEC 8): typed, bounded, with the documented defaults.
+"""Table properties (design §8): typed, bounded, with the documented defaults.
 
-Users pass them as a flat dict with the SPEC's dotted names, e.g.
+Users pass them as a flat dict with the dotted names of design §8, e.g.
 ``{"change.buckets": 8, "target-file-size": "64MiB"}``; sizes accept a number of bytes
 or a string with a KiB/MiB/GiB suffix, durations a number of seconds or a string with
 an s/min/h/d suffix (``firn.units``).
 
-Every property has a range (``RANGES``, listed in README.md) chosen so that any
+Every property has a range (``RANGES``, listed in docs/reference/properties.md) chosen so that any
 value inside it works end to end: retentions fit a Postgres timestamp, a file size
 cannot round the small-file threshold down to zero, a bucket count cannot make one
 small commit plan thousands of tasks. A few rules tie two properties together
@@ -117,7 +117,7 @@ RANGES: dict[str, Range] = {
     "orphan.retention": Range(0, 36500 * DAY, "seconds"),
     "iceberg.snapshot-retention": Range(0, 36500 * DAY, "seconds"),
 }
-"""Every property's range; README.md lists the same (a unit test compares them)."""
+"""Every property's range; the property reference lists the same (a unit test compares them)."""
 
 # Properties take their bounds from RANGES, so that a refusal states the range.
 _Size = Annotated[int, BeforeValidator(parse_size)]
@@ -127,7 +127,7 @@ _Ratio = Annotated[float, BeforeValidator(not_boolean)]
 
 
 class TableProperties(BaseModel):
-    """Per-table settings; names and defaults as in SPEC 8, ranges in ``RANGES``."""
+    """Per-table settings; names and defaults as in design §8, ranges in ``RANGES``."""
 
     model_config = ConfigDict(
         frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False

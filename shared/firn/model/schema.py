@@ -1,5 +1,5 @@
 """What a table is: its Arrow schema, primary key, partition columns, and the rules
-they obey (SPEC 2). Everything is checked before anything is written.
+they obey (design §2). Everything is checked before anything is written.
 
 Names are matched whole (``fullmatch``: a ``$`` would let ``"abc\\n"`` through). Column
 names are free text but for control characters and a length bound; a partition
@@ -9,7 +9,7 @@ one path component. A timestamp's time zone must be one both Python (``zoneinfo`
 and Arrow know, or a fixed offset ``+HH:MM``: Arrow stores any string, and an unknown
 zone would only fail later, when the table is read.
 
-Every column has a *field id* (SPEC 2, schema evolution): a number given when the
+Every column has a *field id* (design §2, schema evolution): a number given when the
 column is created, never changed by a rename, a widening or a move, and never given
 to another column, even after this one is dropped. It travels in the Arrow field's
 metadata under ``PARQUET:field_id``, the key pyarrow writes into Parquet's own

@@ -1,4 +1,4 @@
-"""The task and plan state machines of SPEC 9, as data: the states, the moves between
+"""The task and plan state machines of design §9, as data: the states, the moves between
 them, and who may make each move.
 
 A machine is an Enum of states and one immutable table, ``old -> new -> actors``.

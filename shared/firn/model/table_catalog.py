@@ -2,7 +2,7 @@
 (``firn.catalog.table_catalog``) implements it, and a test can fake it with a few
 dicts. A Table never sees a connection, a transaction or a Kafka producer.
 
-The contract every implementation keeps (SPEC 3): ``stage_paths`` records paths
+The contract every implementation keeps (design §3): ``stage_paths`` records paths
 before their files are written; ``register_commit`` makes a commit visible in one
 step and either returns, raises ``CommitError`` (it did not land, and the staged
 records are still there), or raises ``CommitStateUnknownError`` (it may have

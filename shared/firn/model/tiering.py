@@ -13,7 +13,7 @@ After Paimon's universal compaction for primary-key tables, applied to Firn's tr
 - A unit **folds** (major: runs and base become new base) when its runs are large next
   to the base the fold would rewrite (base files whose key range no change meets stay
   as they are, and so do those a deletion vector is sure to cover, ``kept_by_vector``):
-  the SPEC 4 major rules (delete bytes, delete ratio, change ratio)
+  the design §4 major rules (delete bytes, delete ratio, change ratio)
   applied to the unit, with per-node thresholds scaled by the nodes it covers. A
   unit with no such base folds whenever it would merge: writing base then costs no
   more than writing a run, which is what keys arriving in order (an event log) get.
@@ -25,7 +25,7 @@ After Paimon's universal compaction for primary-key tables, applied to Firn's tr
   together, so a byte is rewritten once per size tier instead of at every merge.
 - Small base files (under ``small-file-bytes``) pile up: folds keep the base files no
   change touches, so an event log adds one small file at each fold. Once a partition
-  passes the SPEC 4 small-file rule, a unit **coalesces** windows of them: files next
+  passes the design §4 small-file rule, a unit **coalesces** windows of them: files next
   to each other in key order, all small, none larger than a ``COALESCE_FAN_IN``-th of
   the window (``coalesce_windows``), so that a byte is rewritten once per
   ``COALESCE_FAN_IN``-fold (or more) growth of its file, not each time a few small

@@ -1,4 +1,4 @@
-"""Nodes of the primary-key hash tree (SPEC 2, the "Arctic Tree").
+"""Nodes of the primary-key hash tree (design §2, the "Arctic Tree").
 
 Node ``(m, i)`` holds the keys whose hash satisfies ``H(key) mod m == i``, with ``m`` a
 power of two. Level ``m`` splits every node of level ``m/2`` in two, so the nodes form
@@ -63,7 +63,7 @@ class Node:
             yield Node(m, i)
 
     def project(self, m: int) -> list[Node]:
-        """The nodes at level ``m`` that share keys with this one (SPEC 5 step 2)."""
+        """The nodes at level ``m`` that share keys with this one (design §5 step 2)."""
         if m <= self.m:
             return [self.ancestor_at(m)]
         return list(self.descendants_at(m))

@@ -1,4 +1,4 @@
-"""When a partition needs compaction (SPEC 4): pure functions over its metrics.
+"""When a partition needs compaction (design §4): pure functions over its metrics.
 
 Thresholds are per node and multiplied by ``n``, the number of nodes at the base
 write level, so a table with 16 buckets does not trigger 4x as often as one with 4.
@@ -119,7 +119,7 @@ def worth_folding(unmerged_bytes: int, runs: int, nodes: int, p: TableProperties
 
 
 def too_many_small_base_files(m: PartitionMetrics, p: TableProperties) -> bool:
-    """The SPEC 4 small-file rule, on small *base* files only: unmerged change files
+    """The design §4 small-file rule, on small *base* files only: unmerged change files
     stand for read cost as sorted runs, which the minor trigger and each unit's merges
     answer (issue 15); counting them made every few commits a major folding every
     unit. Answered by rewriting the units that hold several

@@ -1,8 +1,8 @@
-"""Which Arrow types a change set's column may have for a table column (SPEC 10).
+"""Which Arrow types a change set's column may have for a table column (design §10).
 
 A change set's column must have the table column's type, or one that widens to it
 without losing or reinterpreting any value. These are the only implicit widenings
-(README.md lists the same):
+(docs/guide/tables.md lists the same):
 
     null (a column of only nulls)       any type
     int8 -> int16 -> int32 -> int64     and uint8/16/32 -> a strictly wider signed int,

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the Firn services (README "Metrics").
+"""Prometheus metrics of the Firn services (docs/operations/monitoring.md).
 
 ``instruments`` defines every counter, gauge and histogram a service updates, in one
 place (the one seam business code calls); ``catalog_collector`` reads the

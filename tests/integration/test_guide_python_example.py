@@ -1,4 +1,5 @@
-"""The README's Python example runs as written, against the real catalog and Spark."""
+"""The Python guide's first example (docs/guide/tables.md) runs as written, against the
+real catalog and Spark."""
 
 from __future__ import annotations
 
@@ -9,15 +10,14 @@ import pytest
 
 from firn.settings import FirnSettings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "tables.md"
 
 
-def test_the_readme_python_example_runs(
+def test_the_python_guide_example_runs(
     settings: FirnSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    section = README.read_text().split("## Tables from Python", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match is not None, "the README lost its Python example"
+    match = re.search(r"```python\n(.*?)```", GUIDE.read_text(), re.S)
+    assert match is not None, "the Python guide lost its example"
     monkeypatch.setenv("FIRN_DATABASE_URL", settings.database_dsn())
     monkeypatch.setenv("FIRN_DATABASE_SCHEMA", settings.database_schema)
     monkeypatch.setenv("FIRN_KAFKA_BOOTSTRAP", settings.kafka_servers())
@@ -25,7 +25,7 @@ def test_the_readme_python_example_runs(
     monkeypatch.setenv("FIRN_WAREHOUSE", str(tmp_path))
     namespace: dict[str, object] = {}
     try:
-        exec(compile(match[1], str(README), "exec"), namespace)
+        exec(compile(match[1], str(GUIDE), "exec"), namespace)
         orders = namespace["orders"]
         rows = orders.read().to_pylist()  # type: ignore[attr-defined]
         # The example's last step added a column with a default: the old row reads it.
