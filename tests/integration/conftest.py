@@ -120,6 +120,22 @@ def settings(
 
 
 @pytest.fixture
+def as_a_user(settings: FirnSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The FIRN_ variables a user's process would have for this test's stack (and its
+    child processes, which inherit them), with a warehouse in ``tmp_path``, returned:
+    for the documentation's examples, which call ``firn.connect()`` with nothing."""
+    for name, value in {
+        "FIRN_DATABASE_URL": settings.database_dsn(),
+        "FIRN_DATABASE_SCHEMA": settings.database_schema,
+        "FIRN_KAFKA_BOOTSTRAP": settings.kafka_servers(),
+        "FIRN_TOPIC_PREFIX": settings.topic_prefix,
+        "FIRN_WAREHOUSE": str(tmp_path),
+    }.items():
+        monkeypatch.setenv(name, value)
+    return tmp_path
+
+
+@pytest.fixture
 def stack_settings(settings: FirnSettings, tmp_path: Path) -> FirnSettings:
     """The test's settings with a warehouse and home of its own, shared with the
     service processes it starts."""

@@ -6,23 +6,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
-from firn.settings import FirnSettings
-
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "tables.md"
 
 
-def test_the_python_guide_example_runs(
-    settings: FirnSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_python_guide_example_runs(as_a_user: Path) -> None:
     match = re.search(r"```python\n(.*?)```", GUIDE.read_text(), re.S)
     assert match is not None, "the Python guide lost its example"
-    monkeypatch.setenv("FIRN_DATABASE_URL", settings.database_dsn())
-    monkeypatch.setenv("FIRN_DATABASE_SCHEMA", settings.database_schema)
-    monkeypatch.setenv("FIRN_KAFKA_BOOTSTRAP", settings.kafka_servers())
-    monkeypatch.setenv("FIRN_TOPIC_PREFIX", settings.topic_prefix)
-    monkeypatch.setenv("FIRN_WAREHOUSE", str(tmp_path))
     namespace: dict[str, object] = {}
     try:
         exec(compile(match[1], str(GUIDE), "exec"), namespace)

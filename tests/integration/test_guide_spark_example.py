@@ -18,16 +18,13 @@ from firn.settings import FirnSettings
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "spark.md"
 
 
-def test_the_spark_guide_example_runs(settings: FirnSettings, tmp_path: Path) -> None:
+def test_the_spark_guide_example_runs(
+    settings: FirnSettings, tmp_path: Path, as_a_user: Path
+) -> None:
     match = re.search(r"```python\n(.*?)```", GUIDE.read_text(), re.S)
     assert match is not None, "the Spark guide lost its example"
     env = {
-        **os.environ,
-        "FIRN_DATABASE_URL": settings.database_dsn(),
-        "FIRN_DATABASE_SCHEMA": settings.database_schema,
-        "FIRN_KAFKA_BOOTSTRAP": settings.kafka_servers(),
-        "FIRN_TOPIC_PREFIX": settings.topic_prefix,
-        "FIRN_WAREHOUSE": str(tmp_path),
+        **os.environ,  # the stack's FIRN_ variables (as_a_user)
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
     }

@@ -8,25 +8,14 @@ import io
 import re
 from pathlib import Path
 
-import pytest
-
-from firn.settings import FirnSettings
-
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def test_the_readme_example_runs_and_prints_what_it_says(
-    settings: FirnSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_readme_example_runs_and_prints_what_it_says(as_a_user: Path) -> None:
     match = re.search(r"```python\n(.*?)```", README.read_text(), re.S)
     assert match is not None, "the README lost its example"
     promised = re.search(r"print\(.*\)  # (.*)", match[1])
     assert promised is not None, "the example says what it prints"
-    monkeypatch.setenv("FIRN_DATABASE_URL", settings.database_dsn())
-    monkeypatch.setenv("FIRN_DATABASE_SCHEMA", settings.database_schema)
-    monkeypatch.setenv("FIRN_KAFKA_BOOTSTRAP", settings.kafka_servers())
-    monkeypatch.setenv("FIRN_TOPIC_PREFIX", settings.topic_prefix)
-    monkeypatch.setenv("FIRN_WAREHOUSE", str(tmp_path))
     namespace: dict[str, object] = {}
     printed = io.StringIO()
     try:

@@ -22,6 +22,7 @@ never wait for each other.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
 
@@ -100,6 +101,19 @@ def unstage_dir(
         )
 
 
+def next_seq(conn: Connection, table_id: int) -> tuple[int, int, dt.datetime]:
+    """The table's next seq and snapshot id, taken under the table row's lock (so
+    commits become visible in seq order), and the transaction's time."""
+    row = conn.execute(
+        "UPDATE catalog_table SET last_seq = last_seq + 1, last_snapshot = last_snapshot + 1 "
+        "WHERE table_id = %s RETURNING last_seq, last_snapshot, now()",
+        (table_id,),
+    ).fetchone()
+    if row is None:
+        raise ConfigError(f"table {table_id} no longer exists")
+    return int(row[0]), int(row[1]), row[2]
+
+
 def register_commit(
     conn: Connection,
     table_id: int,
@@ -112,18 +126,11 @@ def register_commit(
     each by its path or all under ``staged_dir``); call inside a transaction. With
     ``stream``, the micro-batch is recorded too (a second commit of it fails here)
     and ``staged_dir``, the stream's, stays staged for its next batches."""
-    row = conn.execute(
-        "UPDATE catalog_table SET last_seq = last_seq + 1, last_snapshot = last_snapshot + 1 "
-        "WHERE table_id = %s RETURNING last_seq, last_snapshot, now()",
-        (table_id,),
-    ).fetchone()
-    if row is None:
-        raise ConfigError(f"table {table_id} no longer exists")
+    seq, snapshot_id, now = next_seq(conn, table_id)
     if staged_dir is not None:
         unstage_dir(conn, table_id, staged_dir, files, keep=stream is not None)
     else:
         _unstage_files(conn, table_id, files)
-    seq, snapshot_id, now = row
     if stream is not None:
         conn.execute(
             "INSERT INTO stream_batch (table_id, query_id, batch_id, seq, snapshot_id) "

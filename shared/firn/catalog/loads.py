@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from firn.catalog.commits import unstage_dir
+from firn.catalog.commits import next_seq, unstage_dir
 from firn.errors import ConfigError
 from firn.model.commits import CommitResult, StagedFile
 from firn.postgres.connection import Connection
@@ -43,14 +43,7 @@ def register_load(
 ) -> CommitResult:
     """Replace ``partitions`` (key -> column values; ``None``: every partition of the
     table) with ``files``, all under ``staged_dir``; call inside a transaction."""
-    row = conn.execute(
-        "UPDATE catalog_table SET last_seq = last_seq + 1, last_snapshot = last_snapshot + 1 "
-        "WHERE table_id = %s RETURNING last_seq, last_snapshot, now()",
-        (table_id,),
-    ).fetchone()
-    if row is None:
-        raise ConfigError(f"table {table_id} no longer exists")
-    seq, snapshot_id, now = row
+    seq, snapshot_id, now = next_seq(conn, table_id)
     unstage_dir(conn, table_id, staged_dir, files)
     existing = {
         key: values

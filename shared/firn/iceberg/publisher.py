@@ -58,7 +58,7 @@ from pyiceberg.table.snapshots import (
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.typedef import Record
 
-from firn.catalog.files import files_at, merged_seqs_at
+from firn.catalog.files import current_snapshot, files_at, merged_seqs_at
 from firn.catalog.orphans import PUBLISHED_DIR
 from firn.catalog.schemas import definition_at
 from firn.catalog.tables import TableRow, table_named, table_with_id
@@ -260,7 +260,7 @@ class Publisher:
 
     def _publish(self, row: TableRow, ident: IcebergName, force: bool) -> Publication:
         conn, tid, name = self.conn, row.table_id, row.definition.name
-        snapshot = _last_snapshot(conn, tid)
+        snapshot = current_snapshot(conn, tid)
         mine = pointers.published(conn, tid)
         current = pointers.pointer(conn, self.catalog, ident)
         outside = current != (mine.metadata_location if mine else None)
@@ -666,13 +666,6 @@ class Publisher:
         return len(unused)
 
 
-def _last_snapshot(conn: Connection, table_id: int) -> int:
-    row = conn.execute(
-        "SELECT last_snapshot FROM catalog_table WHERE table_id = %s", (table_id,)
-    ).fetchone()
-    if row is None:
-        raise ConfigError(f"table {table_id} no longer exists")
-    return int(row[0])
 
 
 def _oldest_change(conn: Connection, table_id: int, after: int, upto: int) -> dt.datetime | None:
