@@ -21,10 +21,11 @@ from firn.cli import main
 from firn.engine.planning import plan_now
 from firn.events.plans import PlanRequestEvent
 from firn.events.schemas import validate
-from firn.kafka import Topics, consumer
+from firn.kafka import Topics
 from firn.model.plans import PlanRecord
 from firn.model.states import Actor
 from firn.settings import FirnSettings
+from tests.waiting import messages_on
 
 SCHEMA = "region:string,id:int64,amount:double"
 ARROW = pa.schema(
@@ -323,18 +324,11 @@ def read_requests(
 ) -> list[tuple[str, Any]]:
     """(key, event) of the plan requests on the topic, from the start: ``expect`` of
     them, then whatever else comes within ``extra_seconds``."""
-    reader = consumer(settings, group_id=group)
-    reader.subscribe([Topics.from_settings(settings).plan_requests])
-    got: list[tuple[str, Any]] = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        message = reader.poll(0.2)
-        if message is not None and message.error() is None:
-            got.append((message.key().decode(), json.loads(message.value())))
-            if len(got) >= expect:
-                deadline = min(deadline, time.monotonic() + extra_seconds)
-    reader.close()
-    return got
+    topic = Topics.from_settings(settings).plan_requests
+    read = messages_on(
+        settings, topic, group, expect=expect, extra_seconds=extra_seconds, every=0.2
+    )
+    return [(m.key().decode(), json.loads(m.value())) for m in read]
 
 
 def test_compact_publishes_plan_requests(

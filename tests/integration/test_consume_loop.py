@@ -16,7 +16,7 @@ from firn.kafka.loop import ConsumeLoop
 from firn.settings import FirnSettings
 from firn_localstack import KafkaBroker
 from tests.integration.conftest import REPO
-from tests.waiting import eventually
+from tests.waiting import eventually, messages_on
 
 
 def _event(kind: str, n: int) -> bytes:
@@ -44,30 +44,12 @@ def _run_until(loop: ConsumeLoop, done: threading.Event, timeout: float = 60) ->
 
 
 def _drain(settings: FirnSettings, topic: str, group: str, expect: int) -> list[Any]:
-    reader = consumer(settings, group_id=group)
-    reader.subscribe([topic])
-    got = []
-    deadline = time.monotonic() + 60
-    while len(got) < expect and time.monotonic() < deadline:
-        message = reader.poll(0.5)
-        if message is not None and message.error() is None:
-            got.append(message)
-    reader.close()
-    return got
+    return messages_on(settings, topic, group, expect=expect)
 
 
 def _left_over(settings: FirnSettings, topic: str, group: str) -> list[bytes | None]:
     """What a new member of ``group`` still gets from ``topic`` (uncommitted offsets)."""
-    again = consumer(settings, group)
-    again.subscribe([topic])
-    deadline = time.monotonic() + 8
-    leftovers = []
-    while time.monotonic() < deadline:
-        message = again.poll(0.5)
-        if message is not None and message.error() is None:
-            leftovers.append(message.value())
-    again.close()
-    return leftovers
+    return [m.value() for m in messages_on(settings, topic, group, expect=None, timeout=8)]
 
 
 def test_bad_events_are_parked_with_a_reason_and_the_loop_goes_on(

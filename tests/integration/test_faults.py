@@ -34,7 +34,7 @@ from tests.integration.cdc_workload import (
     wait_until_settled,
 )
 from tests.integration.service_processes import running_services
-from tests.waiting import eventually
+from tests.waiting import eventually, messages_on
 
 SERVICES = ["metrics", "planner", "dispatcher", "committer"]
 ENV = {"FIRN_METRICS_CHECK_INTERVAL": "5"}
@@ -267,16 +267,8 @@ def _wait_until_consumed(settings: FirnSettings, services: list[str], timeout: f
 def _dead_letters(
     settings: FirnSettings, topics: Topics, group: str, expect: int
 ) -> list[dict[str, Any]]:
-    reader = consumer(settings, group_id=group)
-    reader.subscribe([topics.dlq])
-    letters: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 30
-    while len(letters) < expect and time.monotonic() < deadline:
-        message = reader.poll(0.5)
-        if message is not None and message.error() is None:
-            letters.append(json.loads(message.value()))
-    reader.close()
-    return letters
+    read = messages_on(settings, topics.dlq, group, expect=expect, timeout=30)
+    return [json.loads(m.value()) for m in read]
 
 
 def test_two_dispatchers_share_the_work(stack_settings: FirnSettings, tmp_path: Path) -> None:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
-from firn.kafka import Topics, consumer, ensure_topics, producer
+from firn.kafka import Topics, ensure_topics, producer
 from firn.settings import FirnSettings
+from tests.waiting import messages_on
 
 
 def test_messages_round_trip_in_key_order(settings: FirnSettings, unique: str) -> None:
@@ -19,15 +18,8 @@ def test_messages_round_trip_in_key_order(settings: FirnSettings, unique: str) -
         out.produce(topics.commits, key=key, value=value)
     assert out.flush(30) == 0
 
-    reader = consumer(settings, group_id=f"test-{unique}")
-    reader.subscribe([topics.commits])
-    received: list[tuple[bytes, bytes]] = []
-    deadline = time.monotonic() + 60
-    while len(received) < len(sent) and time.monotonic() < deadline:
-        message = reader.poll(0.5)
-        if message is not None and message.error() is None:
-            received.append((message.key(), message.value()))
-    reader.close()
+    read = messages_on(settings, topics.commits, f"test-{unique}", expect=len(sent))
+    received = [(m.key(), m.value()) for m in read]
 
     assert sorted(received) == sorted(sent)
     # Messages of one key keep their order: the property per-partition ordering of

@@ -4,7 +4,6 @@ whose tasks are announced on firn.plan-tasks and released; repeats plan nothing 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -17,9 +16,10 @@ import firn
 from firn.errors import ConfigError, EventMismatchError
 from firn.events.plans import PlanRequestEvent
 from firn.events.wire import as_event
-from firn.kafka import Topics, consumer, ensure_topics, producer
+from firn.kafka import Topics, ensure_topics, producer
 from firn.settings import FirnSettings
 from firn_services.planner.handlers import Planner
+from tests.waiting import messages_on
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
 
@@ -32,18 +32,8 @@ def catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
 
 def drain(settings: FirnSettings, topic: str, group: str, expect: int) -> list[Any]:
     """The events on ``topic``: waits for ``expect`` of them, then 2 s more for extras."""
-    reader = consumer(settings, group_id=group)
-    reader.subscribe([topic])
-    got: list[Any] = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        message = reader.poll(0.5)
-        if message is not None and message.error() is None:
-            got.append(json.loads(message.value()))
-        if len(got) >= expect:
-            deadline = min(deadline, time.monotonic() + 2)
-    reader.close()
-    return got
+    read = messages_on(settings, topic, group, expect=expect, extra_seconds=2)
+    return [json.loads(m.value()) for m in read]
 
 
 def plan_request(

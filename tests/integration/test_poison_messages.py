@@ -13,17 +13,17 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import firn
 from firn.events.commits import CommitEvent, PartitionChange
 from firn.events.plans import PlanTaskEvent
-from firn.kafka import Topics, consumer, ensure_topics, producer
+from firn.kafka import Topics, ensure_topics, producer
 from firn.settings import FirnSettings
 from tests.integration.cdc_workload import PROPERTIES, SCHEMA, CdcProducer, wait_until_settled
 from tests.integration.service_processes import running_services
+from tests.waiting import messages_on
 
 SERVICES = ["metrics", "planner", "dispatcher", "committer"]
 BROKER_LIMIT = 1_048_588
@@ -121,18 +121,10 @@ def _dead_letters(
 ) -> list[dict[str, Any]]:
     """The dead letters (each checked to be small), waiting for ``expect`` and then
     a few seconds more for any extra."""
-    reader = consumer(settings, group_id=group)
-    reader.subscribe([topic])
-    letters: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        message = reader.poll(0.5)
-        if message is None or message.error() is not None:
-            continue
-        value = message.value() or b""
+    values = [
+        m.value() or b""
+        for m in messages_on(settings, topic, group, expect=expect, extra_seconds=3)
+    ]
+    for value in values:
         assert len(value) < 64 * 1024, f"a dead letter of {len(value)} bytes"
-        letters.append(json.loads(value))
-        if len(letters) >= expect:
-            deadline = min(deadline, time.monotonic() + 3)
-    reader.close()
-    return letters
+    return [json.loads(value) for value in values]
