@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import socket
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from firn.settings import FirnSettings
 from firn_services.committer.handlers import Committer
 from firn_services.runtime import serve_metrics
 from tests.integration.service_processes import running_services
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -254,31 +254,36 @@ def test_running_services_serve_their_metrics(stack_settings: FirnSettings, tmp_
             ]
 
         part = (("partition", ""), ("table", "prom.live"))
-        deadline = time.monotonic() + 120
-        planner: Samples = {}
-        metrics: Samples = {}
-        while time.monotonic() < deadline:
+
+        def commit_and_scrape() -> tuple[Samples, Samples] | None:
             _commit(table, rng)
             planner, metrics = scrape("planner"), scrape("metrics")
-            if (
-                lag_of(planner, "planner")
-                and lag_of(metrics, "metrics")
-                and metrics.get(("firn_committed_bytes_total", (("table", "prom.live"),)), 0) > 0
-            ):
-                break
-            time.sleep(1)
-        else:
-            raise AssertionError(f"metrics missing:\n{planner}\n{metrics}\n{services.logs()}")
+            committed = metrics.get(("firn_committed_bytes_total", (("table", "prom.live"),)), 0)
+            if lag_of(planner, "planner") and lag_of(metrics, "metrics") and committed > 0:
+                return planner, metrics
+            return None
+
+        scraped = eventually(
+            commit_and_scrape,
+            timeout=120,
+            every=1.0,
+            what="consumer lag of planner and metrics, and the committed bytes",
+            describe=services.logs,
+        )
+        assert scraped is not None
+        planner, metrics = scraped
         assert all(lag >= 0 for lag in lag_of(planner, "planner") + lag_of(metrics, "metrics"))
         assert metrics[("firn_catalog_up", ())] == 1
         truth = partition_metrics(catalog.conn, table.table_id, table.properties)[""]
         # Commits have stopped and no dispatcher runs: once the reading of the last
         # scrape ages past the refresh interval, a scrape shows the catalog as it stands.
-        shown = 0.0
-        deadline = time.monotonic() + 10
-        while shown != truth.unmerged_files and time.monotonic() < deadline:
-            shown = scrape("metrics")[("firn_partition_unmerged_files", part)]
-        assert shown == truth.unmerged_files
+        eventually(
+            lambda: (
+                scrape("metrics")[("firn_partition_unmerged_files", part)] == truth.unmerged_files
+            ),
+            timeout=10,
+            what=f"the scrape showing the catalog's {truth.unmerged_files} unmerged files",
+        )
         assert ("firn_partition_unmerged_files", part) not in planner  # the metrics service's only
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import time
 from collections.abc import Iterator
@@ -15,10 +14,10 @@ import pytest
 import firn
 from firn.errors import ConfigError
 from firn.events.schemas import validate
-from firn.kafka.clients import consumer
 from firn.kafka.topics import Topics, ensure_topics
 from firn.model.keyhash import hash_keys
 from firn.settings import FirnSettings
+from tests.waiting import messages_on
 
 SCHEMA = pa.schema(
     [
@@ -226,17 +225,9 @@ def test_commit_event_reaches_the_commits_topic(
     ]  # fmt: skip
     assert all(t >= 0 for t in seq.phases.values())
     assert 0 < sum(seq.phases.values()) <= took
-    reader = consumer(settings, f"{settings.topic_prefix}reader")
-    try:
-        reader.subscribe([topics.commits])
-        message = None
-        deadline = dt.datetime.now() + dt.timedelta(seconds=30)
-        while message is None and dt.datetime.now() < deadline:
-            message = reader.poll(0.5)
-        assert message is not None
-        assert message.error() is None
-    finally:
-        reader.close()
+    read = messages_on(settings, topics.commits, f"{settings.topic_prefix}reader", expect=1)
+    assert read, "the commit event was published"
+    message = read[0]
     assert message.key() == b"orders"
     event = json.loads(message.value())
     validate(event)
