@@ -35,14 +35,12 @@ from typing import Any
 import faust
 from tenacity import AsyncRetrying
 
-from firn.errors import error_kind
-from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
-from firn.events.wire import UnhandledEventError, as_event, dead_letter_reason, decode
+from firn.events.wire import UnhandledEventError, as_event, decode
 from firn.kafka import Topics
 from firn.kafka.clients import SESSION_TIMEOUT_MS
+from firn.kafka.parking import DeadLetterDesk
 from firn.model.properties import TableProperties
 from firn.postgres.retry import transient_retries
-from firn.sensors import sensors
 from firn.settings import FirnSettings
 from firn_services.metrics.handlers import (
     CatalogReader,
@@ -150,40 +148,20 @@ def create_app(
             ],
         )
 
-    lost_dead_letters = 0
+    desk = DeadLetterDesk("metrics", topics.dlq)
 
     async def park(event: Any, exc: BaseException) -> None:
-        """A bounded dead letter for the event; if even that is refused, the event is
-        skipped, logged and counted: no message may stop the agent."""
-        nonlocal lost_dead_letters
+        """A bounded dead letter for the event (the desk the consume loop uses); if
+        even that is refused, the event is skipped, logged and counted: no message may
+        stop the agent."""
         message = event.message
-        letter = DeadLetterEvent.of(
-            service="metrics",
-            source=(message.topic, message.partition, message.offset),
-            key=event.key,
-            value=event.value if isinstance(event.value, bytes) else None,
-            reason=dead_letter_reason(exc),
-        )
-        where = f"{message.topic}[{message.partition}]@{message.offset}"
-        log.warning("parking %s in %s: %s", where, topics.dlq, letter.reason)
-        key = event.key if isinstance(event.key, bytes) else None
+        source = (message.topic, message.partition, message.offset)
+        letter = desk.letter(source, event.key, event.value, exc)
         try:
-            await _delivered(
-                dlq,
-                key=key[:KEY_BYTES] if key else None,
-                value=letter.to_json(),
-                headers=dict(letter.headers()),
-            )
-            sensors().dead_letter("metrics", error_kind(exc))
+            await _delivered(dlq, key=letter.key, value=letter.value, headers=dict(letter.headers))
+            desk.parked(exc)
         except Exception as refused:
-            lost_dead_letters += 1
-            sensors().dead_letter_lost("metrics")
-            log.error(
-                "the dead letter for %s was refused (%r): event skipped; %d skipped so far",
-                where,
-                refused,
-                lost_dead_letters,
-            )
+            desk.refused(source, repr(refused))
 
     # As the consume loop of the other services dispatches (firn.kafka.loop): decoded,
     # its handler looked up by type, read as its model from the one registry. The
@@ -280,31 +258,7 @@ def create_app(
                 value=planned.to_json(),
             )
 
-    # The periodic check reads what changed since the one before (its cost follows the
-    # changes: firn.catalog.metrics.changed_partitions), and every FULL_CHECK_EVERY-th
-    # time every partition, so anything a change stamp could not show (a transaction
-    # that committed a stamp older than the window) is still read in bounded time.
-    # The window starts a check early: a stamp taken before the last check's read but
-    # committed after it is read by the next one.
-    checks = {"count": 0, "since": 0, "previous": 0}
-
-    async def check() -> None:
-        started = time.monotonic()
-        full = checks["count"] % FULL_CHECK_EVERY == 0
-        checks["count"] += 1
-        if full:
-            high = await _retrying(reader.change_stamp)  # read before: nothing is skipped
-            found = await _retrying(reader.all_readings)
-        else:
-            found, high = await _retrying(reader.changed_readings, checks["previous"])
-        checks["previous"], checks["since"] = checks["since"], max(high, checks["since"])
-        await send_updates(found)
-        log.info(
-            "catalog check (%s): %d partition(s) read in %.2fs",
-            "every partition" if full else f"changed after stamp {checks['previous']}",
-            len(found),
-            time.monotonic() - started,
-        )
+    check = CatalogCheck(reader, send_updates).run
 
     app.agent(source, name="fan_out")(fan_out)
     app.agent(updates, name="track")(track)
@@ -313,6 +267,45 @@ def create_app(
     if on_timer is not None:
         app.timer(settings.service_heartbeat_seconds)(on_timer)
     return app
+
+
+class CatalogCheck:
+    """The periodic check of the catalog: reads what changed since the check before
+    the last (its cost follows the changes: ``firn.catalog.metrics.changed_partitions``)
+    and every ``FULL_CHECK_EVERY``-th time every partition, so anything a change stamp
+    could not show (a transaction that committed a stamp older than the window) is
+    still read in bounded time. The window starts a check early: a stamp taken before
+    the last check's read but committed after it is read by the next one."""
+
+    def __init__(
+        self, reader: CatalogReader, send: Callable[[list[Update]], Awaitable[None]]
+    ) -> None:
+        self.reader = reader
+        self.send = send
+        self.count = 0
+        self.since = 0
+        """The newest change stamp read so far."""
+        self.previous = 0
+        """Where the last check's window began: the next one starts there."""
+
+    async def run(self) -> None:
+        """One check: read, send the readings on, log what it cost."""
+        started = time.monotonic()
+        full = self.count % FULL_CHECK_EVERY == 0
+        self.count += 1
+        if full:
+            high = await _retrying(self.reader.change_stamp)  # read first: nothing skipped
+            found = await _retrying(self.reader.all_readings)
+        else:
+            found, high = await _retrying(self.reader.changed_readings, self.previous)
+        self.previous, self.since = self.since, max(high, self.since)
+        await self.send(found)
+        log.info(
+            "catalog check (%s): %d partition(s) read in %.2fs",
+            "every partition" if full else f"changed after stamp {self.previous}",
+            len(found),
+            time.monotonic() - started,
+        )
 
 
 async def _delivered(topic: Any, **message: Any) -> None:

@@ -666,8 +666,6 @@ class Publisher:
         return len(unused)
 
 
-
-
 def _oldest_change(conn: Connection, table_id: int, after: int, upto: int) -> dt.datetime | None:
     """When the oldest change to the published view in (after, upto] was committed."""
     row = conn.execute(

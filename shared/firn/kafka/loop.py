@@ -49,11 +49,11 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from firn.errors import FirnError, error_kind
-from firn.events.dead_letters import KEY_BYTES, DeadLetterEvent
-from firn.events.wire import UnhandledEventError, as_event, dead_letter_reason, decode
+from firn.errors import FirnError
+from firn.events.wire import UnhandledEventError, as_event, decode
 from firn.kafka.delivery import DeliveryError, deliver
 from firn.kafka.lag import consumer_lag, report_lag
+from firn.kafka.parking import DeadLetterDesk
 from firn.model.backoff import Backoff
 from firn.sensors import sensors
 
@@ -115,7 +115,7 @@ class ConsumeLoop:
         self._held: collections.deque[Message] = collections.deque()
         self._worker = concurrent.futures.ThreadPoolExecutor(1, f"{service}-handler")
         self.stopping = threading.Event()
-        self.lost_dead_letters = 0
+        self._desk = DeadLetterDesk(service, dlq_topic)
         """Messages skipped because even their bounded dead letter was refused."""
         self.transient_failures = 0
         """Handler and idle-work failures that were retried (database or broker away)."""
@@ -234,7 +234,7 @@ class ConsumeLoop:
                 if not isinstance(exc, FirnError):
                     log.exception("handler failed unexpectedly on %s", _where(message))
                 try:
-                    self._park(message, dead_letter_reason(exc), error_kind(exc))
+                    self._park(message, exc)
                 except DeliveryError as park_failed:  # the broker is away: retry it all
                     if self._back_off(message, park_failed):
                         continue
@@ -321,39 +321,29 @@ class ConsumeLoop:
         except KafkaException as exc:
             log.warning("offset of %s not stored: %s", _where(message), exc.args[0].str())
 
-    def _park(self, message: Message, reason: str, kind: str) -> None:
+    def _park(self, message: Message, exc: BaseException) -> None:
         """Send a bounded dead letter for the message and wait until the broker has
         it; if the broker refuses even that, skip the message (logged and counted)."""
-        letter = DeadLetterEvent.of(
-            service=self._service,
-            source=_position(message),
-            key=message.key(),
-            value=message.value(),
-            reason=reason,
-        )
-        log.warning("parking %s in %s: %s", _where(message), self._dlq_topic, letter.reason)
-        key = message.key()
+        source = _position(message)
+        letter = self._desk.letter(source, message.key(), message.value(), exc)
         try:
             deliver(
                 self._producer,
                 self._dlq_topic,
-                key=key[:KEY_BYTES] if isinstance(key, bytes) else None,
-                value=letter.to_json(),
-                headers=letter.headers(),
+                key=letter.key,
+                value=letter.value,
+                headers=letter.headers,
             )
-            sensors().dead_letter(self._service, kind)
-        except DeliveryError as exc:
-            if exc.retryable:
+            self._desk.parked(exc)
+        except DeliveryError as refused:
+            if refused.retryable:
                 raise
-            self.lost_dead_letters += 1
-            sensors().dead_letter_lost(self._service)
-            log.error(
-                "the dead letter for %s was refused (%s): message skipped; "
-                "%d skipped so far by this process",
-                _where(message),
-                exc,
-                self.lost_dead_letters,
-            )
+            self._desk.refused(source, refused)
+
+    @property
+    def lost_dead_letters(self) -> int:
+        """Messages skipped because even their dead letter was refused."""
+        return self._desk.lost
 
 
 def stuck_group(statistics: Mapping[str, Any], stuck_after: float) -> str | None:
