@@ -138,6 +138,18 @@ def test_unkeyed_tables_bin_pack_changes_and_small_base_files() -> None:
     assert all(t.input_bytes <= 700 for t in draft.tasks)
 
 
+def test_a_full_compaction_of_an_unkeyed_table_repacks_every_file() -> None:
+    small, big = base(Node(1, 0), 0, 0, 10), base(Node(1, 0), 0, 0, 10**9)
+    for scope in ("all", "due"):
+        draft = policies.plan(UNKEYED, props(), "", 1, [small, big], "full", scope=scope)
+        assert draft is not None
+        assert draft.kind == "bin-pack"
+        packed = {f.file_id for t in draft.tasks for f in t.base_files}
+        assert packed == {small.file_id, big.file_id}, scope
+    # A major leaves the large file alone: one small file is nothing to pack.
+    assert policies.plan(UNKEYED, props(), "", 1, [small, big], "major") is None
+
+
 levels = st.sampled_from([1, 2, 4, 8])
 
 

@@ -56,9 +56,9 @@ def compact(
     ``auto`` (what the services do: the kind the partition's triggers call for, if
     any, planned unit by unit: each unit folds, merges its newest sorted runs, or is
     left alone on its own numbers, and misplaced base files are re-bucketed a
-    bounded step at a time);
-    tables without a primary key bin-pack small files whatever the kind. ``engine="local"`` runs
-    the merge kernel in this process instead of as a Spark job.
+    bounded step at a time); tables without a primary key bin-pack their small files
+    (``full``: every file). ``engine="local"`` runs the merge kernel in this process
+    instead of as a Spark job.
 
     ``spark`` is a session the caller already has, on any master: the job runs there
     (Firn ships its own code to the executors, which need only pyspark, pyarrow and
