@@ -189,9 +189,10 @@ class FirnSettings(BaseSettings):
         "catalog (lost commit events, restarts, time-based triggers); seconds or e.g. '10min'.",
     )
     prometheus_host: str = Field(
-        default="0.0.0.0",
-        description="Address the services' Prometheus endpoints listen on; 0.0.0.0 is "
-        "every interface (what a scraper in another container needs), 127.0.0.1 this host only.",
+        default="127.0.0.1",
+        description="Address the services' Prometheus endpoints listen on; 127.0.0.1 is "
+        "this host only, 0.0.0.0 every interface (what a scraper on another machine or in "
+        "another container needs; Firn's image sets it).",
     )
     metrics_prometheus_port: int = Field(
         default=9461,
