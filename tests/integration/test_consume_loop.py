@@ -230,10 +230,12 @@ def test_a_consumer_whose_group_finds_no_coordinator_is_replaced_and_consumes(
         thread = threading.Thread(target=loop.run, daemon=True)
         thread.start()
         try:
-            deadline = time.monotonic() + 60
-            while loop.renewals == 0 and time.monotonic() < deadline:
-                time.sleep(0.5)
-            assert loop.renewals >= 1, "a consumer without a coordinator was kept"
+            eventually(
+                lambda: loop.renewals >= 1,
+                timeout=60,
+                every=0.5,
+                what="the consumer without a coordinator replaced",
+            )
             broker.start()
             assert seen.wait(90), "the replacement consumer never consumed"
         finally:
@@ -291,10 +293,12 @@ def test_a_partition_that_leaves_and_returns_during_a_handler_is_consumed_again(
         # stays with the loop); it neither handles nor commits anything.
         other = consumer(settings, group, **tight, **{"enable.auto.commit": False})
         other.subscribe([topics.commits])
-        deadline = time.monotonic() + 60
-        while not other.assignment() and time.monotonic() < deadline:
-            other.poll(0.2)
-        assert other.assignment(), "the second member got no partition"
+
+        def assigned() -> list[Any]:
+            other.poll(0.2)  # the group's join happens while polling
+            return list(other.assignment())
+
+        eventually(assigned, timeout=60, every=0, what="the second member getting a partition")
         release.set()  # the handler ends while one partition is the other member's
         eventually(lambda: not loop.paused, timeout=30, what="the loop resuming")
         other.close()  # it leaves: both partitions return to the loop
