@@ -68,7 +68,7 @@ def compose(images: dict[str, str], tmp_path: Path) -> Iterator[tuple[list[str],
 # minute starting five Python services and settling two consumer groups).
 DEMO_AT_LEAST = 45.0
 SPREAD_DEADLINE = 240.0
-COMMITTED = re.compile(r"(committer-\d+)\s*\|.*? plan (\d+) committed as")
+COMMITTED = re.compile(r"(committer-\d+)\s*\|.*?\[plan=(\d+)\] committed as")
 
 
 def spread(
