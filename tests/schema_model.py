@@ -187,6 +187,8 @@ def schema_changes(draw: st.DrawFn, model: SchemaModel) -> list[tuple[Any, ...]]
         elif action == "rename":
             name = draw(st.sampled_from(values))
             free = [n for n in [*NEW_NAMES, f"{name}_2"] if n not in names]
+            if not free:  # every new name taken, and name_2 too: nothing to rename to
+                continue
             new = draw(st.sampled_from(free))
             block.append(("rename", name, new))
             trial.rename(name, new)
