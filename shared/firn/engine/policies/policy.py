@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
 
@@ -37,7 +37,7 @@ class PartitionFiles:
     current one (``firn.catalog.schemas.rewrite_budget``)."""
     now: dt.datetime | None = None
     """The instant a time window is judged at (``OffPeak``); None: the current time."""
-    off_peak: bool = field(default=False)
+    off_peak: bool = False
     """Outside the table's ``compaction.major-window``: set by ``OffPeak`` only."""
 
     @cached_property
