@@ -26,7 +26,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from firn import __version__, logs
-from firn.commands import compact, dashboard, expire, iceberg, schema, status, tables, verify
+from firn.commands import (
+    compact,
+    dashboard,
+    expire,
+    grants,
+    iceberg,
+    schema,
+    status,
+    tables,
+    verify,
+)
 from firn.commands.output import (
     Output,
     int_between,
@@ -85,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     service.set_defaults(run=_service)
 
-    for family in (tables, schema, status, compact, expire, verify, iceberg, dashboard):
+    for family in (tables, schema, status, compact, expire, verify, grants, iceberg, dashboard):
         family.add_commands(commands, common)
     return parser
 

@@ -10,6 +10,7 @@
     +-- StorageError              table files could not be read or written (retryable)
     |   +-- CorruptFileError      a data file is missing, damaged or does not match the
     |                             catalog's size or record count; never retryable
+    +-- AccessDeniedError         the catalog refused: the role may not do that
     +-- CommitError               a commit was not applied; nothing of it is visible
         +-- CommitStateUnknownError   the outcome is unknown (the connection broke
                                       while committing); staged files are kept
@@ -59,6 +60,13 @@ class EventMismatchError(FirnError):
     """An event names a catalog row (a task, plan, partition, snapshot) but disagrees
     with it, or names one that does not exist: forged, corrupted or from another
     deployment. It changes nothing and goes to the dead-letter topic with the reason."""
+
+
+class AccessDeniedError(FirnError):
+    """The catalog refused the work: the database role Firn connected as may not do
+    it (a producer committing to a table it was not granted, a reader committing,
+    a service writing rows that are not its own). Never retryable: an admin must
+    grant it (``firn grant``) or the work must run as another role."""
 
 
 class StorageError(FirnError):

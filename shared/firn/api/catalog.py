@@ -10,13 +10,16 @@ thread-safe; open one per thread or process.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
+import psycopg
 import pyarrow as pa
 from pydantic import SecretStr
 
 from firn.api.table import Table
+from firn.catalog.grants import Grant, grant_commit, revoke_commit
 from firn.catalog.table_catalog import PostgresTableCatalog
 from firn.catalog.tables import TableRow, insert_table, table_named, table_names, table_with_id
 from firn.errors import ConfigError
@@ -27,7 +30,8 @@ from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
 from firn.postgres import apply_migrations
 from firn.postgres import connect as pg_connect
-from firn.postgres.connection import Connection, ReconnectingConnection
+from firn.postgres.connection import Connection, ReconnectingConnection, access_denied
+from firn.postgres.urls import url_as
 from firn.settings import FirnSettings
 
 log = logging.getLogger(__name__)
@@ -83,7 +87,13 @@ class Catalog:
         ``FIRN_WAREHOUSE`` do not move existing tables."""
         definition = TableSchema.build(name, schema, primary_key, partition_by)
         props = TableProperties.parse(properties)
-        row = insert_table(self.conn, definition, props, self.warehouse)
+        try:
+            row = insert_table(self.conn, definition, props, self.warehouse)
+        except psycopg.Error as exc:
+            denied = access_denied(self.conn, exc, "creating a table")
+            if denied is None:
+                raise
+            raise denied from exc
         log.info("created table %s at %s", name, row.location)
         return self._table(row)
 
@@ -93,6 +103,25 @@ class Catalog:
         if found is None:
             raise ConfigError(f"no table named {name!r}")
         return self._table(found)
+
+    def grant(self, table: str, role: str) -> Grant:
+        """Let the Postgres role ``role`` commit change sets to ``table`` (and read
+        the catalog), nothing else; a missing role is created as a login role with a
+        new password. The result's ``database_url`` logs in as it (with the password
+        only when the role was created now). Needs the catalog's admin."""
+        found = self.table(table)
+        granted = grant_commit(self.conn, found.table_id, found.name, role)
+        url = url_as(self.settings.database_dsn(), role, granted.password)
+        log.info("granted commits to %s to role %s", found.name, role)
+        return dataclasses.replace(granted, database_url=url)
+
+    def revoke(self, table: str, role: str) -> bool:
+        """Take ``role``'s right to commit to ``table`` away; whether it had it."""
+        found = self.table(table)
+        revoked = revoke_commit(self.conn, found.table_id, role)
+        if revoked:
+            log.info("revoked commits to %s from role %s", found.name, role)
+        return revoked
 
     def table_by_id(self, table_id: int) -> Table | None:
         """The table with this id, or None (never created, or dropped). Services find

@@ -26,7 +26,9 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 
-from firn.errors import CommitError, ConfigError
+import psycopg
+
+from firn.errors import CommitError, ConfigError, FirnError
 from firn.model.commits import CommitResult, StagedFile, StreamBatch
 from firn.postgres.connection import Connection
 
@@ -39,36 +41,25 @@ def stage_paths(
 ) -> None:
     """Record ``paths`` before they are written (commits its own transaction).
     ``refresh``: a path recorded already (a stream's directory, staged again by each
-    of its writers) is made new again, unless orphan cleanup claimed it."""
+    of its writers) is made new again, unless orphan cleanup claimed it. The catalog
+    function refuses a role that may not commit to the table."""
     with conn.transaction():
-        if not refresh:
-            conn.execute(
-                "INSERT INTO orphan_file (table_id, path, reason) "
-                "SELECT %s, unnest(%s::text[]), %s",
-                (table_id, list(paths), STAGED),
-            )
-            return
-        staged = conn.execute(
-            "INSERT INTO orphan_file (table_id, path, reason) SELECT %s, unnest(%s::text[]), %s "
-            "ON CONFLICT (table_id, path) DO UPDATE SET recorded_at = now() "
-            "WHERE orphan_file.deleted_at IS NULL",
-            (table_id, list(paths), STAGED),
-        ).rowcount
-        if staged != len(paths):
-            raise CommitError(
-                "orphan cleanup is deleting a staged directory of this stream (it saw no "
-                "commit for longer than orphan.retention); start the query again",
-                retryable=True,
-            )
+        row = conn.execute(
+            "SELECT firn_stage_paths(%s, %s::text[], %s, %s)",
+            (table_id, list(paths), STAGED, refresh),
+        ).fetchone()
+    if refresh and (row is None or row[0] != len(paths)):
+        raise CommitError(
+            "orphan cleanup is deleting a staged directory of this stream (it saw no "
+            "commit for longer than orphan.retention); start the query again",
+            retryable=True,
+        )
 
 
 def unstage_paths(conn: Connection, table_id: int, paths: Sequence[str]) -> None:
     """Forget staged paths whose files were deleted after a known failure."""
     with conn.transaction():
-        conn.execute(
-            "DELETE FROM orphan_file WHERE table_id = %s AND path = ANY(%s) AND deleted_at IS NULL",
-            (table_id, list(paths)),
-        )
+        conn.execute("SELECT firn_unstage_paths(%s, %s::text[])", (table_id, list(paths)))
 
 
 def unstage_dir(
@@ -125,69 +116,69 @@ def register_commit(
     """Allocate seq and snapshot and register ``files`` (staged by ``stage_paths``,
     each by its path or all under ``staged_dir``); call inside a transaction. With
     ``stream``, the micro-batch is recorded too (a second commit of it fails here)
-    and ``staged_dir``, the stream's, stays staged for its next batches."""
-    seq, snapshot_id, now = next_seq(conn, table_id)
+    and ``staged_dir``, the stream's, stays staged for its next batches.
+
+    The work is one call of the catalog's ``firn_register_commit`` (migration 0018),
+    which runs as the catalog's owner: a producer's role may commit only through it,
+    only to the tables it was granted, and it is one round trip instead of six."""
     if staged_dir is not None:
-        unstage_dir(conn, table_id, staged_dir, files, keep=stream is not None)
-    else:
-        _unstage_files(conn, table_id, files)
-    if stream is not None:
-        conn.execute(
-            "INSERT INTO stream_batch (table_id, query_id, batch_id, seq, snapshot_id) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            (table_id, stream.query_id, stream.batch_id, seq, snapshot_id),
-        )
-    partitions = {f.partition_key: f.partition_values for f in files}
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO catalog_partition (table_id, partition_key, partition_values, max_seq) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (table_id, partition_key) "
-            "DO UPDATE SET max_seq = EXCLUDED.max_seq",
-            [(table_id, key, json.dumps(vals), seq) for key, vals in sorted(partitions.items())],
-        )
-        cur.execute(
-            "INSERT INTO snapshot (table_id, snapshot_id, kind, seq, created_at, summary) "
-            "VALUES (%s, %s, 'commit', %s, %s, %s)",
-            (table_id, snapshot_id, seq, now, json.dumps(_summary(files))),
-        )
-        cur.executemany(
-            "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
-            "seq, path, size_bytes, record_count, min_key, max_key, added_snapshot, key_spans, "
-            "schema_id) VALUES (%s, %s, 'change', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [
-                (
-                    table_id,
-                    f.partition_key,
-                    f.file_type,
-                    f.node.m,
-                    f.node.i,
-                    seq,
-                    f.path,
-                    f.size_bytes,
-                    f.record_count,
-                    _json_or_null(f.min_key),
-                    _json_or_null(f.max_key),
-                    snapshot_id,
-                    _json_or_null(f.key_spans),
-                    f.schema_id,
-                )
-                for f in files
-            ],
-        )
-    return CommitResult(int(seq), int(snapshot_id), now)
+        if not staged_dir.endswith("/"):
+            raise ConfigError(f"a staged directory ends in '/', got {staged_dir!r}")
+        stray = [f.path for f in files if not f.path.startswith(staged_dir)]
+        if stray:
+            raise ConfigError(f"files outside the staged directory {staged_dir!r}: {stray[:3]}")
+    try:
+        row = conn.execute(
+            "SELECT * FROM firn_register_commit(%s, %s::jsonb, %s, %s, %s)",
+            (
+                table_id,
+                json.dumps([_file_row(f) for f in files]),
+                staged_dir,
+                None if stream is None else stream.query_id,
+                None if stream is None else stream.batch_id,
+            ),
+        ).fetchone()
+    except psycopg.Error as exc:
+        refusal = _commit_refusal(exc, table_id)
+        if refusal is None:
+            raise
+        raise refusal from exc
+    assert row is not None  # the function returns one row or raises
+    return CommitResult(int(row[0]), int(row[1]), row[2])
 
 
-def _unstage_files(conn: Connection, table_id: int, files: Sequence[StagedFile]) -> None:
-    unstaged = conn.execute(
-        "DELETE FROM orphan_file WHERE table_id = %s AND path = ANY(%s) AND deleted_at IS NULL",
-        (table_id, [f.path for f in files]),
-    ).rowcount
-    if unstaged != len(files):
-        raise CommitError(
-            f"{len(files) - unstaged} of {len(files)} staged files are no longer staged: "
-            "the commit took longer than orphan.retention and orphan cleanup claimed them",
-            retryable=True,
-        )
+def _file_row(f: StagedFile) -> dict[str, object]:
+    """A staged file as the JSON object ``firn_register_commit`` reads; an absent key
+    is a NULL column."""
+    row: dict[str, object] = {
+        "partition_key": f.partition_key,
+        "partition_values": f.partition_values,
+        "file_type": f.file_type,
+        "node_m": f.node.m,
+        "node_i": f.node.i,
+        "path": f.path,
+        "size_bytes": f.size_bytes,
+        "record_count": f.record_count,
+        "schema_id": f.schema_id,
+    }
+    for name in ("min_key", "max_key", "key_spans"):
+        value = getattr(f, name)
+        if value is not None:
+            row[name] = value
+    return row
+
+
+def _commit_refusal(exc: psycopg.Error, table_id: int) -> FirnError | None:
+    """The Firn error for a refusal of ``firn_register_commit`` with a SQLSTATE of
+    its own; None for any other (the caller's transaction handling sorts it)."""
+    message = exc.diag.message_primary or str(exc)
+    if exc.sqlstate == "FN404":
+        return ConfigError(f"table {table_id} no longer exists")
+    if exc.sqlstate == "FN409":
+        return CommitError(message, retryable=True)
+    if exc.sqlstate == "FN410":
+        return CommitError(message, retryable=False)
+    return None
 
 
 def stream_batch_seq(conn: Connection, table_id: int, batch: StreamBatch) -> int | None:
@@ -204,22 +195,6 @@ def record_empty_batch(conn: Connection, table_id: int, batch: StreamBatch) -> N
     """A micro-batch with no rows: nothing to commit, but it counts as done."""
     with conn.transaction():
         conn.execute(
-            "INSERT INTO stream_batch (table_id, query_id, batch_id) VALUES (%s, %s, %s) "
-            "ON CONFLICT DO NOTHING",
+            "SELECT firn_record_empty_batch(%s, %s, %s)",
             (table_id, batch.query_id, batch.batch_id),
         )
-
-
-def _json_or_null(value: object) -> str | None:
-    return None if value is None else json.dumps(value)
-
-
-def _summary(files: Sequence[StagedFile]) -> dict[str, int]:
-    return {
-        "partitions": len({f.partition_key for f in files}),
-        "insert_files": sum(f.file_type == "I" for f in files),
-        "delete_files": sum(f.file_type == "D" for f in files),
-        "inserted_rows": sum(f.record_count for f in files if f.file_type == "I"),
-        "deleted_rows": sum(f.record_count for f in files if f.file_type == "D"),
-        "bytes": sum(f.size_bytes for f in files),
-    }

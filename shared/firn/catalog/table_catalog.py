@@ -25,7 +25,7 @@ from firn.model.commits import CommitResult, StagedFile, StreamBatch
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
 from firn.model.schema import SchemaVersion, TableSchema
-from firn.postgres.connection import Connection, ReconnectingConnection
+from firn.postgres.connection import Connection, ReconnectingConnection, access_denied
 from firn.settings import FirnSettings
 
 UNKNOWN_OUTCOME_CLASSES = frozenset({"08", "53", "57", "58", "XX"})
@@ -61,6 +61,7 @@ class PostgresTableCatalog:
         try:
             commits.stage_paths(self.conn, table_id, paths, refresh=refresh)
         except psycopg.Error as exc:
+            self._raise_if_refused(exc, "staging files")
             # Nothing is written yet; a record left behind names no file and is
             # cleared by orphan cleanup. Trying the commit again is safe.
             raise CommitError(f"staging failed, nothing written: {exc}", retryable=True) from exc
@@ -69,6 +70,7 @@ class PostgresTableCatalog:
         try:
             commits.unstage_paths(self.conn, table_id, paths)
         except psycopg.Error as exc:
+            self._raise_if_refused(exc, "clearing staged files")
             raise CommitError(f"staged records not cleared: {exc}", retryable=True) from exc
 
     def register_commit(
@@ -80,6 +82,7 @@ class PostgresTableCatalog:
         stream: StreamBatch | None = None,
     ) -> CommitResult:
         return self._committing(
+            "a commit",
             len(staged),
             lambda conn: commits.register_commit(
                 conn, table_id, staged, staged_dir=staged_dir, stream=stream
@@ -94,6 +97,7 @@ class PostgresTableCatalog:
         partitions: Mapping[str, Mapping[str, str]] | None,
     ) -> CommitResult:
         return self._committing(
+            "a bulk load",
             len(staged),
             lambda conn: loads.register_load(conn, table_id, staged, staged_dir, partitions),
         )
@@ -102,10 +106,19 @@ class PostgresTableCatalog:
         return commits.stream_batch_seq(self.conn, table_id, batch)
 
     def record_empty_batch(self, table_id: int, batch: StreamBatch) -> None:
-        commits.record_empty_batch(self.conn, table_id, batch)
+        try:
+            commits.record_empty_batch(self.conn, table_id, batch)
+        except psycopg.Error as exc:
+            self._raise_if_refused(exc, "an empty stream batch")
+            raise
+
+    def _raise_if_refused(self, exc: psycopg.Error, what: str) -> None:
+        denied = access_denied(self.conn, exc, what)
+        if denied is not None:
+            raise denied from exc
 
     def _committing(
-        self, files: int, register: Callable[[Connection], CommitResult]
+        self, what: str, files: int, register: Callable[[Connection], CommitResult]
     ) -> CommitResult:
         """Run ``register`` as one transaction, its failures as the Table's errors."""
         conn = self.conn
@@ -115,6 +128,7 @@ class PostgresTableCatalog:
                 result = register(conn)
                 committing = True
         except psycopg.Error as exc:
+            self._raise_if_refused(exc, what)
             # Before COMMIT was sent, Postgres rolls back whatever happened; COMMIT
             # answered with an error rolled back too. Only a COMMIT whose answer was
             # lost leaves the outcome unknown.
@@ -143,7 +157,11 @@ class PostgresTableCatalog:
             raise FirnError(f"could not read the runs per node: {exc}", retryable=True) from exc
 
     def save_properties(self, table_id: int, properties: TableProperties) -> bool:
-        return tables.save_properties(self.conn, table_id, properties)
+        try:
+            return tables.save_properties(self.conn, table_id, properties)
+        except psycopg.Error as exc:
+            self._raise_if_refused(exc, "a change of table properties")
+            raise
 
     # -- schema versions -------------------------------------------------------
 
@@ -159,6 +177,7 @@ class PostgresTableCatalog:
                 self.conn, table_id, expected_schema_id, definition, changes
             )
         except psycopg.Error as exc:
+            self._raise_if_refused(exc, "a schema change")
             raise CommitError(
                 f"the schema change failed (if the connection broke while committing it may "
                 f"have landed: `firn schema` shows the versions): {exc}",

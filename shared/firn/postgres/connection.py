@@ -9,7 +9,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
 
-from firn.errors import ServiceError
+from firn.errors import AccessDeniedError, ServiceError
 from firn.sensors import sensors
 from firn.settings import FirnSettings
 
@@ -39,13 +39,33 @@ def connect(
         sensors().postgres_error(type(exc).__name__)
         raise ServiceError(f"cannot connect to Postgres: {exc}") from exc
     try:
-        _create_schema(conn, schema)
+        if not _schema_exists(conn, schema):
+            _create_schema(conn, schema)
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         conn.autocommit = autocommit
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _schema_exists(conn: Connection, schema: str) -> bool:
+    """Asked first: ``CREATE SCHEMA IF NOT EXISTS`` needs the right to create one even
+    when it exists, which a producer's or a service's role does not have."""
+    row = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", (f'"{schema}"',)).fetchone()
+    return bool(row and row[0])
+
+
+def access_denied(conn: Connection, exc: BaseException, what: str) -> AccessDeniedError | None:
+    """``exc`` as the Firn error when it is Postgres refusing the connection's role
+    (SQLSTATE 42501: a missing grant, a table not granted to a producer); else None."""
+    if not isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return None
+    hint = exc.diag.message_hint
+    return AccessDeniedError(
+        f"the catalog refused {what} to role {conn.info.user!r}: {exc.diag.message_primary}"
+        + (f" ({hint})" if hint else "")
+    )
 
 
 def _create_schema(conn: Connection, schema: str) -> None:

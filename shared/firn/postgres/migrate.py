@@ -82,6 +82,15 @@ def apply_migrations(
     applied_now: list[int] = []
     if conn.autocommit:
         raise MigrationError("apply_migrations needs a connection with autocommit off")
+    missing = _missing(conn, migrations)
+    if not missing:
+        return applied_now
+    if not _owns_schema(conn):
+        raise MigrationError(
+            f"the catalog needs migrations {', '.join(f'{m.version:04d}' for m in missing)}, "
+            f"which only its owner may apply, not role {conn.info.user!r}: run any firn "
+            "command once with the admin's database URL (for example `firn status`)"
+        )
     with conn.transaction():
         schema = conn.execute("SELECT current_schema()").fetchone()
         if schema is None or schema[0] is None:
@@ -119,6 +128,27 @@ def apply_migrations(
                 schema[0],
             )
     return applied_now
+
+
+def _missing(conn: Connection, migrations: tuple[Migration, ...]) -> list[Migration]:
+    """The migrations not recorded yet, read without taking a lock or creating
+    anything: every role may ask, and an up-to-date catalog (nearly every start-up)
+    needs nothing more. A changed migration among them is refused under the lock."""
+    with conn.transaction():
+        row = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+        if not (row and row[0]):
+            return list(migrations)
+        recorded = dict(conn.execute("SELECT version, checksum FROM schema_version").fetchall())
+    return [m for m in migrations if recorded.get(m.version) != m.checksum]
+
+
+def _owns_schema(conn: Connection) -> bool:
+    row = conn.execute(
+        "SELECT pg_has_role(current_user, nspowner, 'USAGE') FROM pg_namespace "
+        "WHERE nspname = current_schema()"
+    ).fetchone()
+    conn.rollback()
+    return bool(row and row[0])
 
 
 def applied_versions(conn: Connection) -> list[int]:
