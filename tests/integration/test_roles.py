@@ -85,12 +85,14 @@ def test_a_producer_commits_to_its_table_and_nothing_else(
     tmp_path: Path,
     logins: Callable[[str], str],
 ) -> None:
-    mine = admin.create_table("sales.mine", SCHEMA, ["id"])
+    admin.create_table("sales.mine", SCHEMA, ["id"])
     theirs = admin.create_table("sales.theirs", SCHEMA, ["id"])
     theirs.commit(changes(range(5), 1.0))
     granted = admin.grant("sales.mine", logins("producer"))
-    assert granted.created and granted.database_url is not None
-    assert granted.password is not None and granted.password not in repr(granted)
+    assert granted.created
+    assert granted.database_url is not None
+    assert granted.password is not None
+    assert granted.password not in repr(granted)
     before = {name: admin.table(name).current_snapshot() for name in ("sales.mine", "sales.theirs")}
 
     with firn.connect(
@@ -200,9 +202,10 @@ def test_firn_grant_prints_a_url_a_producer_commits_with_until_revoked(
 
     assert main(["grant", "sales.mine", role, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["role"] == role and printed["created"] is True
-    again = main(["grant", "sales.mine", role, "--json"])
-    assert again == 0 and json.loads(capsys.readouterr().out)["created"] is False
+    assert printed["role"] == role
+    assert printed["created"] is True
+    assert main(["grant", "sales.mine", role, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["created"] is False
 
     producer_settings = as_role(settings, printed["database_url"])
     with firn.connect(warehouse=str(tmp_path), settings=producer_settings) as producer:
