@@ -138,7 +138,8 @@ def _missing(conn: Connection, migrations: tuple[Migration, ...]) -> list[Migrat
         row = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
         if not (row and row[0]):
             return list(migrations)
-        recorded = dict(conn.execute("SELECT version, checksum FROM schema_version").fetchall())
+        rows = conn.execute("SELECT version, checksum FROM schema_version").fetchall()
+        recorded: dict[int, str] = dict(rows)
     return [m for m in migrations if recorded.get(m.version) != m.checksum]
 
 
