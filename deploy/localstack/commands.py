@@ -28,6 +28,7 @@ from firn.settings import FirnSettings
 from .demo import DemoOptions
 from .demo_run import run_demo
 from .kafka import KAFKA_VERSION
+from .logins import service_environments
 from .stack import LocalStack, read_state
 from .supervisor import SERVICES, ServiceProcesses
 
@@ -86,7 +87,8 @@ def up(
             env["FIRN_METRICS_CHECK_INTERVAL"] = f"{DEMO_CHECK_INTERVAL:g}"
         connected_after = 0.0
         if services:
-            procs = ServiceProcesses(env, settings.home / "logs")
+            own = service_environments(stack.apply_to(settings), SERVICES)
+            procs = ServiceProcesses(env, settings.home / "logs", own=own)
             procs.start()
             stack.write_state(supervisor=os.getpid(), services=procs.pids)
             connected_after = procs.wait_connected(stack.apply_to(settings))

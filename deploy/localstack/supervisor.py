@@ -58,8 +58,17 @@ class RestartBudget:
 
 
 class ServiceProcesses:
-    def __init__(self, env: Mapping[str, str], logs: Path, names: tuple[str, ...] = SERVICES):
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        logs: Path,
+        names: tuple[str, ...] = SERVICES,
+        *,
+        own: Mapping[str, Mapping[str, str]] | None = None,
+    ):
+        """``own``: variables of one service over ``env`` (its own database role)."""
         self._env = dict(env)
+        self._own = {name: dict(variables) for name, variables in (own or {}).items()}
         self._logs = logs
         self._names = names
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -81,7 +90,7 @@ class ServiceProcesses:
         self._procs[name] = spawn(
             [sys.executable, "-m", "firn", "service", name],
             log_path=self.log_path(name),
-            env=self._env,
+            env={**self._env, **self._own.get(name, {})},
         )
 
     def wait_connected(self, settings: FirnSettings, timeout: float = 120.0) -> float:

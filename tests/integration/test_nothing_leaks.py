@@ -163,7 +163,7 @@ def test_an_unknown_commit_outcome_keeps_the_files_and_cleanup_decides_later(
         firn.connect(proxied_url(settings, proxy.port), settings=settings) as remote,
     ):
         producer = remote.table(table.name)
-        proxy.arm(fault, after=b"INSERT INTO data_file")
+        proxy.arm(fault, after=b"firn_register_commit")
         with pytest.raises(CommitStateUnknownError, match="may or may not have landed"):
             producer.upsert(rows(range(10, 15)))
         assert proxy.tripped.is_set()

@@ -127,3 +127,43 @@ def granted_roles(conn: Connection, table_id: int) -> list[str]:
         "SELECT role_name FROM table_grant WHERE table_id = %s ORDER BY role_name", (table_id,)
     ).fetchall()
     return [row[0] for row in rows]
+
+
+SERVICES = ("metrics", "planner", "dispatcher", "committer", "publisher")
+"""The services with a group role of their own (``firn_<service>``)."""
+
+
+def service_role(service: str) -> str:
+    """The group role of a service's members."""
+    if service not in SERVICES:
+        raise ConfigError(f"no service called {service!r}; the services are {', '.join(SERVICES)}")
+    return f"firn_{service}"
+
+
+def service_login(conn: Connection, service: str, password: str) -> str:
+    """Make ``firn_<service>_login`` a login role of the service's group with
+    ``password`` (created, or its password set again); return its name. For stacks
+    that run each service as its own role (``firn up``, compose, the tests)."""
+    group = service_role(service)
+    login = f"{group}_login"
+    verifier = conn.pgconn.encrypt_password(
+        password.encode(), login.encode(), b"scram-sha-256"
+    ).decode()
+    try:
+        with conn.transaction():
+            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (login,)).fetchone()
+            verb = "ALTER" if exists else "CREATE"
+            conn.execute(
+                sql.SQL(verb + " ROLE {} LOGIN PASSWORD {}").format(
+                    sql.Identifier(login), sql.Literal(verifier)
+                )
+            )
+            conn.execute(
+                sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(login))
+            )
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise AccessDeniedError(
+            f"only the catalog's admin may make service logins (role {conn.info.user!r} may "
+            f"not): {exc.diag.message_primary}"
+        ) from exc
+    return login
