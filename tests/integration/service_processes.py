@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -16,10 +17,30 @@ from pathlib import Path
 from confluent_kafka import ConsumerGroupState, KafkaException
 from confluent_kafka.admin import AdminClient
 
+import firn
+from firn.catalog.grants import service_login
+from firn.postgres.urls import url_as
 from firn.settings import FirnSettings
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE_NAMES = ("metrics", "planner", "dispatcher", "committer", "publisher")
+SERVICE_PASSWORD = secrets.token_urlsafe(18)
+"""Every service login's password for this test run: the same each time one is set,
+so a stack started later never locks out the services of one still running."""
+
+
+def service_urls(settings: FirnSettings) -> dict[str, str]:
+    """Bring the test's catalog up to date as its admin and give each service its own
+    login role, as ``firn up`` and compose do: the services run with the privileges a
+    deployment gives them, so a missing grant fails the suites that use them."""
+    with firn.connect(settings=settings) as catalog:
+        admin_url = settings.database_dsn()
+        return {
+            name: url_as(
+                admin_url, service_login(catalog.conn, name, SERVICE_PASSWORD), SERVICE_PASSWORD
+            )
+            for name in SERVICE_NAMES
+        }
 
 
 def service_env(settings: FirnSettings, **extra: str) -> dict[str, str]:
@@ -58,6 +79,7 @@ class Services:
         self.settings = settings
         self.log_dir = log_dir
         self.env = dict(service_env(settings, **env))
+        self.urls = service_urls(settings) if "FIRN_DATABASE_URL" not in env else {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._starts: dict[str, int] = {}
 
@@ -70,12 +92,16 @@ class Services:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "firn", "service", service],
                 cwd=REPO,
-                env=self.env,
+                env={**self.env, **self._login(service)},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
         self.procs[name] = proc
         return proc
+
+    def _login(self, service: str) -> dict[str, str]:
+        url = self.urls.get(service)
+        return {} if url is None else {"FIRN_DATABASE_URL": url}
 
     def kill(self, name: str) -> None:
         """kill -9: no chance to finish the message in hand or deregister."""

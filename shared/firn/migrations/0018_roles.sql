@@ -221,6 +221,7 @@ BEGIN
     EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM PUBLIC', schema);
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO %s', schema, everyone);
     EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA %I TO %s', schema, everyone);
+    EXECUTE format('GRANT SELECT ON ALL SEQUENCES IN SCHEMA %I TO %s', schema, everyone);
 END
 $$;
 
@@ -230,3 +231,38 @@ GRANT EXECUTE ON FUNCTION firn_may_commit(bigint), firn_stage_paths(bigint, text
     firn_record_empty_batch(bigint, text, bigint)
     TO firn_producer, firn_metrics, firn_planner, firn_dispatcher, firn_committer,
        firn_publisher;
+
+-- Each service writes only the rows its work changes. A row lock (SELECT ... FOR
+-- UPDATE) needs an UPDATE right on some column of the table.
+GRANT INSERT, UPDATE ON service_instance
+    TO firn_metrics, firn_planner, firn_dispatcher, firn_committer, firn_publisher;
+
+-- The planner: plans and their tasks; it locks a partition's row to plan against a
+-- settled max_merged_seq (the change stamp is the one column it may touch, and the
+-- stamping trigger sets that column itself on any update).
+GRANT INSERT, UPDATE ON compaction_plan, compaction_task TO firn_planner;
+GRANT INSERT ON state_transition, orphan_file TO firn_planner;
+GRANT UPDATE (changed) ON catalog_partition TO firn_planner;
+
+-- The dispatcher: claims, leases and results of tasks, their plan's state, and the
+-- outputs of failed attempts as orphans.
+GRANT UPDATE ON compaction_task, compaction_plan TO firn_dispatcher;
+GRANT INSERT ON state_transition, orphan_file TO firn_dispatcher;
+
+-- The committer: a plan's commit (files, snapshot, merged seq, deletion vectors),
+-- retention and orphan cleanup.
+GRANT INSERT, UPDATE, DELETE ON data_file, snapshot, partition_merge_history, orphan_file,
+    compaction_plan, compaction_task, state_transition, stream_batch TO firn_committer;
+GRANT UPDATE ON catalog_partition, catalog_table TO firn_committer;
+
+-- The publisher: the Iceberg views of the tables and pyiceberg's SQL catalog rows.
+GRANT INSERT, UPDATE, DELETE ON iceberg_tables, iceberg_namespace_properties,
+    iceberg_publication, iceberg_snapshot, iceberg_file TO firn_publisher;
+
+-- Ids of new rows (and the partition change stamp their triggers take).
+DO $$
+BEGIN
+    EXECUTE format('GRANT USAGE ON ALL SEQUENCES IN SCHEMA %I TO firn_metrics, firn_planner, '
+        'firn_dispatcher, firn_committer, firn_publisher', current_schema());
+END
+$$;
