@@ -32,6 +32,7 @@ from firn.commands import (
     expire,
     grants,
     iceberg,
+    migrate,
     schema,
     status,
     tables,
@@ -95,7 +96,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     service.set_defaults(run=_service)
 
-    for family in (tables, schema, status, compact, expire, verify, grants, iceberg, dashboard):
+    families = (
+        tables,
+        schema,
+        status,
+        compact,
+        expire,
+        verify,
+        grants,
+        migrate,
+        iceberg,
+        dashboard,
+    )
+    for family in families:
         family.add_commands(commands, common)
     return parser
 

@@ -64,6 +64,7 @@ def test_compose_runs_the_stack_with_prometheus_grafana_and_an_optional_demo(
         "kafka",
         "postgres",
         *FIRN_SERVICES,
+        "migrate",
         "demo",
         "prometheus",
         "grafana",
@@ -74,6 +75,24 @@ def test_compose_runs_the_stack_with_prometheus_grafana_and_an_optional_demo(
     assert services["prometheus"]["profiles"] == services["grafana"]["profiles"] == ["monitoring"]
     always = [name for name in services if name not in ("demo", "prometheus", "grafana")]
     assert all("profiles" not in services[name] for name in always)
+
+
+def test_each_service_logs_in_as_its_own_role_made_by_the_migrate_job(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    made = services["migrate"]["environment"]
+    assert services["migrate"]["command"] == ["migrate", "--service-logins"]
+    for name in FIRN_SERVICES:
+        url = services[name]["environment"]["FIRN_DATABASE_URL"]
+        user, _, rest = url.removeprefix("postgresql://").partition(":")
+        assert user == f"firn_{name}_login", url
+        password = f"FIRN_{name.upper()}_DATABASE_PASSWORD"
+        assert rest.startswith("${" + password + ":-"), url
+        assert made[password].startswith("${" + password + ":-"), "the same variable"
+        assert services[name]["depends_on"]["migrate"] == {
+            "condition": "service_completed_successfully"
+        }
+        assert services[name]["environment"]["FIRN_KAFKA_BOOTSTRAP"] == "kafka:9092"
 
 
 def test_third_party_images_are_official_and_pinned(services: dict[str, dict[str, Any]]) -> None:
@@ -88,7 +107,7 @@ def test_third_party_images_are_official_and_pinned(services: dict[str, dict[str
         image, _, tag = interpolated(services[name]["image"]).partition(":")
         assert image == repository, name
         assert tag not in ("", "latest"), f"{name} is not pinned: {services[name]['image']}"
-    for name in [*FIRN_SERVICES, "demo"]:
+    for name in [*FIRN_SERVICES, "migrate", "demo"]:
         assert services[name]["image"] == "firn:dev"
         assert services[name]["build"]["dockerfile"] == "deploy/Dockerfile"
     assert (ROOT / "deploy" / "Dockerfile").is_file()
@@ -96,12 +115,15 @@ def test_third_party_images_are_official_and_pinned(services: dict[str, dict[str
 
 def test_every_firn_command_is_a_real_firn_command(services: dict[str, dict[str, Any]]) -> None:
     parser = build_parser()
-    for name in [*FIRN_SERVICES, "demo"]:
+    for name in [*FIRN_SERVICES, "migrate", "demo"]:
         argv = [interpolated(arg) for arg in services[name]["command"]]
         args = parser.parse_args(argv)  # exits 2 on anything argparse refuses
         if name == "demo":
             assert args.command == "demo"
             assert args.rate == 2.0
+        elif name == "migrate":
+            assert args.command == "migrate"
+            assert args.service_logins
         else:
             assert (args.command, SERVICES[args.name]) == ("service", name)
 
@@ -129,8 +151,11 @@ def test_the_demo_starts_after_the_services_and_reaches_the_same_stack(
 ) -> None:
     demo = services["demo"]
     assert set(demo["depends_on"]) == {"kafka", "postgres", *FIRN_SERVICES}
-    for key in ("FIRN_DATABASE_URL", "FIRN_KAFKA_BOOTSTRAP"):
-        assert demo["environment"][key] == services["planner"]["environment"][key]
+    env, planner = demo["environment"], services["planner"]["environment"]
+    assert env["FIRN_KAFKA_BOOTSTRAP"] == planner["FIRN_KAFKA_BOOTSTRAP"]
+    # The same database; the demo as the catalog's admin, since it creates its table.
+    assert env["FIRN_DATABASE_URL"].split("@")[1] == planner["FIRN_DATABASE_URL"].split("@")[1]
+    assert env["FIRN_DATABASE_URL"] == services["migrate"]["environment"]["FIRN_DATABASE_URL"]
     assert demo["restart"] == "no"  # its summary is the end of it
 
 
