@@ -23,6 +23,7 @@ import psutil
 from firn.commands.compact import request_compaction
 from firn.dashboard import DashboardServer, serve
 from firn.errors import ConfigError, StackError
+from firn.postgres.urls import masked
 from firn.settings import FirnSettings
 
 from .demo import DemoOptions
@@ -240,7 +241,7 @@ def metrics_urls(settings: FirnSettings) -> dict[str, str]:
 def _describe_up(report: dict[str, Any]) -> str:
     lines = [
         f"firn: stack is up (home {report['home']}, {report['seconds']['total']}s)",
-        f"  postgres   {report['database_url']}",
+        f"  postgres   {masked(report['database_url'])} (in full in {report['home']}/stack.json)",
         f"  kafka      {report['kafka_bootstrap']} (Apache Kafka {report['kafka_version']})",
     ]
     metrics = report.get("metrics", {})

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 import os
 import pwd
+import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 from tenacity import (
@@ -28,6 +30,7 @@ from tenacity import (
 from firn.errors import StackError
 
 from .processes import free_port, port_is_open, run, spawn, stop, wait_until
+from .tls import ServerCertificate, server_certificate
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +102,11 @@ def _check_traversable(path: Path, user: str) -> None:
 
 @dataclass
 class PostgresServer:
-    """One server on loopback, trust authentication, database and superuser ``firn``."""
+    """One server on loopback with database and superuser ``firn``. Clients log in
+    with a password (SCRAM), made at initdb and kept beside the data directory, and
+    speak TLS with a certificate of the stack's own CA, which the URL verifies in full
+    (``sslmode=verify-full``). A data directory made before either keeps trusting
+    loopback and plain connections (its ``pg_hba.conf`` is its own)."""
 
     data: Path
     port: int = 0
@@ -107,7 +114,15 @@ class PostgresServer:
 
     @property
     def url(self) -> str:
-        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{DATABASE}"
+        return self._dsn(DATABASE)
+
+    @property
+    def password_file(self) -> Path:
+        return self.data.parent / "superuser.password"
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.data.parent / "tls"
 
     @property
     def pid(self) -> int | None:
@@ -126,6 +141,7 @@ class PostgresServer:
         self.data.parent.mkdir(parents=True, exist_ok=True)
         if not (self.data / "PG_VERSION").exists():
             self._initdb(bindir, user)
+        tls = self._certificate(user)
         self._proc = spawn(
             [
                 str(bindir / "postgres"),
@@ -146,6 +162,12 @@ class PostgresServer:
                 # (migration 0016 says when each is due).
                 "-c",
                 "autovacuum_naptime=10s",
+                "-c",
+                "ssl=on",
+                "-c",
+                f"ssl_cert_file={tls.certificate}",
+                "-c",
+                f"ssl_key_file={tls.key}",
             ],
             log_path=self.log_path,
             user=user,
@@ -177,21 +199,42 @@ class PostgresServer:
             _check_traversable(self.data.parent, user)
             os.chown(self.data, pw.pw_uid, pw.pw_gid)
             os.chown(self.data.parent, pw.pw_uid, pw.pw_gid)
-        run(
-            [
-                str(bindir / "initdb"),
-                "-D",
-                str(self.data),
-                "-U",
-                SUPERUSER,
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--locale=C",
-                "--no-sync",
-            ],
-            what="initdb",
-            user=user,
-        )
+        password = secrets.token_urlsafe(24)
+        _write_private(self.password_file, password, None)
+        pwfile = self.data.parent / "initdb.pw"
+        _write_private(pwfile, password, user)
+        try:
+            run(
+                [
+                    str(bindir / "initdb"),
+                    "-D",
+                    str(self.data),
+                    "-U",
+                    SUPERUSER,
+                    f"--pwfile={pwfile}",
+                    # The server's own OS user over the socket (none is opened); every
+                    # TCP client with a password.
+                    "--auth-local=trust",
+                    "--auth-host=scram-sha-256",
+                    "--encoding=UTF8",
+                    "--locale=C",
+                    "--no-sync",
+                ],
+                what="initdb",
+                user=user,
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
+
+    def _certificate(self, user: str | None) -> ServerCertificate:
+        """The server's certificate; its key belongs to the server's OS user (Postgres
+        refuses a key others may read)."""
+        made = server_certificate(self.tls_dir, "postgres")
+        if user is not None:
+            pw = pwd.getpwnam(user)
+            for path in (self.tls_dir, made.certificate, made.key):
+                os.chown(path, pw.pw_uid, pw.pw_gid)
+        return made
 
     def _accepts_connections(self) -> bool:
         if not port_is_open(self.port):
@@ -220,4 +263,21 @@ class PostgresServer:
             raise StackError(f"database {DATABASE} did not become reachable") from None
 
     def _dsn(self, database: str) -> str:
-        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+        login = SUPERUSER
+        if self.password_file.exists():
+            login += ":" + quote(self.password_file.read_text().strip(), safe="")
+        ca = quote(str(self.tls_dir / "ca.pem"), safe="")
+        return (
+            f"postgresql://{login}@127.0.0.1:{self.port}/{database}"
+            f"?sslmode=verify-full&sslrootcert={ca}"
+        )
+
+
+def _write_private(path: Path, text: str, user: str | None) -> None:
+    """``text`` in a file only its owner (the server's OS user, if given) may read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    if user is not None:
+        pw = pwd.getpwnam(user)
+        os.chown(path, pw.pw_uid, pw.pw_gid)

@@ -130,7 +130,11 @@ class LocalStack:
                 **services,
             },
         }
-        self.state_file.write_text(json.dumps(state, indent=2) + "\n")
+        # It holds the catalog admin's password: readable by its owner only.
+        fd = os.open(self.state_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(state, indent=2) + "\n")
+        os.chmod(self.state_file, 0o600)
 
 
 def read_state(home: Path) -> dict[str, Any] | None:

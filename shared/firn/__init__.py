@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from firn.api.compact import compact
     from firn.api.table import Table
     from firn.errors import (
+        AccessDeniedError,
         CommitError,
         CommitStateUnknownError,
         ConfigError,
@@ -36,6 +37,7 @@ _LAZY = {
     "Table": "firn.api.table",
     "Committed": "firn.model.commits",
     "Stall": "firn.model.commits",
+    "AccessDeniedError": "firn.errors",
     "CommitError": "firn.errors",
     "CommitStateUnknownError": "firn.errors",
     "ConfigError": "firn.errors",
@@ -47,6 +49,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AccessDeniedError",
     "Catalog",
     "CommitError",
     "CommitStateUnknownError",

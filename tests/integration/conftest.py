@@ -18,6 +18,7 @@ from pydantic import SecretStr
 import firn
 from firn.postgres import connect
 from firn.postgres.connection import Connection
+from firn.postgres.urls import masked
 from firn.settings import FirnSettings
 from firn_localstack import SparkCluster, worker_venv
 from tests.integration.backends import Backend, kafka_backend, postgres_backend
@@ -190,4 +191,5 @@ def expected_backend(name: str, backend: Backend) -> Backend:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say which real backends the integration tests ran against."""
     for name, backend in _USED.items():
-        terminalreporter.write_line(f"firn: {name} at {backend.address} via {backend.source}")
+        shown = masked(backend.address) if name == "Postgres" else backend.address
+        terminalreporter.write_line(f"firn: {name} at {shown} via {backend.source}")

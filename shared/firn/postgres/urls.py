@@ -43,3 +43,14 @@ def url_as(dsn: str, user: str, password: str | None) -> str:
         login += ":" + quote(password, safe="")
     query = f"?{urlencode(params)}" if params else ""
     return f"postgresql://{login}@{','.join(net)}/{quote(dbname, safe='')}{query}"
+
+
+def masked(dsn: str) -> str:
+    """``dsn`` with its password shown as ``***``, for logs and people."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except Exception:  # unreadable: show nothing of it rather than a secret
+        return "<unreadable database URL>"
+    if not params.get("password"):
+        return dsn
+    return url_as(dsn, str(params.get("user") or ""), "***").replace("%2A%2A%2A", "***")
