@@ -275,6 +275,12 @@ class FirnSettings(BaseSettings):
         description="The token the dashboard's one action (request a compaction) needs; "
         "unset: the action is disabled and the dashboard is read-only.",
     )
+    dashboard_operators: bool = Field(
+        default=False,
+        description="The dashboard's action asks for a Postgres login (role and password) "
+        "instead of the token, and takes it only from a member of firn_operator or of the "
+        "catalog's owner; each request is logged with its role.",
+    )
     dashboard_timeout: Seconds = Field(
         default=5.0,
         description="Longest a dashboard page may spend on the catalog (connecting and "

@@ -8,6 +8,7 @@ itself does the refusing; no check here could pass on Python's word alone."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from pydantic import SecretStr
 
 import firn
 from firn.cli import main
+from firn.commands.output import Output
+from firn.dashboard.server import Dashboard, Response
 from firn.errors import AccessDeniedError
 from firn.postgres.urls import url_as
 from firn.settings import FirnSettings
@@ -239,3 +242,51 @@ def _fingerprint(catalog: firn.Catalog) -> list[tuple[object, ...]]:
         ).fetchall(),
         *catalog.conn.execute("SELECT plan_id, state FROM compaction_plan ORDER BY 1").fetchall(),
     ]
+
+
+def test_the_dashboard_takes_a_compaction_request_only_from_an_operator_login(
+    admin: firn.Catalog,
+    settings: FirnSettings,
+    logins: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    admin.create_table("sales.mine", SCHEMA, ["id"]).commit(changes(range(4), 1.0))
+    operator, producer = logins("operator"), logins("producer")
+    with psycopg.connect(settings.database_dsn(), autocommit=True) as conn:
+        for role, group in ((operator, "firn_operator"), (producer, "firn_producer")):
+            conn.execute(
+                sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {}").format(
+                    sql.Identifier(role), sql.Literal(f"pw-{role}"), sql.Identifier(group)
+                )
+            )
+    caplog.set_level(logging.INFO, logger="firn.dashboard.server")
+    asked: list[tuple[str, str | None, str]] = []
+
+    def request(_: FirnSettings, table: firn.Table, partition: str | None, kind: str) -> Output:
+        asked.append((table.name, partition, kind))
+        return Output({}, "requested")
+
+    dashboard = Dashboard(
+        settings.model_copy(update={"dashboard_operators": True}), request=request
+    )
+    page = dashboard.get("/table?name=sales.mine")
+    assert 'name="role"' in page.html
+    assert 'name="token"' not in page.html
+
+    def ask(role: str, password: str) -> Response:
+        form = {"table": "sales.mine", "kind": "major", "role": role, "password": password}
+        return dashboard.post("/compact", form)
+
+    refused = [ask(producer, f"pw-{producer}"), ask(operator, "wrong"), ask("", "")]
+    assert [r.status for r in refused] == [403, 403, 403]
+    assert f"role {producer} may not request compactions" in refused[0].html
+    assert "wrong role or password" in refused[1].html
+    assert asked == []
+
+    accepted = ask(operator, f"pw-{operator}")
+    assert accepted.status == 200, accepted.html
+    assert asked == [("sales.mine", None, "major")]
+    assert f"requested by role {operator}" in caplog.text
+    for secret in (f"pw-{operator}", f"pw-{producer}"):
+        assert secret not in caplog.text
+        assert all(secret not in r.html for r in [*refused, accepted])

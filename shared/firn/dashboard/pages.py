@@ -192,6 +192,7 @@ def table_page(
     charts: Sequence[str],
     *,
     action_enabled: bool,
+    login: bool = False,
     schema: Sequence[SchemaHistory] = (),
 ) -> str:
     """One table: its partitions, charts over time, the request-a-compaction form,
@@ -204,7 +205,9 @@ def table_page(
         + publication_section(status.get("publication"))
         + "<h2>Over time</h2>"
         + "".join(charts)
-        + compact_form(name, [p["partition"] for p in status["partitions"]], action_enabled)
+        + compact_form(
+            name, [p["partition"] for p in status["partitions"]], action_enabled, login=login
+        )
         + "<h2>Recent plans</h2>"
         + plans_table(plans)
         + schema_section(schema)
@@ -264,13 +267,24 @@ def _changes(version: SchemaHistory) -> str:
     return "<br>".join(escape(change) for change in version.changes)
 
 
-def compact_form(table: str, partitions: Sequence[str], enabled: bool) -> str:
-    """The one action: a POST that needs the token."""
+def compact_form(
+    table: str, partitions: Sequence[str], enabled: bool, *, login: bool = False
+) -> str:
+    """The one action: a POST that needs the token, or with ``login`` a Postgres
+    role that may ask for compactions, and its password."""
     if not enabled:
         return (
             '<h2>Request a compaction</h2><p class="muted" id="action-disabled">Read-only: '
-            "set FIRN_DASHBOARD_TOKEN to enable requesting a compaction here.</p>"
+            "set FIRN_DASHBOARD_OPERATORS (or FIRN_DASHBOARD_TOKEN) to enable requesting "
+            "a compaction here.</p>"
         )
+    credentials = (
+        '<label>Role <input type="text" name="role" autocomplete="username"></label> '
+        '<label>Password <input type="password" name="password" '
+        'autocomplete="current-password"></label> '
+        if login
+        else '<label>Token <input type="password" name="token" autocomplete="off"></label> '
+    )
     options = '<option value="">all partitions</option>' + "".join(
         f'<option value="{escape(p)}">{escape(partition_name(p))}</option>' for p in partitions
     )
@@ -280,8 +294,8 @@ def compact_form(table: str, partitions: Sequence[str], enabled: bool) -> str:
         f'<input type="hidden" name="table" value="{escape(table)}">'
         f'<label>Partition <select name="partition">{options}</select></label> '
         f'<label>Kind <select name="kind">{kinds}</select></label> '
-        '<label>Token <input type="password" name="token" autocomplete="off"></label> '
-        '<button type="submit">Request</button></form>'
+        + credentials
+        + '<button type="submit">Request</button></form>'
     )
 
 

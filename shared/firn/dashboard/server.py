@@ -1,8 +1,11 @@
 """The web dashboard: server-side HTML over the standard library's HTTP server.
 
-Read-only but for one action, requesting a compaction (``POST /compact``), which
-needs ``FIRN_DASHBOARD_TOKEN``; unset, the action is disabled. Wrong or missing
-token: 403.
+Read-only but for one action, requesting a compaction (``POST /compact``). With
+``FIRN_DASHBOARD_OPERATORS`` it asks for a Postgres login and takes it only from a
+member of ``firn_operator`` (or of the catalog's owner): the dashboard logs in as
+that role to check the password and the membership, so Postgres decides who may
+ask. Otherwise it needs ``FIRN_DASHBOARD_TOKEN``; with neither, the action is
+disabled. A wrong token, login or role: 403.
 
 A page never takes the server down. The catalog is opened on the first request and
 every reading runs under ``statement_timeout`` (``FIRN_DASHBOARD_TIMEOUT``); when a
@@ -31,6 +34,7 @@ from firn.api.catalog import Catalog, connect
 from firn.api.table import Table
 from firn.dashboard import pages, views
 from firn.errors import ConfigError, FirnError
+from firn.postgres.urls import url_as
 from firn.settings import FirnSettings
 
 log = logging.getLogger(__name__)
@@ -78,7 +82,9 @@ class Dashboard:
     @property
     def action_enabled(self) -> bool:
         token = self.settings.dashboard_token
-        return token is not None and token.get_secret_value() != ""
+        return self.settings.dashboard_operators or (
+            token is not None and token.get_secret_value() != ""
+        )
 
     def get(self, target: str) -> Response:
         url = urlsplit(target)
@@ -87,8 +93,10 @@ class Dashboard:
             return self._read(views.overview)
         if url.path == "/table" and query.get("name"):
             name = query["name"][0]
-            enabled = self.action_enabled
-            return self._read(lambda c: views.table_view(c, name, action_enabled=enabled))
+            enabled, login = self.action_enabled, self.settings.dashboard_operators
+            return self._read(
+                lambda c: views.table_view(c, name, action_enabled=enabled, login=login)
+            )
         return _error(HTTPStatus.NOT_FOUND, f"no page {url.path}")
 
     def post(self, target: str, form: dict[str, str], authorization: str = "") -> Response:
@@ -96,11 +104,19 @@ class Dashboard:
             return _error(HTTPStatus.NOT_FOUND, f"no action {urlsplit(target).path}")
         if not self.action_enabled:
             return _error(
-                HTTPStatus.FORBIDDEN, "actions are disabled: FIRN_DASHBOARD_TOKEN is unset"
+                HTTPStatus.FORBIDDEN,
+                "actions are disabled: set FIRN_DASHBOARD_OPERATORS or FIRN_DASHBOARD_TOKEN",
             )
-        given = form.get("token") or authorization.removeprefix("Bearer ").strip()
-        if not self._token_matches(given):
-            return _error(HTTPStatus.FORBIDDEN, "missing or wrong token")
+        if self.settings.dashboard_operators:
+            refused = self._operator_refusal(form.get("role", ""), form.get("password", ""))
+            if refused is not None:
+                return _error(HTTPStatus.FORBIDDEN, refused)
+            who = f"role {form['role']}"
+        else:
+            given = form.get("token") or authorization.removeprefix("Bearer ").strip()
+            if not self._token_matches(given):
+                return _error(HTTPStatus.FORBIDDEN, "missing or wrong token")
+            who = "the token's holder"
         name, kind = form.get("table", ""), form.get("kind", "major")
         if not name or kind not in pages.KINDS:
             return _error(HTTPStatus.BAD_REQUEST, "a table and a kind (major, full, minor, auto)")
@@ -113,9 +129,34 @@ class Dashboard:
             except ConfigError as exc:
                 raise views.PageNotFound(str(exc)) from exc
             text = output.plain() if output.error is None else f"{output.plain()}\n{output.error}"
+            log.info("compaction of %s (%s) requested by %s", name, kind, who)
             return pages.action_page(output.error is None, text)
 
         return self._read(act)
+
+    def _operator_refusal(self, role: str, password: str) -> str | None:
+        """None when ``role`` logs in with ``password`` and may ask for compactions;
+        else why not, without saying which of the two was wrong."""
+        if not role or not password:
+            return "a role and its password are needed"
+        try:
+            url = url_as(self.settings.database_dsn(), role, password)
+            with psycopg.connect(
+                url, connect_timeout=max(2, int(self.settings.dashboard_timeout))
+            ) as conn:
+                row = conn.execute(
+                    "SELECT pg_has_role(current_user, 'firn_operator', 'MEMBER') "
+                    "OR pg_has_role(current_user, n.nspowner, 'MEMBER') "
+                    "FROM pg_namespace n WHERE n.nspname = %s",
+                    (self.settings.database_schema,),
+                ).fetchone()
+        except (psycopg.Error, ConfigError):
+            log.warning("dashboard: a compaction request as role %r was refused", role)
+            return "wrong role or password"
+        if not (row and row[0]):
+            log.warning("dashboard: role %r may not request compactions", role)
+            return f"role {role} may not request compactions (it is not in firn_operator)"
+        return None
 
     def _token_matches(self, given: str) -> bool:
         token = self.settings.dashboard_token

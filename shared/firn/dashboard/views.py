@@ -30,7 +30,7 @@ def overview(catalog: Catalog) -> str:
     return pages.overview_page(statuses, tasks, charts)
 
 
-def table_view(catalog: Catalog, name: str, *, action_enabled: bool) -> str:
+def table_view(catalog: Catalog, name: str, *, action_enabled: bool, login: bool = False) -> str:
     try:
         table = catalog.table(name)
     except ConfigError as exc:
@@ -50,4 +50,6 @@ def table_view(catalog: Catalog, name: str, *, action_enabled: bool) -> str:
         lag_chart(LAG_TITLE, publication_lags(conn, table_id)[-CHART_POINTS:]),
     ]
     schema = schema_history(conn, table_id)
-    return pages.table_page(status, plans, charts, action_enabled=action_enabled, schema=schema)
+    return pages.table_page(
+        status, plans, charts, action_enabled=action_enabled, login=login, schema=schema
+    )
