@@ -5,15 +5,20 @@ compacted, and the merged view equals the model throughout and at the end."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
+
+from psycopg.conninfo import conninfo_to_dict
 
 import firn
 from firn.kafka import Topics, ensure_topics
 from firn.settings import FirnSettings
 from tests.integration.cdc_workload import DAYS, PROPERTIES, SCHEMA, CdcProducer, wait_until_settled
-from tests.integration.service_processes import running_services
+from tests.integration.service_processes import SERVICE_PASSWORD, Services, running_services
+from tests.waiting import messages_on
 
 SERVICES = ["metrics", "planner", "dispatcher", "committer"]
+DASHBOARD_TOKEN = "dashboard-token-" + uuid.uuid4().hex
 
 
 def test_services_keep_a_streamed_table_compacted(
@@ -23,7 +28,13 @@ def test_services_keep_a_streamed_table_compacted(
     ensure_topics(settings, Topics.from_settings(settings).all())
     with (
         firn.connect(settings=settings) as catalog,
-        running_services(settings, tmp_path, SERVICES, FIRN_METRICS_CHECK_INTERVAL="5") as services,
+        running_services(
+            settings,
+            tmp_path,
+            SERVICES,
+            FIRN_METRICS_CHECK_INTERVAL="5",
+            FIRN_DASHBOARD_TOKEN=DASHBOARD_TOKEN,
+        ) as services,
     ):
         table = catalog.create_table("orders", SCHEMA, ["day", "id"], ["day"], PROPERTIES)
         producer = CdcProducer(table, seed=5)
@@ -70,3 +81,24 @@ def test_services_keep_a_streamed_table_compacted(
             f"\n{producer.commits} commits, {len(committed)} compactions "
             f"({len(plans) - len(committed)} plans replaced), {reads} mid-run reads"
         )
+        assert_no_secret_shown(settings, services, table)
+
+
+def assert_no_secret_shown(settings: FirnSettings, services: Services, table: firn.Table) -> None:
+    """No password or token the run knew (the admin's, the services' logins', the
+    dashboard's token) is in a service's log, on a topic (events and dead letters),
+    or in the table's status."""
+    admin_password = conninfo_to_dict(settings.database_dsn()).get("password")
+    known = [str(s) for s in (admin_password, SERVICE_PASSWORD, DASHBOARD_TOKEN) if s]
+    shown = {path.name: path.read_text(errors="replace") for path in services.log_dir.glob("*.log")}
+    topics = Topics.from_settings(settings)
+    for topic in topics.all():
+        messages = messages_on(
+            settings, topic, f"secrets-{uuid.uuid4().hex}", expect=None, timeout=5
+        )
+        shown[topic] = "\n".join(repr(m.value()) + repr(m.headers()) for m in messages)
+    shown["status"] = repr(table.status())
+    assert shown[topics.commits], "the check reads the events"
+    for secret in known:
+        leaks = [where for where, text in shown.items() if secret in text]
+        assert not leaks, f"a secret is shown in {leaks}"
