@@ -245,9 +245,12 @@ GRANT INSERT ON state_transition, orphan_file TO firn_planner;
 GRANT UPDATE (changed) ON catalog_partition TO firn_planner;
 
 -- The dispatcher: claims, leases and results of tasks, their plan's state, and the
--- outputs of failed attempts as orphans.
+-- outputs of failed attempts as orphans. Its lease sweep takes a table row's key-share
+-- lock without waiting (SKIP LOCKED), which needs an UPDATE right: on created_at, a
+-- column nothing reads for its work.
 GRANT UPDATE ON compaction_task, compaction_plan TO firn_dispatcher;
 GRANT INSERT ON state_transition, orphan_file TO firn_dispatcher;
+GRANT UPDATE (created_at) ON catalog_table TO firn_dispatcher;
 
 -- The committer: a plan's commit (files, snapshot, merged seq, deletion vectors),
 -- retention and orphan cleanup.
