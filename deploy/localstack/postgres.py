@@ -110,6 +110,10 @@ class PostgresServer:
 
     data: Path
     port: int = 0
+    standby_of: int | None = None
+    """The port of a primary on this host (in a data directory beside this one, so
+    they share the superuser's password and the CA): start as its streaming replica,
+    made from a base backup of it."""
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -130,7 +134,8 @@ class PostgresServer:
 
     @property
     def log_path(self) -> Path:
-        return self.data.parent / "postgres.log"
+        name = "postgres" if self.data.name == "data" else f"postgres-{self.data.name}"
+        return self.data.parent / f"{name}.log"
 
     def start(self) -> None:
         bindir = postgres_bindir()
@@ -140,7 +145,10 @@ class PostgresServer:
             raise StackError(f"port {self.port} is taken; set FIRN_POSTGRES_PORT to another one")
         self.data.parent.mkdir(parents=True, exist_ok=True)
         if not (self.data / "PG_VERSION").exists():
-            self._initdb(bindir, user)
+            if self.standby_of is None:
+                self._initdb(bindir, user)
+            else:
+                self._base_backup(bindir, user, self.standby_of)
         tls = self._certificate(user)
         self._proc = spawn(
             [
@@ -171,6 +179,7 @@ class PostgresServer:
             ],
             log_path=self.log_path,
             user=user,
+            env=_server_env(user),
         )
         wait_until(
             self._accepts_connections,
@@ -179,8 +188,46 @@ class PostgresServer:
             log_path=self.log_path,
             timeout=_START_TIMEOUT,
         )
-        self._create_database()
+        if self.standby_of is None:
+            self._create_database()
         log.info("Postgres is up at 127.0.0.1:%d (pid %d)", self.port, self._proc.pid)
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self._proc is None:
+            raise StackError("Postgres is not running")
+        return self._proc
+
+    def kill(self) -> None:
+        """``kill -9`` of the postmaster, as when its machine is gone."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def promote(self) -> None:
+        """Make this replica the primary (``pg_promote``), waiting until it is."""
+        with psycopg.connect(self._dsn("postgres"), autocommit=True, connect_timeout=5) as conn:
+            conn.execute("SELECT pg_promote(wait => true)")
+        self.standby_of = None
+
+    def require_synchronous_standby(self) -> None:
+        """A commit returns only once a standby has it (``synchronous_standby_names``):
+        what succeeded before a failover is on the promoted replica."""
+        with psycopg.connect(self._dsn("postgres"), autocommit=True, connect_timeout=5) as conn:
+            conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            conn.execute("SELECT pg_reload_conf()")
+            wait_until(
+                lambda: (
+                    conn.execute(
+                        "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'"
+                    ).fetchone()
+                    is not None
+                ),
+                what="a synchronous standby",
+                proc=self._running(),
+                log_path=self.log_path,
+                timeout=30,
+            )
 
     def stop(self) -> None:
         if self._proc is not None:
@@ -225,6 +272,37 @@ class PostgresServer:
             )
         finally:
             pwfile.unlink(missing_ok=True)
+
+    def _base_backup(self, bindir: Path, user: str | None, primary: int) -> None:
+        """This data directory as a streaming replica of the primary on ``primary``
+        (``pg_basebackup -R``: it starts as a standby that follows the primary)."""
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.data.chmod(0o700)
+        if user is not None:
+            pw = pwd.getpwnam(user)
+            os.chown(self.data, pw.pw_uid, pw.pw_gid)
+        source = (
+            f"host=127.0.0.1 port={primary} user={SUPERUSER} sslmode=verify-full "
+            f"sslrootcert={self.tls_dir / 'ca.pem'}"
+        )
+        env = {**_server_env(user), "PGPASSWORD": self.password_file.read_text().strip()}
+        run(
+            [
+                str(bindir / "pg_basebackup"),
+                "-d",
+                source,
+                "-D",
+                str(self.data),
+                "-R",
+                "-X",
+                "stream",
+                "--checkpoint=fast",
+                "--no-sync",
+            ],
+            what="pg_basebackup",
+            user=user,
+            env=env,
+        )
 
     def _certificate(self, user: str | None) -> ServerCertificate:
         """The server's certificate; its key belongs to the server's OS user (Postgres
@@ -271,6 +349,15 @@ class PostgresServer:
             f"postgresql://{login}@127.0.0.1:{self.port}/{database}"
             f"?sslmode=verify-full&sslrootcert={ca}"
         )
+
+
+def _server_env(user: str | None) -> dict[str, str]:
+    """Our environment with the server user's own home: libpq (a replica's WAL
+    receiver, pg_basebackup) looks for client certificates under ``$HOME``."""
+    env = dict(os.environ)
+    if user is not None:
+        env["HOME"] = pwd.getpwnam(user).pw_dir
+    return env
 
 
 def _write_private(path: Path, text: str, user: str | None) -> None:
