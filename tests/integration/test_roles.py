@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from psycopg import sql
 from pydantic import SecretStr
 
 import firn
+from firn.catalog.grants import service_login
 from firn.cli import main
 from firn.commands.output import Output
 from firn.dashboard.server import Dashboard, Response
@@ -290,3 +292,35 @@ def test_the_dashboard_takes_a_compaction_request_only_from_an_operator_login(
     for secret in (f"pw-{operator}", f"pw-{producer}"):
         assert secret not in caplog.text
         assert all(secret not in r.html for r in [*refused, accepted])
+
+
+@pytest.mark.parametrize(
+    ("service", "statement"),
+    [
+        ("metrics", "UPDATE compaction_task SET state = 'Committed'"),
+        ("planner", "UPDATE data_file SET removed_snapshot = added_snapshot"),
+        ("planner", "UPDATE catalog_partition SET max_merged_seq = max_seq"),
+        ("dispatcher", "UPDATE catalog_table SET last_seq = last_seq + 1"),
+        ("dispatcher", "DELETE FROM data_file"),
+        ("committer", "INSERT INTO table_grant (table_id, role_name) "
+         "SELECT table_id, current_user FROM catalog_table"),
+        ("committer", "UPDATE catalog_table SET properties = '{}'"),
+        ("publisher", "UPDATE compaction_plan SET state = 'Failed'"),
+    ],
+)  # fmt: skip
+def test_a_service_role_writes_only_its_own_rows(
+    admin: firn.Catalog, settings: FirnSettings, service: str, statement: str
+) -> None:
+    admin.create_table("sales.mine", SCHEMA, ["id"]).commit(changes(range(3), 1.0))
+    password = f"test-{service}-{uuid.uuid4().hex}"
+    role = service_login(admin.conn, service, password)
+    fingerprint = _fingerprint(admin)
+
+    with psycopg.connect(url_as(settings.database_dsn(), role, password), autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("SET search_path TO {}").format(sql.Identifier(settings.database_schema))
+        )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(statement)
+
+    assert _fingerprint(admin) == fingerprint

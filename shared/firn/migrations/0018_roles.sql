@@ -256,7 +256,8 @@ GRANT UPDATE (created_at) ON catalog_table TO firn_dispatcher;
 -- retention and orphan cleanup.
 GRANT INSERT, UPDATE, DELETE ON data_file, snapshot, partition_merge_history, orphan_file,
     compaction_plan, compaction_task, state_transition, stream_batch TO firn_committer;
-GRANT UPDATE ON catalog_partition, catalog_table TO firn_committer;
+GRANT UPDATE (max_merged_seq, last_major_at, changed) ON catalog_partition TO firn_committer;
+GRANT UPDATE (last_snapshot) ON catalog_table TO firn_committer;
 
 -- The publisher: the Iceberg views of the tables and pyiceberg's SQL catalog rows.
 GRANT INSERT, UPDATE, DELETE ON iceberg_tables, iceberg_namespace_properties,
