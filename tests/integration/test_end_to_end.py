@@ -88,8 +88,12 @@ def assert_no_secret_shown(settings: FirnSettings, services: Services, table: fi
     """No password or token the run knew (the admin's, the services' logins', the
     dashboard's token) is in a service's log, on a topic (events and dead letters),
     or in the table's status."""
-    admin_password = conninfo_to_dict(settings.database_dsn()).get("password")
-    known = [str(s) for s in (admin_password, SERVICE_PASSWORD, DASHBOARD_TOKEN) if s]
+    admin_password = str(conninfo_to_dict(settings.database_dsn()).get("password") or "")
+    known = [SERVICE_PASSWORD, DASHBOARD_TOKEN]
+    # The local runner's admin password is random; testcontainers' default ("test") is
+    # a word every test's topic names hold, and cannot be searched for.
+    if len(admin_password) >= 16:
+        known.append(admin_password)
     shown = {path.name: path.read_text(errors="replace") for path in services.log_dir.glob("*.log")}
     topics = Topics.from_settings(settings)
     for topic in topics.all():
