@@ -7,6 +7,7 @@ itself does the refusing; no check here could pass on Python's word alone."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
@@ -20,7 +21,7 @@ from psycopg import sql
 from pydantic import SecretStr
 
 import firn
-from firn.catalog.grants import service_login
+from firn.catalog.grants import FIRN_ROLES, service_login
 from firn.cli import main
 from firn.commands.output import Output
 from firn.dashboard.server import Dashboard, Response
@@ -268,30 +269,30 @@ def test_the_dashboard_takes_a_compaction_request_only_from_an_operator_login(
         asked.append((table.name, partition, kind))
         return Output({}, "requested")
 
-    dashboard = Dashboard(
-        settings.model_copy(update={"dashboard_operators": True}), request=request
-    )
-    page = dashboard.get("/table?name=sales.mine")
-    assert 'name="role"' in page.html
-    assert 'name="token"' not in page.html
+    with contextlib.closing(
+        Dashboard(settings.model_copy(update={"dashboard_operators": True}), request=request)
+    ) as dashboard:
+        page = dashboard.get("/table?name=sales.mine")
+        assert 'name="role"' in page.html
+        assert 'name="token"' not in page.html
 
-    def ask(role: str, password: str) -> Response:
-        form = {"table": "sales.mine", "kind": "major", "role": role, "password": password}
-        return dashboard.post("/compact", form)
+        def ask(role: str, password: str) -> Response:
+            form = {"table": "sales.mine", "kind": "major", "role": role, "password": password}
+            return dashboard.post("/compact", form)
 
-    refused = [ask(producer, f"pw-{producer}"), ask(operator, "wrong"), ask("", "")]
-    assert [r.status for r in refused] == [403, 403, 403]
-    assert f"role {producer} may not request compactions" in refused[0].html
-    assert "wrong role or password" in refused[1].html
-    assert asked == []
+        refused = [ask(producer, f"pw-{producer}"), ask(operator, "wrong"), ask("", "")]
+        assert [r.status for r in refused] == [403, 403, 403]
+        assert f"role {producer} may not request compactions" in refused[0].html
+        assert "wrong role or password" in refused[1].html
+        assert asked == []
 
-    accepted = ask(operator, f"pw-{operator}")
-    assert accepted.status == 200, accepted.html
-    assert asked == [("sales.mine", None, "major")]
-    assert f"requested by role {operator}" in caplog.text
-    for secret in (f"pw-{operator}", f"pw-{producer}"):
-        assert secret not in caplog.text
-        assert all(secret not in r.html for r in [*refused, accepted])
+        accepted = ask(operator, f"pw-{operator}")
+        assert accepted.status == 200, accepted.html
+        assert asked == [("sales.mine", None, "major")]
+        assert f"requested by role {operator}" in caplog.text
+        for secret in (f"pw-{operator}", f"pw-{producer}"):
+            assert secret not in caplog.text
+            assert all(secret not in r.html for r in [*refused, accepted])
 
 
 @pytest.mark.parametrize(
@@ -324,3 +325,25 @@ def test_a_service_role_writes_only_its_own_rows(
             conn.execute(statement)
 
     assert _fingerprint(admin) == fingerprint
+
+
+def test_every_firn_role_reads_every_catalog_table_and_no_one_else_writes(
+    admin: firn.Catalog, settings: FirnSettings
+) -> None:
+    """Catches a later migration's table that no grant reaches."""
+    roles = [*FIRN_ROLES]
+    missing = admin.conn.execute(
+        "SELECT r.rolname, c.relname FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace CROSS JOIN pg_roles r "
+        "WHERE n.nspname = %s AND c.relkind IN ('r', 'S') AND r.rolname = ANY(%s) "
+        "AND NOT has_table_privilege(r.oid, c.oid, 'SELECT') ORDER BY 1, 2",
+        (settings.database_schema, roles),
+    ).fetchall()
+    assert missing == []
+    public = admin.conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relkind = 'r' "
+        "AND has_table_privilege('public', c.oid, 'SELECT, INSERT, UPDATE, DELETE')",
+        (settings.database_schema,),
+    ).fetchall()
+    assert public == []
