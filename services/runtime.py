@@ -23,6 +23,7 @@ from types import FrameType
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.registry import Collector
 
+import firn
 from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.kafka.loop import ConsumeLoop, EventHandler
 from firn.observability.endpoint import Endpoint, serve
@@ -94,6 +95,18 @@ def serve_metrics(
 
 
 STARTUP_PATIENCE = 300.0
+
+
+def open_catalog(name: str, settings: FirnSettings) -> firn.Catalog:
+    """The service's own ``firn.Catalog`` (it never publishes commit events), opened
+    with the start-up's patience: the database may restart between ``prepare`` and
+    this, and a service must not exit for it."""
+    reading = settings.model_copy(update={"kafka_bootstrap": None})
+    return retrying_transient(
+        lambda: firn.connect(settings=reading),
+        what=f"{name} catalog",
+        deadline_seconds=STARTUP_PATIENCE,
+    )
 
 
 def _prepare(name: str, settings: FirnSettings) -> ServiceContext:

@@ -10,14 +10,13 @@ import contextlib
 import functools
 import logging
 
-import firn
 from firn.engine.execution import Runner, run_local, run_small_here, run_spark
 from firn.engine.spark_session import spark_session
 from firn.engine.worker_pool import WorkerPool
 from firn.kafka import producer
 from firn.settings import FirnSettings
 from firn_services.dispatcher.handlers import Dispatcher
-from firn_services.runtime import prepare, run_consumer_service
+from firn_services.runtime import open_catalog, prepare, run_consumer_service
 
 NAME = "dispatcher"
 log = logging.getLogger(__name__)
@@ -34,9 +33,7 @@ def main(settings: FirnSettings) -> None:
         else functools.partial(run_local, threads=settings.dispatcher_local_threads)
     )
     try:
-        with firn.connect(
-            settings=settings.model_copy(update={"kafka_bootstrap": None})
-        ) as catalog:
+        with open_catalog(NAME, settings) as catalog:
             dispatcher = Dispatcher(
                 catalog,
                 producer(settings),

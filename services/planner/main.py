@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import firn
 from firn.kafka import producer
 from firn.settings import FirnSettings
 from firn_services.planner.handlers import Planner
-from firn_services.runtime import prepare, run_consumer_service
+from firn_services.runtime import open_catalog, prepare, run_consumer_service
 
 NAME = "planner"
 
 
 def main(settings: FirnSettings) -> None:
     context = prepare(NAME, settings)
-    with firn.connect(settings=settings.model_copy(update={"kafka_bootstrap": None})) as catalog:
+    with open_catalog(NAME, settings) as catalog:
         planner = Planner(catalog, producer(settings), context.topics.plan_tasks)
         run_consumer_service(
             context,
