@@ -192,18 +192,11 @@ def test_firn_grant_prints_a_url_a_producer_commits_with_until_revoked(
     settings: FirnSettings,
     tmp_path: Path,
     logins: Callable[[str], str],
-    monkeypatch: pytest.MonkeyPatch,
+    as_a_user: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """The CLI reads the admin's settings from the environment (``as_a_user``)."""
     admin.create_table("sales.mine", SCHEMA, ["id"])
-    for name, value in {
-        "FIRN_DATABASE_URL": settings.database_dsn(),
-        "FIRN_DATABASE_SCHEMA": settings.database_schema,
-        "FIRN_KAFKA_BOOTSTRAP": settings.kafka_servers(),
-        "FIRN_TOPIC_PREFIX": settings.topic_prefix,
-        "FIRN_WAREHOUSE": str(tmp_path),
-    }.items():
-        monkeypatch.setenv(name, value)
     role = logins("producer")
 
     assert main(["grant", "sales.mine", role, "--json"]) == 0
