@@ -46,10 +46,13 @@ def up(
     services: bool = True,
     as_json: bool = False,
     demo: dict[str, Any] | None = None,
+    secure_kafka: bool = False,
 ) -> int:
     """Start everything, report it, and keep it running until SIGINT or SIGTERM; with
     ``demo`` (``DemoOptions`` fields), also run the demo producer, and stop when it
-    ends. Returns the exit status: 1 if the demo's table did not match its model."""
+    ends; with ``secure_kafka`` the broker takes SASL over TLS only and every process
+    logs in to it as its own principal. Returns the exit status: 1 if the demo's
+    table did not match its model."""
     options = None if demo is None else DemoOptions(**demo)
     if options is not None and not services:
         raise ConfigError("--demo needs the services; drop --no-services")
@@ -75,6 +78,7 @@ def up(
         postgres_port=settings.postgres_port,
         database_url=url,
         kafka_bootstrap=settings.kafka_bootstrap,
+        secure_kafka=secure_kafka,
     )
     procs: ServiceProcesses | None = None
     dashboard: DashboardServer | None = None
@@ -82,13 +86,14 @@ def up(
     outcome: dict[str, Any] = {"code": 0}
     try:
         stack.start()
-        dashboard = _start_dashboard(stack.apply_to(settings))
+        dashboard = _start_dashboard(stack.apply_to(settings, role="operator"))
         env = {**os.environ, **stack.environment()}
         if options is not None and "metrics_check_interval" not in settings.model_fields_set:
             env["FIRN_METRICS_CHECK_INTERVAL"] = f"{DEMO_CHECK_INTERVAL:g}"
         connected_after = 0.0
         if services:
-            own = service_environments(stack.apply_to(settings), SERVICES)
+            catalog = service_environments(stack.apply_to(settings), SERVICES)
+            own = {name: {**catalog[name], **stack.login(name)} for name in SERVICES}
             procs = ServiceProcesses(env, settings.home / "logs", own=own)
             procs.start()
             stack.write_state(supervisor=os.getpid(), services=procs.pids)
@@ -100,6 +105,9 @@ def up(
             "database_url": stack.database_url,
             "kafka_bootstrap": stack.kafka_bootstrap,
             "kafka_version": KAFKA_VERSION,
+            "kafka_logins": {
+                role: str(settings.home / "kafka" / f"{role}.env") for role in stack.kafka_logins
+            },
             "services": procs.pids if procs else {},
             "metrics": metrics_urls(settings) if procs else {},
             "dashboard": None if dashboard is None else dashboard.url,
@@ -244,6 +252,12 @@ def _describe_up(report: dict[str, Any]) -> str:
         f"  postgres   {masked(report['database_url'])} (in full in {report['home']}/stack.json)",
         f"  kafka      {report['kafka_bootstrap']} (Apache Kafka {report['kafka_version']})",
     ]
+    logins = report.get("kafka_logins", {})
+    if logins:
+        lines.append(
+            "  kafka      SASL_SSL with ACLs: a producer logs in with the variables in "
+            f"{logins['producer']} (`set -a; . {logins['producer']}; set +a`)"
+        )
     metrics = report.get("metrics", {})
     for name, pid in report["services"].items():
         where = f", metrics {metrics[name]}" if name in metrics else ""

@@ -20,6 +20,7 @@ from subprocess import Popen
 from firn.errors import StackError
 
 from . import maven
+from .kafka_security import BrokerSecurity
 from .processes import free_port, port_is_open, run, spawn, stop, wait_until
 
 log = logging.getLogger(__name__)
@@ -136,13 +137,15 @@ def spawn_server(libs: Path, data: Path, config: Path, heap: str, log_path: Path
 
 @dataclass
 class KafkaBroker:
-    """One broker+controller process on loopback."""
+    """One broker+controller process on loopback; with ``security``, its listeners
+    take SASL over TLS only and an authorizer guards every topic and group."""
 
     cache: Path
     data: Path
     port: int = 0
     controller_port: int = 0
     heap: str = "512m"
+    security: BrokerSecurity | None = None
     _proc: Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -193,7 +196,11 @@ class KafkaBroker:
             voters=[self.controller_port],
             log_dirs=logs,
         )
+        if self.security is not None:
+            settings.update(self.security.broker_settings(self.port, self.controller_port))
         config = self.data / "server.properties"
+        # With security it holds the admin's password: readable by its owner only.
+        config.touch(mode=0o600)
         config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         return config
 

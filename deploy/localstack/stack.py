@@ -9,7 +9,8 @@ Home layout::
 
     <home>/cache/         Maven, the Kafka jars (downloaded once, shared)
     <home>/postgres/      data directory and server log
-    <home>/kafka/         KRaft storage, config and broker log
+    <home>/kafka/         KRaft storage, config and broker log; with ``secure_kafka``
+                          also one ``<role>.env`` per Kafka principal (0600)
     <home>/logs/          one log per service process
     <home>/stack.json     what is running now: addresses and process ids
 """
@@ -31,6 +32,7 @@ from firn.errors import StackError
 from firn.settings import FirnSettings
 
 from .kafka import KAFKA_VERSION, KafkaBroker
+from .kafka_security import BrokerSecurity, kafka_logins
 from .postgres import PostgresServer
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,11 @@ class LocalStack:
     database_url: str | None = None
     kafka_bootstrap: str | None = None
     cache: Path | None = None
+    secure_kafka: bool = False
+    """Run the broker with SASL over TLS and ACLs, each principal with a login of its own."""
     kafka: KafkaBroker | None = field(default=None, init=False)
+    kafka_logins: dict[str, dict[str, str]] = field(default_factory=dict, init=False)
+    """With ``secure_kafka``: each Firn role's FIRN_KAFKA_ variables (``kafka_logins``)."""
     postgres: PostgresServer | None = field(default=None, init=False)
     timings: dict[str, float] = field(default_factory=dict, init=False)
 
@@ -72,14 +78,24 @@ class LocalStack:
             if self.kafka_bootstrap is None:
                 began = time.monotonic()
                 controller = self.kafka_port + 1 if self.kafka_port else 0
+                security = None
+                if self.secure_kafka:
+                    # One CA for the stack: Postgres's when it runs here.
+                    tls = self.postgres.tls_dir if self.postgres else self.home / "tls"
+                    security = BrokerSecurity.create(tls)
                 self.kafka = KafkaBroker(
                     self.cache_dir,
                     self.home / "kafka",
                     port=self.kafka_port,
                     controller_port=controller,
+                    security=security,
                 )
                 self.kafka.start()
                 self.kafka_bootstrap = self.kafka.bootstrap
+                if security is not None:
+                    self.kafka_logins = kafka_logins(
+                        self.kafka_bootstrap, security, self.home / "kafka"
+                    )
                 self.timings["kafka"] = time.monotonic() - began
         except BaseException:
             self.stop()
@@ -108,15 +124,24 @@ class LocalStack:
             "FIRN_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
         }
 
-    def apply_to(self, settings: FirnSettings) -> FirnSettings:
-        """``settings`` pointed at this stack's Postgres and Kafka."""
+    def login(self, role: str) -> dict[str, str]:
+        """The FIRN_KAFKA_ variables of ``role``'s Kafka principal (none when the broker
+        takes anyone)."""
+        return dict(self.kafka_logins.get(role, {}))
+
+    def apply_to(self, settings: FirnSettings, role: str = "producer") -> FirnSettings:
+        """``settings`` pointed at this stack's Postgres and Kafka, logging in to Kafka
+        as ``role`` when the broker asks who is there."""
         env = self.environment()
-        return settings.model_copy(
-            update={
-                "database_url": SecretStr(env["FIRN_DATABASE_URL"]),
-                "kafka_bootstrap": env["FIRN_KAFKA_BOOTSTRAP"],
-            }
-        )
+        update: dict[str, Any] = {
+            "database_url": SecretStr(env["FIRN_DATABASE_URL"]),
+            "kafka_bootstrap": env["FIRN_KAFKA_BOOTSTRAP"],
+        }
+        login = self.login(role)
+        if login:
+            update["kafka_config"] = json.loads(login["FIRN_KAFKA_CONFIG"])
+            update["kafka_sasl_password"] = SecretStr(login["FIRN_KAFKA_SASL_PASSWORD"])
+        return settings.model_copy(update=update)
 
     def write_state(self, *, supervisor: int, services: dict[str, int]) -> None:
         state: dict[str, Any] = {

@@ -32,6 +32,7 @@ from firn.commands import (
     expire,
     grants,
     iceberg,
+    kafka_acls,
     migrate,
     schema,
     status,
@@ -74,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
         "up", parents=[common], help="start Postgres, Kafka and the five services"
     )
     up.add_argument("--no-services", action="store_true", help="start only Postgres and Kafka")
+    up.add_argument(
+        "--secure-kafka",
+        action="store_true",
+        help="run the broker with SASL (SCRAM-SHA-512) over TLS and ACLs; every service "
+        "logs in as its own principal, and <home>/kafka/<role>.env holds each role's login",
+    )
     _add_demo_options(up)
     up.set_defaults(run=_up)
 
@@ -105,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         verify,
         grants,
         migrate,
+        kafka_acls,
         iceberg,
         dashboard,
     )
@@ -256,6 +264,7 @@ def _up(args: argparse.Namespace, settings: FirnSettings) -> int:
         services=not args.no_services,
         as_json=args.json,
         demo=demo if args.demo else None,
+        secure_kafka=args.secure_kafka,
     )
     return code
 

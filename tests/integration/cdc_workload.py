@@ -98,7 +98,9 @@ class CdcProducer:
         amount = round(self.rng.uniform(0, 1000), 2)
         return {"day": day, "id": key, "amount": amount, "note": f"c{self.commits}", "_op": "U"}
 
-    def run(self, commits: int, per_second: float, between: Callable[[int], None]) -> None:
+    def run(
+        self, commits: int, per_second: float, between: Callable[[int], None] = lambda _n: None
+    ) -> None:
         """``commits`` commits at about ``per_second``; ``between(n)`` after each."""
         for n in range(commits):
             started = time.monotonic()

@@ -75,10 +75,18 @@ def service_env(settings: FirnSettings, **extra: str) -> dict[str, str]:
 class Services:
     """Named service processes: start, kill, restart; logs under ``log_dir``."""
 
-    def __init__(self, settings: FirnSettings, log_dir: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        settings: FirnSettings,
+        log_dir: Path,
+        env: Mapping[str, str],
+        own: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        """``own``: variables of one service over ``env`` (its own Kafka login)."""
         self.settings = settings
         self.log_dir = log_dir
         self.env = dict(service_env(settings, **env))
+        self.own = {name: dict(variables) for name, variables in (own or {}).items()}
         self.urls = service_urls(settings) if "FIRN_DATABASE_URL" not in env else {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._starts: dict[str, int] = {}
@@ -92,7 +100,7 @@ class Services:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "firn", "service", service],
                 cwd=REPO,
-                env={**self.env, **self._login(service)},
+                env={**self.env, **self._login(service), **self.own.get(service, {})},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -162,9 +170,13 @@ class Services:
 
 @contextmanager
 def running_services(
-    settings: FirnSettings, log_dir: Path, names: list[str], **env: str
+    settings: FirnSettings,
+    log_dir: Path,
+    names: list[str],
+    own: Mapping[str, Mapping[str, str]] | None = None,
+    **env: str,
 ) -> Iterator[Services]:
-    services = Services(settings, log_dir, env)
+    services = Services(settings, log_dir, env, own)
     try:
         for name in names:
             services.start(name)
