@@ -1,6 +1,7 @@
 """Write the reference pages that come from the code: table properties
 (``firn.model.property_docs``), the ``firn`` command (its argparse parser), the
-events (their models' JSON Schemas) and the settings (``FirnSettings``).
+events (their models' JSON Schemas), the settings (``FirnSettings``) and the Kafka
+ACLs (``firn.kafka.acls.layout``).
 ``tests/unit/test_docs.py`` fails while a committed page differs from what this
 writes.
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from firn.cli import build_parser
 from firn.events.schemas import EVENT_MODELS, generated_schema
+from firn.kafka.acls import layout
 from firn.model.property_docs import reference_page
 from firn.settings import FirnSettings
 
@@ -30,6 +32,7 @@ def pages() -> dict[str, str]:
         "cli.md": cli_page(),
         "events.md": events_page(),
         "settings.md": settings_page(),
+        "kafka-acls.md": kafka_acls_page(),
     }
 
 
@@ -167,6 +170,39 @@ def settings_page() -> str:
         text = (field.description or "").replace("|", "\\|").replace("\n", " ")
         lines.append(f"| `{prefix}{name.upper()}` | {_default_of(field)} | {text} |")
     return "\n".join(lines) + "\n"
+
+
+def kafka_acls_page() -> str:
+    lines = [
+        "# Kafka principals and ACLs",
+        "",
+        NOTICE,
+        "",
+        "What `firn kafka-acls` grants on a cluster with an authorizer, with the default",
+        "topic prefix `firn.` (`FIRN_TOPIC_PREFIX` changes the names). Each principal is",
+        "a SCRAM user `firn-<role>`; `--users` sets its password from",
+        "`FIRN_KAFKA_<ROLE>_PASSWORD`. Read and write imply describe. Nothing else is",
+        "allowed: the broker's authorizer denies what no ACL allows.",
+        "",
+        "| principal | consumer group (read) | read topics | write topics "
+        "| describe (prefix) | create (prefix) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+
+    def names(items: tuple[str, ...]) -> str:
+        return ", ".join(f"`{item}`" for item in items) or "none"
+
+    for access in layout(FirnSettings()):
+        lines.append(
+            f"| `User:{access.principal}` | {names(_given(access.group))} "
+            f"| {names(access.reads)} | {names(access.writes)} "
+            f"| {names(_given(access.describes_prefix))} | {names(_given(access.creates_prefix))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _given(value: str | None) -> tuple[str, ...]:
+    return () if value is None else (value,)
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from pydantic import SecretStr
 from firn.kafka.acls import ROLES, prepare, principal
 from firn.settings import FirnSettings
 
-from .tls import server_certificate
+from .tls import ServerCertificate, server_certificate
 
 ADMIN = "admin"
 SCRAM = "SCRAM-SHA-512"
@@ -51,9 +51,7 @@ class BrokerSecurity:
         """A new admin password, and the broker's certificate from the CA in ``folder``
         (made there if missing: the local stack shares one CA between its servers)."""
         made = server_certificate(folder, "kafka")
-        keystore = folder / "kafka-keystore.pem"
-        keystore.touch(mode=0o600)
-        keystore.write_bytes(made.key.read_bytes() + made.certificate.read_bytes())
+        keystore = write_keystore(made, folder / "kafka-keystore.pem")
         return cls(admin_password=secrets.token_urlsafe(18), ca=made.ca, keystore=keystore)
 
     def broker_settings(self, port: int, controller_port: int) -> dict[str, str]:
@@ -96,6 +94,15 @@ class BrokerSecurity:
     def admin_config(self) -> dict[str, Any]:
         """librdkafka properties of the admin, password included."""
         return {**self.client_config(ADMIN, "PLAIN"), "sasl.password": self.admin_password}
+
+
+def write_keystore(made: ServerCertificate, path: Path) -> Path:
+    """The server's key and certificate in one PEM file, Kafka's ``PEM`` keystore,
+    readable by its owner only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(made.key.read_bytes() + made.certificate.read_bytes())
+    return path
 
 
 def _jaas(module: str, username: str, password: str, admin_password: str) -> str:

@@ -31,9 +31,12 @@ class ServerCertificate:
     key: Path
 
 
-def server_certificate(folder: Path, name: str) -> ServerCertificate:
+def server_certificate(
+    folder: Path, name: str, hosts: tuple[str, ...] = ("localhost",)
+) -> ServerCertificate:
     """The CA in ``folder`` (made if missing) and a certificate for server ``name``
-    signed by it (made if missing); keys are readable by their owner only."""
+    signed by it (made if missing), valid for the DNS names ``hosts`` and 127.0.0.1;
+    keys are readable by their owner only."""
     folder.mkdir(parents=True, exist_ok=True)
     ca_cert, ca_key = _authority(folder)
     made = ServerCertificate(
@@ -53,7 +56,10 @@ def server_certificate(folder: Path, name: str) -> ServerCertificate:
         .not_valid_after(now + VALID_FOR)
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                [
+                    *(x509.DNSName(host) for host in hosts),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                ]
             ),
             critical=False,
         )

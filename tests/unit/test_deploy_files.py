@@ -23,6 +23,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from firn.catalog.observed import CatalogReading, PartitionFigures
 from firn.cli import SERVICES, build_parser
+from firn.kafka.acls import ROLES, password_variable, principal
 from firn.observability import instruments
 from firn.observability.catalog_collector import CatalogCollector
 from firn.settings import FirnSettings
@@ -64,7 +65,9 @@ def test_compose_runs_the_stack_with_prometheus_grafana_and_an_optional_demo(
         "kafka",
         "postgres",
         *FIRN_SERVICES,
+        "certs",
         "migrate",
+        "kafka-acls",
         "demo",
         "prometheus",
         "grafana",
@@ -95,6 +98,65 @@ def test_each_service_logs_in_as_its_own_role_made_by_the_migrate_job(
         assert services[name]["environment"]["FIRN_KAFKA_BOOTSTRAP"] == "kafka:9092"
 
 
+def _kafka_login(environment: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A container's librdkafka pass-through and the variable its password comes from."""
+    config = json.loads(environment["FIRN_KAFKA_CONFIG"])
+    password = environment["FIRN_KAFKA_SASL_PASSWORD"]
+    variable = re.fullmatch(r"\$\{(\w+):-[^}]+\}", password)
+    assert variable is not None, password
+    return config, variable.group(1)
+
+
+def test_each_firn_container_logs_in_to_kafka_as_its_own_principal_over_tls(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    job = services["kafka-acls"]
+    assert job["command"] == ["kafka-acls", "--users"]
+    admin, admin_password = _kafka_login(job["environment"])
+    assert admin["sasl.username"] == "admin"
+    assert admin_password == "FIRN_KAFKA_ADMIN_PASSWORD"
+    logins = {**{name: name for name in FIRN_SERVICES}, "demo": "producer"}
+    for name, role in logins.items():
+        config, variable = _kafka_login(services[name]["environment"])
+        assert config["security.protocol"] == "SASL_SSL", name
+        assert config["sasl.mechanism"] == "SCRAM-SHA-512", name
+        assert config["sasl.username"] == principal(role), name
+        assert config["ssl.ca.location"] == "/certs/ca.pem", name
+        assert variable == password_variable(role), name
+        assert variable in job["environment"], f"the job sets {role}'s password"
+    assert all(password_variable(role) in job["environment"] for role in ROLES)
+    for name in FIRN_SERVICES:
+        assert services[name]["depends_on"]["kafka-acls"] == {
+            "condition": "service_completed_successfully"
+        }
+
+
+def test_the_broker_takes_sasl_over_tls_only_and_authorizes(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    env = services["kafka"]["environment"]
+    listeners = env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(",")
+    protocols = dict(listener.split(":") for listener in listeners)
+    assert protocols == {"CONTROLLER": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL", "HOST": "SASL_SSL"}
+    assert env["KAFKA_AUTHORIZER_CLASS_NAME"].endswith("StandardAuthorizer")
+    assert env["KAFKA_SUPER_USERS"] == "User:admin"
+    assert "ALLOW_EVERYONE_IF_NO_ACL_FOUND" not in " ".join(env)
+
+
+def test_postgres_takes_tls_logins_only_and_every_client_verifies_it(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    command = services["postgres"]["command"]
+    assert "ssl=on" in command
+    assert "hba_file=/etc/firn/pg_hba.conf" in command
+    hba = (ROOT / "deploy" / "compose" / "pg_hba.conf").read_text().splitlines()
+    rules = [line.split() for line in hba if line.strip() and not line.startswith("#")]
+    assert [rule[0] for rule in rules] == ["local", "hostssl"], "no plain host rule"
+    for name in [*FIRN_SERVICES, "migrate", "demo"]:
+        url = services[name]["environment"]["FIRN_DATABASE_URL"]
+        assert url.endswith("?sslmode=verify-full&sslrootcert=/certs/ca.pem"), name
+
+
 def test_third_party_images_are_official_and_pinned(services: dict[str, dict[str, Any]]) -> None:
     repositories = {
         "kafka": "apache/kafka",
@@ -107,7 +169,7 @@ def test_third_party_images_are_official_and_pinned(services: dict[str, dict[str
         image, _, tag = interpolated(services[name]["image"]).partition(":")
         assert image == repository, name
         assert tag not in ("", "latest"), f"{name} is not pinned: {services[name]['image']}"
-    for name in [*FIRN_SERVICES, "migrate", "demo"]:
+    for name in [*FIRN_SERVICES, "certs", "migrate", "kafka-acls", "demo"]:
         assert services[name]["image"] == "firn:dev"
         assert services[name]["build"]["dockerfile"] == "deploy/Dockerfile"
     assert (ROOT / "deploy" / "Dockerfile").is_file()
@@ -115,7 +177,7 @@ def test_third_party_images_are_official_and_pinned(services: dict[str, dict[str
 
 def test_every_firn_command_is_a_real_firn_command(services: dict[str, dict[str, Any]]) -> None:
     parser = build_parser()
-    for name in [*FIRN_SERVICES, "migrate", "demo"]:
+    for name in [*FIRN_SERVICES, "migrate", "kafka-acls", "demo"]:
         argv = [interpolated(arg) for arg in services[name]["command"]]
         args = parser.parse_args(argv)  # exits 2 on anything argparse refuses
         if name == "demo":
@@ -124,6 +186,9 @@ def test_every_firn_command_is_a_real_firn_command(services: dict[str, dict[str,
         elif name == "migrate":
             assert args.command == "migrate"
             assert args.service_logins
+        elif name == "kafka-acls":
+            assert args.command == "kafka-acls"
+            assert args.users
         else:
             assert (args.command, SERVICES[args.name]) == ("service", name)
 
@@ -141,7 +206,7 @@ def test_the_warehouse_is_one_host_directory_for_every_firn_container(
 ) -> None:
     for name in [*FIRN_SERVICES, "demo"]:
         assert services[name]["environment"]["FIRN_WAREHOUSE"] == "/warehouse"
-        assert services[name]["volumes"] == [WAREHOUSE_MOUNT], name
+        assert services[name]["volumes"] == [WAREHOUSE_MOUNT, "certs:/certs:ro"], name
     source = interpolated(WAREHOUSE_MOUNT).split(":")[0]
     assert source.startswith("./"), "a bind mount the host reads, not a named volume"
 
@@ -150,7 +215,7 @@ def test_the_demo_starts_after_the_services_and_reaches_the_same_stack(
     services: dict[str, dict[str, Any]],
 ) -> None:
     demo = services["demo"]
-    assert set(demo["depends_on"]) == {"kafka", "postgres", *FIRN_SERVICES}
+    assert set(demo["depends_on"]) == set(FIRN_SERVICES)  # which wait for the jobs
     env, planner = demo["environment"], services["planner"]["environment"]
     assert env["FIRN_KAFKA_BOOTSTRAP"] == planner["FIRN_KAFKA_BOOTSTRAP"]
     # The same database; the demo as the catalog's admin, since it creates its table.
