@@ -18,6 +18,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,6 +206,34 @@ def test_services_and_a_producer_on_sasl_over_tls_with_acls_and_the_refusals(
         ).fetchone() or (0,)
         assert compactions > 0
 
+    # No password in a log line, an event or a dead letter.
     logs = "\n".join(p.read_text(errors="replace") for p in tmp_path.glob("*.log"))
+    events = _everything_on(broker, security, topics)
+    assert events, "the topics hold the run's events"
     for secret in (*PASSWORDS.values(), security.admin_password):
         assert secret not in logs
+        assert secret.encode() not in events
+
+
+def _everything_on(broker: KafkaBroker, security: BrokerSecurity, topics: Topics) -> bytes:
+    """Every key and value on the Firn topics, read as the broker's admin."""
+    reader = Consumer(
+        _client(
+            broker,
+            **security.admin_config(),
+            **{"group.id": f"audit-{uuid.uuid4().hex}", "auto.offset.reset": "earliest"},
+        )
+    )
+    found = bytearray()
+    try:
+        reader.subscribe(list(topics.all()))
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < 5:
+            message = reader.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            found += (message.key() or b"") + (message.value() or b"")
+            quiet_since = time.monotonic()
+    finally:
+        reader.close()
+    return bytes(found)
