@@ -2,7 +2,8 @@
 makes here (Docker Hub is out of reach): Postgres, Kafka, the five services (three
 dispatchers and two committers, by ``--scale``) and the demo producer come up, the
 demo's table equals its model, the work is spread over the replicas of each consumer
-group with no plan committed twice, the warehouse is readable on the host, and ``down`` leaves
+group with no plan committed twice, the warehouse is readable on the host, Postgres
+refuses a login without TLS and Kafka a client without SASL, and ``down`` leaves
 nothing behind.
 
 ``make test-docker`` runs it (so does CI), and it fails, not skips, when Docker does
@@ -22,6 +23,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from firn_localstack.processes import free_port
 
@@ -114,6 +117,8 @@ def test_compose_runs_the_stack_scaled_and_the_demo_equals_its_model(
         "docker", "inspect", "--format", "{{.State.ExitCode}}", f"{base[3]}-demo-1", env=env
     )
     assert exit_code.strip() == "0", summary[-3000:]
+    # It ran as the producer principal, over TLS: no refusal on the way.
+    assert "AUTHORIZATION_FAILED" not in summary
 
     committed, owners = spread(base, env, url)
     by_committer = Counter(name for name, _ in committed)
@@ -131,6 +136,14 @@ def test_compose_runs_the_stack_scaled_and_the_demo_equals_its_model(
             "WHERE state = 'Committed'"
         ).fetchone() or (0, 0)
     assert plans_committed == snapshots > 0
+
+    # Nothing in the clear, nobody anonymous: Postgres refuses a login without TLS
+    # (its TLS one above succeeded), Kafka's host listener anyone without SASL.
+    with pytest.raises(psycopg.OperationalError, match="no encryption"):
+        psycopg.connect(url + "?sslmode=disable", connect_timeout=10).close()
+    anonymous = AdminClient({"bootstrap.servers": f"127.0.0.1:{env['FIRN_COMPOSE_KAFKA_PORT']}"})
+    with pytest.raises(KafkaException):
+        anonymous.list_topics(timeout=5)
 
     # The warehouse is the host's directory: the demo table's Parquet files are there.
     warehouse = Path(env["FIRN_WAREHOUSE_DIR"])

@@ -23,15 +23,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
+from confluent_kafka.admin import AdminClient
+
+# Where the types are defined: confluent_kafka.admin re-exports them without __all__.
+from confluent_kafka.admin._acl import AclBinding, AclOperation, AclPermissionType
+from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
+from confluent_kafka.admin._scram import (
     ScramCredentialInfo,
     ScramMechanism,
+    UserScramCredentialAlteration,
     UserScramCredentialUpsertion,
 )
 
@@ -156,7 +156,7 @@ def set_passwords(
     API sends it."""
     if not passwords:
         return []
-    upserts = [
+    upserts: list[UserScramCredentialAlteration] = [
         UserScramCredentialUpsertion(
             principal(role),
             ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS),
