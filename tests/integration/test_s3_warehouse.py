@@ -78,3 +78,28 @@ def test_the_orphan_sweep_lists_an_s3_warehouse(settings: FirnSettings, s3_endpo
         eventually(swept, timeout=60, what="the sweep deleting the stray object", every=0.2)
         assert {f.path for f in table.storage.walk()} == live
         assert sorted(table.read().column("id").to_pylist()) == [1, 2, 3]
+
+
+def test_s3_keys_stay_in_the_environment(settings: FirnSettings, s3_endpoint: str) -> None:
+    """The keys (the fixture's AWS_SECRET_ACCESS_KEY) reach S3 but not the catalog, the
+    table's status or its files' listing; a warehouse URI carrying them is refused
+    before a table is made, without echoing them."""
+    options = f"region=us-east-1&scheme=http&endpoint_override={s3_endpoint}"
+    fs, _ = pafs.FileSystem.from_uri(f"s3://lake?{options}&allow_bucket_creation=true")
+    fs.create_dir("lake")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    with firn.connect(warehouse=f"s3://lake/firn?{options}", settings=settings) as catalog:
+        table = catalog.create_table("orders", schema, ["id"])
+        table.upsert(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+        rows = catalog.conn.execute(
+            "SELECT to_jsonb(t)::text FROM catalog_table t WHERE table_id = %s",
+            (table.table_id,),
+        ).fetchall()
+        shown = repr(rows) + repr(table.status()) + repr(table.files().to_pylist())
+        assert "firn-secret" not in shown
+    leaky = f"s3://lake/firn?{options}&access_key=firn&secret_key=firn-secret"
+    with firn.connect(warehouse=leaky, settings=settings) as catalog:
+        with pytest.raises(firn.ConfigError, match="carries credentials") as refused:
+            catalog.create_table("leaky", schema, ["id"])
+        assert "firn-secret" not in str(refused.value)
+        assert "leaky" not in catalog.tables()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from firn.errors import ConfigError
-from firn.io.storage import Storage, join_location, resolve_root
+from firn.io.storage import Storage, join_location, resolve_root, warehouse_root
 
 
 def test_local_paths_become_absolute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -32,3 +32,25 @@ def test_unusable_locations_are_config_errors() -> None:
         resolve_root("")
     with pytest.raises(ConfigError, match="cannot use"):
         Storage("nosuchscheme://x/y")
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3://lake/firn?region=eu-west-1&access_key=AKID&secret_key=s3cr3t-value",
+        "s3://lake/firn?SECRET_KEY=s3cr3t-value",
+        "s3://lake/firn?session_token=s3cr3t-value",
+        "hdfs://firn:s3cr3t-value@namenode:8020/lake",
+    ],
+)
+def test_a_warehouse_carrying_credentials_is_refused_without_showing_them(uri: str) -> None:
+    with pytest.raises(ConfigError, match="carries credentials") as refused:
+        warehouse_root(uri)
+    assert "s3cr3t-value" not in str(refused.value)
+    assert "AWS_SECRET_ACCESS_KEY" in str(refused.value)
+
+
+def test_a_warehouse_without_credentials_is_kept_as_given() -> None:
+    uri = "s3://lake/firn?region=eu-west-1&endpoint_override=127.0.0.1:9000"
+    assert warehouse_root(uri) == uri
+    assert warehouse_root("hdfs://firn@namenode:8020/lake/") == "hdfs://firn@namenode:8020/lake"

@@ -23,7 +23,7 @@ from firn.catalog.grants import Grant, grant_commit, revoke_commit
 from firn.catalog.table_catalog import PostgresTableCatalog
 from firn.catalog.tables import TableRow, insert_table, table_named, table_names, table_with_id
 from firn.errors import ConfigError
-from firn.io.storage import resolve_root
+from firn.io.storage import warehouse_root
 from firn.kafka.publisher import EventPublisher
 from firn.kafka.topics import Topics
 from firn.model.properties import TableProperties
@@ -62,7 +62,7 @@ class Catalog:
 
     @property
     def warehouse(self) -> str:
-        return resolve_root(self.settings.warehouse)
+        return warehouse_root(self.settings.warehouse)
 
     def close(self) -> None:
         self.tables_catalog.close()

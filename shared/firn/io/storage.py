@@ -27,6 +27,13 @@ def _has_scheme(uri: str) -> bool:
     return bool(sep) and head.isalnum() and len(head) > 1
 
 
+CREDENTIAL_OPTIONS = ("access_key", "secret_key", "session_token")
+"""``pyarrow.fs`` URI options that carry credentials. The warehouse becomes part of
+every new table's location, which the catalog stores and shows to every reader, so a
+warehouse holding one is refused: credentials come from the environment (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, a profile or an instance role)."""
+
+
 def resolve_root(uri: str) -> str:
     """``uri`` made absolute when it is a local path; URIs are kept as given."""
     if not uri:
@@ -34,6 +41,33 @@ def resolve_root(uri: str) -> str:
     if _has_scheme(uri):
         return uri.rstrip("/")
     return str(Path(uri).expanduser().resolve())
+
+
+def warehouse_root(uri: str) -> str:
+    """The warehouse setting as a root for new tables: ``resolve_root``, refusing a
+    URI that carries credentials (``CREDENTIAL_OPTIONS``)."""
+    root = resolve_root(uri)
+    if _has_scheme(root):
+        _refuse_credentials(root)
+    return root
+
+
+def _refuse_credentials(uri: str) -> None:
+    base, _, query = uri.partition("?")
+    given = [pair.partition("=")[0] for pair in query.split("&") if pair]
+    found = sorted({name for name in given if name.lower() in CREDENTIAL_OPTIONS})
+    # The authority may hold a password too (scheme://user:secret@host/...).
+    authority = base.partition("://")[2].split("/")[0]
+    if ":" in authority.rpartition("@")[0]:
+        found.append("a user:password@ login")
+    if found:
+        # The message names the options, never their values.
+        raise ConfigError(
+            f"the warehouse location carries credentials ({', '.join(found)}): it is stored "
+            "in the catalog and shown to every reader. Give them in the environment "
+            "instead (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, a "
+            "profile or an instance role)"
+        )
 
 
 def join_location(root: str, child: str) -> str:
