@@ -180,6 +180,19 @@ def test_services_and_a_producer_on_sasl_over_tls_with_acls_and_the_refusals(
         assert _produce_error(as_planner, topics.task_results) == refused_write
         assert _produce_error(as_producer, topics.commits + "-not-firn") == refused_write
 
+        # A service with a wrong password stops at once and says why.
+        wrong = subprocess.run(
+            [sys.executable, "-m", "firn", "service", "planner"],
+            cwd=REPO,
+            env={**svc.env, **_login(security, "planner"), "FIRN_KAFKA_SASL_PASSWORD": "wr0ng"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert wrong.returncode == 1
+        assert "Kafka refused this client as 'firn-planner'" in wrong.stderr
+        assert "wr0ng" not in wrong.stderr + wrong.stdout
+
         # A producer reading the commit stream.
         reader = Consumer({**as_producer, "group.id": f"{topics.prefix}metrics"})
         try:

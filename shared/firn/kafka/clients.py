@@ -69,8 +69,8 @@ def consumer_config(settings: FirnSettings, group_id: str, **overrides: Any) -> 
     )
 
 
-def admin_client(settings: FirnSettings) -> AdminClient:
-    return AdminClient(admin_config(settings))
+def admin_client(settings: FirnSettings, **overrides: Any) -> AdminClient:
+    return AdminClient({**admin_config(settings), **overrides})
 
 
 def producer(settings: FirnSettings, **overrides: Any) -> Producer:

@@ -26,6 +26,13 @@ from firn.settings import FirnSettings
 
 log = logging.getLogger(__name__)
 
+REFUSALS = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError._AUTHENTICATION,
+}
+"""Delivery errors that say who the client is, not how the network is."""
+
 
 class EventPublisher:
     """A lazily created idempotent producer for one topic."""
@@ -77,8 +84,22 @@ class EventPublisher:
                 self.timeout,
             )
             return False
-        if outcome["error"] is not None:
-            log.warning("%s event for %s was not delivered: %s", self.topic, key, outcome["error"])
+        error = outcome["error"]
+        if error is not None:
+            if error.code() in REFUSALS:
+                # Not weather: every later event will be refused too, until an admin acts.
+                log.error(
+                    "Kafka refused the %s event for %s (%s): this process's principal "
+                    "(sasl.username %r) may not write %s; the commit itself is durable "
+                    "and the metrics catalog check finds it. Grant it with `firn kafka-acls`",
+                    self.topic,
+                    key,
+                    error.name(),
+                    self._settings.kafka_config.get("sasl.username"),
+                    self.topic,
+                )
+            else:
+                log.warning("%s event for %s was not delivered: %s", self.topic, key, error)
             return False
         return True
 

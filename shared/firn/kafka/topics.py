@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._metadata import TopicMetadata
 from confluent_kafka.cimpl import NewTopic
 
-from firn.errors import ServiceError
+from firn.errors import ConfigError, ServiceError
 from firn.kafka.clients import admin_client
 from firn.settings import FirnSettings
 
@@ -121,12 +121,14 @@ def ensure_topics(
 
     Only missing topics are asked for, so on a cluster whose topics an administrator
     created, a service needs DESCRIBE on them but no CREATE right (see the ACL
-    layout in docs/guide/docker.md)."""
-    admin = admin_client(settings)  # kept referenced: its futures die with it
-    try:
-        existing = set(admin.list_topics(timeout=timeout).topics)
-    except KafkaException as exc:
-        raise ServiceError(f"cannot list the Kafka topics: {exc}") from exc
+    layout in docs/reference/kafka-acls.md). A broker that refuses this client's
+    login or certificate check is a ``ConfigError`` (trying again cannot help), said
+    as soon as it is seen."""
+    refusals: list[KafkaError] = []
+    admin = admin_client(  # kept referenced: its futures die with it
+        settings, error_cb=lambda error: refusals.append(error)
+    )
+    existing = _topic_names(admin, settings, refusals, timeout)
     missing = tuple(name for name in names if name not in existing)
     if not missing:
         return
@@ -134,6 +136,42 @@ def ensure_topics(
         admin, new_topics(settings, missing, partitions=partitions, config=config), timeout
     )
     wait_until_visible(admin, missing, timeout=timeout)
+
+
+def _refusal(error: KafkaError) -> bool:
+    """Whether a client error says who the client is or whom it trusts, not how the
+    network is: a refused login, or a broker certificate the client does not trust
+    (a handshake cut short by a restarting broker is weather, and retried)."""
+    if error.code() == KafkaError._AUTHENTICATION:
+        return True
+    return error.code() == KafkaError._SSL and "certificate verify failed" in error.str()
+
+
+LIST_ATTEMPT_SECONDS = 3.0
+
+
+def _topic_names(
+    admin: AdminClient, settings: FirnSettings, refusals: list[KafkaError], timeout: float
+) -> set[str]:
+    """The topics the broker shows this client; asked in short attempts, so that a
+    refused login (reported through ``error_cb``) ends the wait at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        attempt = max(0.1, min(LIST_ATTEMPT_SECONDS, deadline - time.monotonic()))
+        try:
+            return set(admin.list_topics(timeout=attempt).topics)
+        except KafkaException as exc:
+            admin.poll(0)  # serves error_cb
+            refused = [e for e in refusals if _refusal(e)]
+            if refused:
+                user = settings.kafka_config.get("sasl.username")
+                who = f" as {user!r}" if user else ""
+                raise ConfigError(
+                    f"Kafka refused this client{who}: {refused[-1].str()} (check "
+                    "FIRN_KAFKA_CONFIG, FIRN_KAFKA_SASL_PASSWORD and the CA)"
+                ) from exc
+            if time.monotonic() >= deadline:
+                raise ServiceError(f"cannot list the Kafka topics: {exc}") from exc
 
 
 CREATE_RETRY_SECONDS = 0.5
