@@ -81,7 +81,9 @@ class BrokerSecurity:
             "allow.everyone.if.no.acl.found": "false",
         }
 
-    def client_config(self, username: str, mechanism: str = SCRAM) -> dict[str, str | int | float | bool]:
+    def client_config(
+        self, username: str, mechanism: str = SCRAM
+    ) -> dict[str, str | int | float | bool]:
         """``FIRN_KAFKA_CONFIG`` of a client logging in as ``username`` (its password
         goes in ``FIRN_KAFKA_SASL_PASSWORD``)."""
         return {
