@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -17,7 +18,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
+from firn.kafka.acls import ROLES
 from firn_localstack.supervisor import SERVICES
 from tests.waiting import eventually
 
@@ -201,3 +205,84 @@ def test_a_killed_supervisor_takes_its_children_with_it(home: Path) -> None:
     assert down.returncode == 0, down.stderr
     assert json.loads(down.stdout)["status"] == "down"
     assert not (home / "stack.json").exists()
+
+
+def _sourced(path: Path) -> dict[str, str]:
+    """The variables of an env file as ``set -a; . FILE`` gives them to a shell."""
+    variables = {}
+    for line in path.read_text().splitlines():
+        name, _, value = line.partition("=")
+        variables[name] = shlex.split(value)[0]
+    return variables
+
+
+def test_up_with_secure_kafka_runs_each_process_as_its_own_principal(home: Path) -> None:
+    """``firn up --secure-kafka``: the services connect as their own principals, a
+    producer with the login file ``firn up`` wrote commits, the operator's file asks
+    for a compaction that the services carry out, and a client without a login is
+    turned away."""
+    env = _env(home)
+    proc, report = _start_up(home, env, "--secure-kafka")
+    try:
+        logins = report["kafka_logins"]
+        assert set(logins) == set(ROLES)
+        for path in logins.values():
+            assert Path(path).stat().st_mode & 0o777 == 0o600
+        assert set(report["services"]) == set(SERVICES)  # they connected with their logins
+        producer = _sourced(Path(logins["producer"]))
+        assert json.loads(producer["FIRN_KAFKA_CONFIG"])["sasl.username"] == "firn-producer"
+
+        as_producer = {
+            **env,
+            **producer,
+            "FIRN_DATABASE_URL": report["database_url"],
+            "FIRN_WAREHOUSE": str(home / "warehouse"),
+        }
+        made = _firn(
+            "table", "create", "shop.orders", "--schema", "id:int64,v:string",
+            "--primary-key", "id", env=as_producer,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        wrote = subprocess.run(
+            [sys.executable, "-c", COMMIT_TWICE],
+            env=as_producer,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert wrote.returncode == 0, wrote.stderr
+        assert "Kafka refused" not in wrote.stderr
+
+        as_operator = {**as_producer, **_sourced(Path(logins["operator"]))}
+        compacted = _firn("compact", "shop.orders", "--wait", "--json", env=as_operator)
+        assert compacted.returncode == 0, compacted.stdout + compacted.stderr
+        read = subprocess.run(
+            [sys.executable, "-c", READ], env=as_producer, cwd=REPO, capture_output=True, text=True
+        )
+        assert read.stdout.split() == ["1", "3"], read.stderr
+
+        anonymous = AdminClient({"bootstrap.servers": report["kafka_bootstrap"]})
+        with pytest.raises(KafkaException):
+            anonymous.list_topics(timeout=5)
+    finally:
+        down = _firn("down", "--json", env=env)
+        _reap(proc)
+    assert down.returncode == 0, down.stderr
+
+
+COMMIT_TWICE = """
+import pyarrow as pa
+import firn
+with firn.connect() as catalog:
+    table = catalog.table("shop.orders")
+    table.upsert(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
+    table.delete(pa.table({"id": [2]}))
+"""
+
+READ = """
+import firn
+with firn.connect() as catalog:
+    table = catalog.table("shop.orders")
+    print(*sorted(table.read().column("id").to_pylist()))
+"""
