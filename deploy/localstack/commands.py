@@ -56,6 +56,11 @@ def up(
     options = None if demo is None else DemoOptions(**demo)
     if options is not None and not services:
         raise ConfigError("--demo needs the services; drop --no-services")
+    if secure_kafka and settings.kafka_bootstrap:
+        raise ConfigError(
+            "--secure-kafka secures the broker firn up starts, but FIRN_KAFKA_BOOTSTRAP "
+            "names another; prepare that one with `firn kafka-acls --users` instead"
+        )
     existing = read_state(settings.home)
     if existing is not None and _alive(existing.get("supervisor_pid")):
         raise StackError(

@@ -511,3 +511,14 @@ def test_demo_option_conflicts_fail_before_starting_anything(
     monkeypatch.setenv("FIRN_HOME", "/nonexistent/firn-home")
     assert main([*argv, "--json"]) == 1
     assert message in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_secure_kafka_with_a_broker_of_ones_own_fails_before_starting_anything(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FIRN_HOME", "/nonexistent/firn-home")
+    monkeypatch.setenv("FIRN_KAFKA_BOOTSTRAP", "broker:9092")
+    assert main(["up", "--secure-kafka", "--json"]) == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert "FIRN_KAFKA_BOOTSTRAP names another" in error
+    assert "firn kafka-acls --users" in error
