@@ -21,6 +21,7 @@ from firn.errors import StackError
 
 from . import maven
 from .kafka_security import BrokerSecurity
+from .private_files import write_private
 from .processes import free_port, port_is_open, run, spawn, stop, wait_until
 
 log = logging.getLogger(__name__)
@@ -200,8 +201,7 @@ class KafkaBroker:
             settings.update(self.security.broker_settings(self.port, self.controller_port))
         config = self.data / "server.properties"
         # With security it holds the admin's password: readable by its owner only.
-        config.touch(mode=0o600)
-        config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        write_private(config, "".join(f"{k}={v}\n" for k, v in settings.items()))
         return config
 
 

@@ -19,7 +19,6 @@ controller anonymously. ``StandardAuthorizer`` with no ACL means no access:
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shlex
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from pydantic import SecretStr
 from firn.kafka.acls import ROLES, prepare, principal
 from firn.settings import FirnSettings
 
+from .private_files import write_private
 from .tls import ServerCertificate, server_certificate
 
 ADMIN = "admin"
@@ -101,10 +101,7 @@ class BrokerSecurity:
 def write_keystore(made: ServerCertificate, path: Path) -> Path:
     """The server's key and certificate in one PEM file, Kafka's ``PEM`` keystore,
     readable by its owner only."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(made.key.read_bytes() + made.certificate.read_bytes())
-    return path
+    return write_private(path, made.key.read_bytes() + made.certificate.read_bytes())
 
 
 def _jaas(module: str, username: str, password: str, admin_password: str) -> str:
@@ -135,8 +132,6 @@ def kafka_logins(
             "FIRN_KAFKA_CONFIG": json.dumps(security.client_config(principal(role))),
             "FIRN_KAFKA_SASL_PASSWORD": password,
         }
-        env_file = folder / f"{role}.env"
-        fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.writelines(f"{k}={shlex.quote(v)}\n" for k, v in logins[role].items())
+        lines = "".join(f"{k}={shlex.quote(v)}\n" for k, v in logins[role].items())
+        write_private(folder / f"{role}.env", lines)
     return logins

@@ -29,6 +29,7 @@ from tenacity import (
 
 from firn.errors import StackError
 
+from .private_files import write_private
 from .processes import free_port, port_is_open, run, spawn, stop, wait_until
 from .tls import ServerCertificate, server_certificate
 
@@ -247,9 +248,9 @@ class PostgresServer:
             os.chown(self.data, pw.pw_uid, pw.pw_gid)
             os.chown(self.data.parent, pw.pw_uid, pw.pw_gid)
         password = secrets.token_urlsafe(24)
-        _write_private(self.password_file, password, None)
+        write_private(self.password_file, password)
         pwfile = self.data.parent / "initdb.pw"
-        _write_private(pwfile, password, user)
+        write_private(pwfile, password, user)
         try:
             run(
                 [
@@ -358,13 +359,3 @@ def _server_env(user: str | None) -> dict[str, str]:
     if user is not None:
         env["HOME"] = pwd.getpwnam(user).pw_dir
     return env
-
-
-def _write_private(path: Path, text: str, user: str | None) -> None:
-    """``text`` in a file only its owner (the server's OS user, if given) may read."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    if user is not None:
-        pw = pwd.getpwnam(user)
-        os.chown(path, pw.pw_uid, pw.pw_gid)

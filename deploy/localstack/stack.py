@@ -34,6 +34,7 @@ from firn.settings import FirnSettings
 from .kafka import KAFKA_VERSION, KafkaBroker
 from .kafka_security import BrokerSecurity, kafka_logins
 from .postgres import PostgresServer
+from .private_files import write_private
 
 log = logging.getLogger(__name__)
 
@@ -156,10 +157,7 @@ class LocalStack:
             },
         }
         # It holds the catalog admin's password: readable by its owner only.
-        fd = os.open(self.state_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(json.dumps(state, indent=2) + "\n")
-        os.chmod(self.state_file, 0o600)
+        write_private(self.state_file, json.dumps(state, indent=2) + "\n")
 
 
 def read_state(home: Path) -> dict[str, Any] | None:
