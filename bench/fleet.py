@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import fleet_statements
 from fleet_members import ExtraMembers, group_members, member_pids, spread, tasks_by_member
 from fleet_producer import (
     PARTITION_BY,
@@ -76,6 +77,7 @@ from firn.model.triggers import decide
 from firn.postgres import connect as pg_connect
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
+from firn_localstack.postgres import STATEMENTS_ENV
 from firn_localstack.stack import read_state
 from firn_localstack.usage import Usage, delta, read_all
 
@@ -139,6 +141,11 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--keep-home", action="store_true", help="keep the stack's home and its logs"
     )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="report the catalog's load by statement and role (pg_stat_statements)",
+    )
     parser.add_argument("--seed", type=int, default=37, help="seed of the producers' workload")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument(
@@ -174,6 +181,8 @@ def run_size(args: argparse.Namespace, tables: int) -> dict[str, Any]:
     """One full run on a fresh stack; a failure is reported in the result, so the
     other sizes still run."""
     home, env = stack_home("bench-fleet-")
+    if args.statements:
+        env = {**env, STATEMENTS_ENV: "1"}
     try:
         with running_stack(home, {**env, **QUIET_PORTS}):
             members = ExtraMembers(home, args.members, {**os.environ, **QUIET_PORTS})
@@ -268,7 +277,12 @@ def measure(
             if args.members > 1:
                 members.start(conn)
                 print(f"{args.members} members of every service", file=sys.stderr, flush=True)
+            if args.statements:
+                fleet_statements.start(conn)
             run = produce(args, names, home)
+            statements = (
+                fleet_statements.read(conn, run.ended - run.began) if args.statements else None
+            )
             groups = group_members(settings.with_local_stack())
             try:
                 settled = settle(conn, run, args, home)
@@ -282,6 +296,9 @@ def measure(
             conn.close()
         mismatched = verify(catalog, run.models, args.partitions)
     result = report(args, tables, create_s, run, settled, latency, size, mismatched)
+    if statements is not None:
+        result["statements"] = statements
+        print("\n".join(fleet_statements.lines(statements)), file=sys.stderr, flush=True)
     stack_pids = (read_state(home) or {}).get("pids", {})
     result["members"] = {
         "per_service": args.members,

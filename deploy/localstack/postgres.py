@@ -40,6 +40,28 @@ DATABASE = "firn"
 SUPERUSER = "firn"
 
 
+STATEMENTS_ENV = "FIRN_POSTGRES_STATEMENTS"
+"""Set to 1, the local server loads pg_stat_statements (a bench's catalog-load report:
+``bench/fleet.py --statements``); off by default, as it costs every statement a little."""
+
+
+def _statement_statistics(bindir: Path) -> list[str]:
+    """The server options that load pg_stat_statements, when asked for and installed."""
+    if os.environ.get(STATEMENTS_ENV) != "1":
+        return []
+    library = bindir.parent / "lib" / "pg_stat_statements.so"
+    if not library.exists():
+        raise StackError(f"{STATEMENTS_ENV}=1 needs pg_stat_statements, which is not at {library}")
+    return [
+        "-c",
+        "shared_preload_libraries=pg_stat_statements",
+        "-c",
+        "pg_stat_statements.track=all",  # the statements inside the catalog functions too
+        "-c",
+        "track_functions=pl",
+    ]
+
+
 def postgres_bindir() -> Path:
     """The folder holding ``initdb`` and ``postgres``, installing them if we may."""
     found = _find_bindir()
@@ -171,6 +193,7 @@ class PostgresServer:
                 # (migration 0016 says when each is due).
                 "-c",
                 "autovacuum_naptime=10s",
+                *_statement_statistics(bindir),
                 "-c",
                 "ssl=on",
                 "-c",

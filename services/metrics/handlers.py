@@ -26,8 +26,8 @@ from typing import Any
 
 import firn
 from firn.catalog.event_rows import commit_named, compaction_named
-from firn.catalog.metrics import change_stamp, changed_partitions, partition_states
-from firn.catalog.tables import table_names_of
+from firn.catalog.metrics import TableRead, change_stamp, changed_partitions, partition_states_of
+from firn.catalog.tables import properties_of
 from firn.engine.tracking import Increment, Reading, Request, TrackedPartition
 from firn.errors import ConfigError
 from firn.events.commits import CommitEvent
@@ -226,21 +226,44 @@ class CatalogReader:
         properties = self.properties(table, table_id)
         if properties is None:
             return []
+        return self._readings({table_id: (table, properties)}, {table_id: partition_keys})
+
+    def _readings(
+        self,
+        tables: Mapping[int, tuple[str, TableProperties]],
+        keys: Mapping[int, Collection[str] | None],
+    ) -> list[Update]:
+        """Reading updates of the ``tables`` (id: name and properties), each of its
+        partitions ``keys`` names (None: all), a few hundred tables a statement."""
+        reads = [TableRead(tid, props, keys.get(tid)) for tid, (_, props) in tables.items()]
         with self._lock:
-            states = partition_states(self.catalog.conn, table_id, properties, partition_keys)
+            found = partition_states_of(self.catalog.conn, reads)
         updates = []
-        for key, state in states.items():
-            update = _update("reading", table, table_id, key)
-            update["reading"] = {
-                "snapshot_id": state.snapshot_id,
-                "metrics": dataclasses.asdict(state.metrics),
-                "max_seq": state.max_seq,
-                "max_merged_seq": state.max_merged_seq,
-                "last_major_at": state.last_major_at,
-                "last_plan": state.last_plan,
-            }
-            updates.append(update)
+        for table_id, states in found.items():
+            table = tables[table_id][0]
+            for key, state in states.items():
+                update = _update("reading", table, table_id, key)
+                update["reading"] = {
+                    "snapshot_id": state.snapshot_id,
+                    "metrics": dataclasses.asdict(state.metrics),
+                    "max_seq": state.max_seq,
+                    "max_merged_seq": state.max_merged_seq,
+                    "last_major_at": state.last_major_at,
+                    "last_plan": state.last_plan,
+                }
+                updates.append(update)
         return updates
+
+    def _tables(self, table_ids: Collection[int] | None) -> dict[int, tuple[str, TableProperties]]:
+        """Name and properties of these tables (None: all), loaded afresh and cached."""
+        with self._lock:
+            tables = properties_of(
+                self.catalog.conn, None if table_ids is None else sorted(table_ids)
+            )
+            now = time.monotonic()
+            for table_id, (_, properties) in tables.items():
+                self._properties[table_id] = (now, properties)
+        return tables
 
     def commit_updates(self, commit: CommitEvent) -> list[Update]:
         """One update per partition the commit an event names touched, counted from
@@ -279,12 +302,8 @@ class CatalogReader:
         loaded afresh."""
         with self._lock:
             changes = changed_partitions(self.catalog.conn, since)
-            names = table_names_of(self.catalog.conn, list(changes.partitions))
-            tables = [t for tid in changes.partitions if (t := self._load(names.get(tid, "")))]
-        updates = []
-        for table in tables:
-            updates += self.readings(table.name, table.table_id, changes.partitions[table.table_id])
-        return updates, changes.high_water
+        tables = self._tables(list(changes.partitions))
+        return self._readings(tables, changes.partitions), changes.high_water
 
     def change_stamp(self) -> int:
         """The newest change stamp handed out (a full check reads everything up to it)."""
@@ -294,9 +313,5 @@ class CatalogReader:
     def all_readings(self) -> list[Update]:
         """A reading of every partition of every table: the periodic check. Each
         table's properties are loaded afresh on the way."""
-        with self._lock:
-            tables = [t for name in self.catalog.tables() if (t := self._load(name))]
-        updates = []
-        for table in tables:
-            updates += self.readings(table.name, table.table_id)
-        return updates
+        tables = self._tables(None)
+        return self._readings(tables, dict.fromkeys(tables))

@@ -7,10 +7,18 @@ catalog of 10^5 partitions generated in SQL (a plan, not a timing)."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 import firn
+from firn.catalog import metrics
 from firn.catalog.fleet import BACKLOG
-from firn.catalog.metrics import change_stamp, changed_partitions
+from firn.catalog.metrics import (
+    TableRead,
+    change_stamp,
+    changed_partitions,
+    partition_states,
+    partition_states_of,
+)
 from firn.postgres.connection import Connection
 
 SCHEMA = pa.schema(
@@ -85,3 +93,43 @@ def test_the_check_query_uses_indexes_on_a_large_catalog(
     plan = "\n".join(str(row[0]) for row in db.execute("EXPLAIN " + BACKLOG).fetchall())
     assert "Seq Scan on catalog_partition" not in plan, plan
     assert "Seq Scan on data_file" not in plan, plan
+
+
+def test_many_tables_read_in_one_statement_agree_with_one_table_at_a_time(
+    shared_catalog: firn.Catalog, db: Connection, unique: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``partition_states_of`` (the periodic check, ``firn status --fleet``) gives each
+    table what ``partition_states`` gives it alone: whole tables and tables read in
+    part, over several statements (two tables a statement here), each table with its
+    own thresholds (a small-file limit that counts its base files as small or not)."""
+    tables = []
+    for n in range(5):
+        props = {"small-file-bytes": "1"} if n % 2 == 0 else {}
+        table = shared_catalog.create_table(f"m{n}_{unique}", SCHEMA, ["p", "k"], ["p"], props)
+        table.upsert(_rows(["a", "b", "c"][: n % 3 + 1], n))
+        firn.compact(table, kind="major", engine="local")
+        table.upsert(_rows(["a"], n + 10))
+        tables.append(table)
+    monkeypatch.setattr(metrics, "STATES_PER_QUERY", 2)
+    reads = [
+        TableRead(t.table_id, t.properties, None if n % 2 else ["p=a", "p=c"])
+        for n, t in enumerate(tables)
+    ]
+    alone = {
+        r.table_id: partition_states(db, r.table_id, r.properties, r.partition_keys) for r in reads
+    }
+    together = partition_states_of(db, reads)
+    assert together == alone
+    small = {
+        n: {key: s.metrics.small_files for key, s in together[t.table_id].items()}
+        for n, t in enumerate(tables)
+    }
+    # Tables 0, 2, 4: only p=a and p=c asked for; a 1-byte limit: only the change is small.
+    # Tables 1, 3: every partition; the default limit: the base file is small too.
+    assert small == {
+        0: {"p=a": 1},
+        1: {"p=a": 2, "p=b": 1},
+        2: {"p=a": 1, "p=c": 0},
+        3: {"p=a": 2},
+        4: {"p=a": 1},
+    }

@@ -4,9 +4,9 @@ tables owe the most.
 
 Its cost follows the backlog, not the catalog: the partitions with unmerged changes
 come from a partial index (migration 0015), and only theirs are measured against
-the triggers, one query per table that has any. A partition whose changes are all
-folded is not due by its changes; the base-layout triggers (small or misplaced base
-files) show in ``firn status TABLE``.
+the triggers, a few hundred tables a statement (``partition_states_of``). A
+partition whose changes are all folded is not due by its changes; the base-layout
+triggers (small or misplaced base files) show in ``firn status TABLE``.
 
 *Waiting* is the age of a partition's oldest change file not yet folded into its
 base (the commit that wrote it, by the database's clock): how stale the compacted
@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from firn.catalog.metrics import partition_states
+from firn.catalog.metrics import TableRead, partition_states_of
 from firn.catalog.plans import OPEN_PLAN_STATES
 from firn.model.properties import TableProperties
 from firn.model.triggers import decide
@@ -97,10 +97,13 @@ def fleet_status(conn: Connection, top: int | None = None) -> FleetStatus:
         if table_id not in named:
             named[table_id] = (name, TableProperties.from_catalog(stored or {}, name))
     plans, tasks = _open_work(conn)
+    read = partition_states_of(
+        conn, [TableRead(tid, named[tid][1], list(ages)) for tid, ages in backlog.items()]
+    )
     debts, oldest = [], None
     for table_id, ages in backlog.items():
         name, properties = named[table_id]
-        states = partition_states(conn, table_id, properties, list(ages))
+        states = read.get(table_id, {})
         due = {
             k: d.kind.value for k, s in states.items() if (d := decide(s.metrics, properties)).kind
         }

@@ -1,10 +1,10 @@
 """Partition metrics from the catalog (design §4): what the triggers and the score read.
 
-One query per table computes, for every partition, the unmerged change bytes and
-files, the live base files, the small files and the busiest change node (its sorted
-runs: one per seq). The metrics
-service keeps the same numbers incrementally from events and calls this to
-reconcile; ``Table.status`` calls it to show them.
+One query computes, for every partition of the tables asked for (up to
+``STATES_PER_QUERY`` of them), the unmerged change bytes and files, the live base
+files, the small files and the busiest change node (its sorted runs: one per seq).
+The metrics service keeps the same numbers incrementally from events and calls this
+to reconcile; ``Table.status`` and ``firn status --fleet`` call it to show them.
 """
 
 from __future__ import annotations
@@ -20,49 +20,62 @@ from firn.model.triggers import PartitionMetrics
 from firn.postgres.connection import Connection
 
 _QUERY = """
-WITH live AS (
-    SELECT f.partition_key, f.store, f.file_type, f.node_m, f.node_i, f.seq, f.size_bytes,
-           f.store = 'change' AND f.seq > p.max_merged_seq AS unmerged
-    FROM data_file f JOIN catalog_partition p USING (table_id, partition_key)
-    WHERE f.table_id = %(table)s AND f.removed_snapshot IS NULL {only_files}
+WITH wanted AS (
+    -- A row per table read whole, or per partition asked for (a compaction event's
+    -- reading costs its partition, not the table), with its table's thresholds.
+    SELECT * FROM unnest(%(tables)s::bigint[], %(keys)s::text[], %(small)s::bigint[],
+                         %(buckets)s::int[]) AS w(table_id, partition_key, small, buckets)
+), parts AS (
+    SELECT p.table_id, p.partition_key, p.max_seq, p.max_merged_seq, p.last_major_at,
+           w.small, w.buckets
+    FROM wanted w JOIN catalog_partition p ON p.table_id = w.table_id {only_partition}
+), live AS (
+    SELECT f.table_id, f.partition_key, f.store, f.file_type, f.node_m, f.node_i, f.seq,
+           f.size_bytes, f.store = 'change' AND f.seq > p.max_merged_seq AS unmerged
+    FROM parts p JOIN data_file f USING (table_id, partition_key)
+    WHERE f.removed_snapshot IS NULL
 ), counted AS (
-    SELECT partition_key, node_m, node_i, count(DISTINCT seq) AS n FROM live WHERE unmerged
-    GROUP BY partition_key, node_m, node_i
+    SELECT table_id, partition_key, node_m, node_i, count(DISTINCT seq) AS n FROM live
+    WHERE unmerged GROUP BY table_id, partition_key, node_m, node_i
 ), per_node AS (
     -- A node's reads merge its own runs and those of its ancestors' files (a small
     -- commit's partition written at the root, change.buckets changed): a commit's
     -- files sit at one level of a partition, so the counts add up without overlap.
-    SELECT partition_key, max(runs) AS busiest FROM (
-        SELECT c.partition_key, sum(a.n) AS runs FROM counted c
-        JOIN counted a ON a.partition_key = c.partition_key AND a.node_m <= c.node_m
-            AND c.node_i %% a.node_m = a.node_i
-        GROUP BY c.partition_key, c.node_m, c.node_i
-    ) nodes GROUP BY partition_key
+    SELECT table_id, partition_key, max(runs) AS busiest FROM (
+        SELECT c.table_id, c.partition_key, sum(a.n) AS runs FROM counted c
+        JOIN counted a ON a.table_id = c.table_id AND a.partition_key = c.partition_key
+            AND a.node_m <= c.node_m AND c.node_i %% a.node_m = a.node_i
+        GROUP BY c.table_id, c.partition_key, c.node_m, c.node_i
+    ) nodes GROUP BY table_id, partition_key
 )
-SELECT p.partition_key,
+SELECT p.table_id, p.partition_key,
        coalesce(sum(l.size_bytes) FILTER (WHERE l.unmerged AND l.file_type = 'I'), 0),
        coalesce(sum(l.size_bytes) FILTER (WHERE l.unmerged AND l.file_type = 'D'), 0),
        count(l.*) FILTER (WHERE l.unmerged),
        coalesce(sum(l.size_bytes) FILTER (WHERE l.store = 'base'), 0),
        count(l.*) FILTER (WHERE l.store = 'base'),
-       count(l.*) FILTER (WHERE l.unmerged OR (l.store = 'base' AND l.size_bytes < %(small)s)),
+       count(l.*) FILTER (WHERE l.unmerged OR (l.store = 'base' AND l.size_bytes < p.small)),
        coalesce(max(n.busiest), 0),
        extract(epoch FROM now() - p.last_major_at),
        -- Base files away from the root and from base.buckets: which of them are
        -- misplaced is firn.model.tiering.misplaced_base_files'.
        count(l.*) FILTER (WHERE l.store = 'base' AND l.node_m <> 1),
-       count(l.*) FILTER (WHERE l.store = 'base' AND l.node_m <> %(buckets)s),
+       count(l.*) FILTER (WHERE l.store = 'base' AND l.node_m <> p.buckets),
        p.max_seq, p.max_merged_seq, extract(epoch FROM p.last_major_at),
-       (SELECT coalesce(max(snapshot_id), 0) FROM snapshot WHERE table_id = %(table)s),
-       (SELECT coalesce(max(plan_id), 0) FROM compaction_plan c WHERE c.table_id = %(table)s
+       (SELECT coalesce(max(snapshot_id), 0) FROM snapshot s WHERE s.table_id = p.table_id),
+       (SELECT coalesce(max(plan_id), 0) FROM compaction_plan c WHERE c.table_id = p.table_id
         AND c.partition_key = p.partition_key AND c.state = 'Committed')
-FROM catalog_partition p
-LEFT JOIN live l USING (partition_key)
-LEFT JOIN per_node n USING (partition_key)
-WHERE p.table_id = %(table)s {only_partition}
-GROUP BY p.partition_key, p.last_major_at, p.max_seq, p.max_merged_seq
-ORDER BY p.partition_key
+FROM parts p
+LEFT JOIN live l USING (table_id, partition_key)
+LEFT JOIN per_node n USING (table_id, partition_key)
+GROUP BY p.table_id, p.partition_key, p.last_major_at, p.max_seq, p.max_merged_seq,
+         p.small, p.buckets
+ORDER BY p.table_id, p.partition_key
 """
+
+STATES_PER_QUERY = 200
+"""Most tables ``partition_states_of`` reads in one statement: a fleet's check or
+status is a few statements, not one per table, and none of them runs for long."""
 
 
 @dataclass(frozen=True)
@@ -98,32 +111,76 @@ def partition_states(
 ) -> dict[str, PartitionState]:
     """Every partition's metrics and read positions as of now; only ``partition_keys``'
     when given (a compaction event's reading costs its partition, not the table)."""
-    if isinstance(partition_keys, str):  # a str is a Collection[str] of its letters
-        raise TypeError("partition_keys takes a collection of partition keys, not one key")
-    small, buckets = properties.small_file_threshold, properties.base_buckets
+    found = partition_states_of(conn, [TableRead(table_id, properties, partition_keys)])
+    return found.get(table_id, {})
+
+
+@dataclass(frozen=True)
+class TableRead:
+    """One table whose partitions ``partition_states_of`` reads: all of them, or only
+    ``partition_keys``."""
+
+    table_id: int
+    properties: TableProperties
+    partition_keys: Collection[str] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.partition_keys, str):  # a str is a Collection[str] of letters
+            raise TypeError("partition_keys takes a collection of partition keys, not one key")
+
+
+def partition_states_of(
+    conn: Connection, reads: Sequence[TableRead]
+) -> dict[int, dict[str, PartitionState]]:
+    """``partition_states`` of many tables, per table id: one statement for up to
+    ``STATES_PER_QUERY`` tables, each statement one MVCC snapshot of its tables. The
+    tables read whole and those read in part go in separate statements."""
+    found: dict[int, dict[str, PartitionState]] = {}
+    whole = [r for r in reads if r.partition_keys is None]
+    some = [r for r in reads if r.partition_keys is not None]
+    for group, pairs in ((whole, False), (some, True)):
+        for start in range(0, len(group), STATES_PER_QUERY):
+            chunk = group[start : start + STATES_PER_QUERY]
+            for table_id, key, state in _states(conn, chunk, pairs):
+                found.setdefault(table_id, {})[key] = state
+    return found
+
+
+def _states(
+    conn: Connection, reads: Sequence[TableRead], pairs: bool
+) -> list[tuple[int, str, PartitionState]]:
+    rows: list[tuple[int, str | None, TableProperties]] = [
+        (r.table_id, key, r.properties)
+        for r in reads
+        for key in (sorted(set(r.partition_keys or ())) if pairs else [None])
+    ]
+    if not rows:
+        return []
     query = _QUERY.format(
-        only_files="" if partition_keys is None else "AND f.partition_key = ANY(%(parts)s)",
-        only_partition="" if partition_keys is None else "AND p.partition_key = ANY(%(parts)s)",
+        only_partition="AND p.partition_key = w.partition_key" if pairs else "",
     )
-    parts = None if partition_keys is None else sorted(partition_keys)
     params = {
-        "table": table_id,
-        "small": small,
-        "buckets": buckets,
-        "parts": parts,
+        "tables": [table_id for table_id, _, _ in rows],
+        "keys": [key for _, key, _ in rows],
+        "small": [props.small_file_threshold for _, _, props in rows],
+        "buckets": [props.base_buckets for _, _, props in rows],
     }
-    rows = conn.execute(query, params).fetchall()
-    return {
-        row[0]: PartitionState(
-            metrics=_metrics(properties, row[1:11]),
-            max_seq=int(row[11]),
-            max_merged_seq=int(row[12]),
-            last_major_at=None if row[13] is None else float(row[13]),
-            snapshot_id=int(row[14]),
-            last_plan=int(row[15]),
+    by_id = {r.table_id: r.properties for r in reads}
+    return [
+        (
+            int(row[0]),
+            str(row[1]),
+            PartitionState(
+                metrics=_metrics(by_id[int(row[0])], row[2:12]),
+                max_seq=int(row[12]),
+                max_merged_seq=int(row[13]),
+                last_major_at=None if row[14] is None else float(row[14]),
+                snapshot_id=int(row[15]),
+                last_plan=int(row[16]),
+            ),
         )
-        for row in rows
-    }
+        for row in conn.execute(query, params).fetchall()
+    ]
 
 
 def _metrics(properties: TableProperties, row: Any) -> PartitionMetrics:

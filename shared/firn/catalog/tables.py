@@ -83,6 +83,22 @@ def table_names_of(conn: Connection, table_ids: Sequence[int]) -> dict[int, str]
     return {int(tid): str(name) for tid, name in rows}
 
 
+def properties_of(
+    conn: Connection, table_ids: Sequence[int] | None = None
+) -> dict[int, tuple[str, TableProperties]]:
+    """Name and properties of the tables ``table_ids`` that exist (None: of every
+    table), in one statement."""
+    rows = conn.execute(
+        "SELECT table_id, name, properties FROM catalog_table "
+        + ("" if table_ids is None else "WHERE table_id = ANY(%s)"),
+        () if table_ids is None else (list(table_ids),),
+    ).fetchall()
+    return {
+        int(tid): (str(name), TableProperties.from_catalog(stored or {}, str(name)))
+        for tid, name, stored in rows
+    }
+
+
 def save_properties(conn: Connection, table_id: int, properties: TableProperties) -> bool:
     """Store ``properties``; False when the table no longer exists."""
     with conn.transaction():
