@@ -13,8 +13,11 @@ from typing import Any
 
 from psycopg import Connection
 
-TOP = 20
-"""Statements listed, dearest first."""
+TOP = 300
+"""Statements kept in the report, dearest first."""
+
+PER_ROLE = 8
+"""Statements printed per role."""
 
 
 def start(conn: Connection) -> None:
@@ -87,10 +90,11 @@ def lines(found: dict[str, Any]) -> list[str]:
         f"  {r['role']:<28} {r['ms_per_s']:8.1f} ms/s  {r['calls_per_s']:8.1f} calls/s"
         for r in found["by_role"]
     ]
-    out.append("dearest statements:")
-    out += [
-        f"  {s['ms_per_s']:7.2f} ms/s {s['calls_per_s']:7.1f}/s {s['mean_ms']:7.3f} ms "
-        f"{'' if s['toplevel'] else '(nested) '}{s['role']}: {s['query']}"
-        for s in found["top"]
-    ]
+    for role in [r["role"] for r in found["by_role"]]:
+        out.append(f"dearest statements of {role}:")
+        out += [
+            f"  {s['ms_per_s']:7.2f} ms/s {s['calls_per_s']:7.1f}/s {s['mean_ms']:7.3f} ms "
+            f"{'' if s['toplevel'] else '(nested) '}{s['query']}"
+            for s in [s for s in found["top"] if s["role"] == role][:PER_ROLE]
+        ]
     return out

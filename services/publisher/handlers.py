@@ -79,15 +79,21 @@ class Publishing:
         publisher: Callable[[], TablePublisher],
         *,
         interval: float,
+        min_interval: float = 0.0,
         sweep_budget: float = SWEEP_BUDGET_SECONDS,
         retry_cap: float = RETRY_CAP_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``publisher`` gives a publisher on the current catalog connection (asked
         for at each use, so a connection opened again after a restart is used);
-        ``interval`` is the sweep's, the first wait of a failing table."""
+        ``interval`` is the sweep's, the first wait of a failing table;
+        ``min_interval``: an event publishes a table this publisher published less
+        than that long ago only at the next sweep."""
         self._publisher = publisher
         self.interval = interval
+        self.min_interval = min_interval
+        self._published: dict[int, float] = {}
+        """When this publisher last published each table (recent ones only)."""
         self.sweep_budget = sweep_budget
         self.retry_cap = retry_cap
         self._clock = clock
@@ -97,7 +103,15 @@ class Publishing:
 
     def compaction(self, compaction: CompactionEvent) -> None:
         """A compaction committed: publish its table (a table that is failing is
-        tried at once too: the event brings a new snapshot)."""
+        tried at once too: the event brings a new snapshot), unless this publisher
+        published it less than ``min_interval`` ago. Then the next sweep publishes
+        it, with whatever else compacted meanwhile: a fleet's commit makes each of a
+        table's partitions due at once, and their compactions land within a second
+        or two, each an Iceberg snapshot of its own otherwise (issue 37)."""
+        last = self._published.get(compaction.table_id)
+        if last is not None and self._clock() - last < self.min_interval:
+            PUBLICATIONS.labels("deferred").inc()
+            return
         self.publish(compaction.table_id)
 
     def sweep(self) -> list[Publication]:
@@ -138,7 +152,19 @@ class Publishing:
             return None
         self._failing.pop(table_id, None)
         self._observe(publication)
+        if publication.outcome == "published":
+            self._remember(table_id)
         return publication
+
+    def _remember(self, table_id: int) -> None:
+        """Note the publication; forget those older than ``min_interval``, so the
+        record stays as small as the tables published lately."""
+        now = self._clock()
+        if len(self._published) > 1024:
+            self._published = {
+                t: at for t, at in self._published.items() if now - at < self.min_interval
+            }
+        self._published[table_id] = now
 
     def _failed(self, table_id: int, exc: BaseException) -> None:
         PUBLICATION_ERRORS.labels(type(exc).__name__).inc()

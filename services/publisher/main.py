@@ -28,6 +28,7 @@ def main(settings: FirnSettings) -> None:
                 db.conn, catalog=settings.iceberg_catalog, io_properties=io_properties
             ),
             interval=settings.publisher_sweep_interval,
+            min_interval=settings.publisher_min_interval,
         )
 
         def sweep() -> None:

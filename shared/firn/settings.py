@@ -248,6 +248,12 @@ class FirnSettings(BaseSettings):
         description="How often the publisher looks for tables whose Iceberg table is "
         "behind (a compaction event normally wakes it first).",
     )
+    publisher_min_interval: Seconds = Field(
+        default=5.0,
+        description="A compaction event publishes its table at once only if this publisher "
+        "has not published it for this long; otherwise the next sweep does, with every "
+        "compaction in between as one Iceberg snapshot (0: every event publishes).",
+    )
     prometheus_catalog_timeout: Seconds = Field(
         default=5.0,
         description="Longest the metrics service's catalog reading may take (connecting "

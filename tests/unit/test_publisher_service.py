@@ -294,3 +294,36 @@ def test_file_io_properties_carry_an_s3_warehouse_options_to_pyiceberg() -> None
     assert file_io_properties("s3://lake?endpoint_override=minio:9000") == {
         "s3.endpoint": "https://minio:9000"
     }
+
+
+def test_events_within_the_min_interval_are_left_to_the_next_sweep() -> None:
+    """A table published less than ``min_interval`` ago is not published again by an
+    event: the sweep publishes it once, with every compaction in between. Past the
+    interval an event publishes at once again; other tables are not held back."""
+    fake = FakePublisher(behind=[4, 6])
+    clock = Clock()
+    publishing = service(fake, clock, min_interval=5.0)
+    deferred = sample("firn_publications_total", outcome="deferred")
+
+    publishing.compaction(compaction_event(4))
+    fake.behind.append(4)  # another partition of table 4 compacts
+    clock.now += 1.0
+    publishing.compaction(compaction_event(4))
+    publishing.compaction(compaction_event(6))
+    assert fake.calls == [4, 6]
+    assert sample("firn_publications_total", outcome="deferred") == deferred + 1
+
+    swept = publishing.sweep()
+    assert [(p.table, p.outcome) for p in swept] == [("t4", "published")]
+    clock.now += 5.0
+    fake.behind.append(4)
+    publishing.compaction(compaction_event(4))
+    assert fake.calls == [4, 6, 4, 4]
+
+
+def test_a_table_only_found_unchanged_is_not_held_back() -> None:
+    fake = FakePublisher(behind=[])
+    publishing = service(fake, min_interval=5.0)
+    publishing.compaction(compaction_event(4))  # unchanged: nothing was published
+    publishing.compaction(compaction_event(4))
+    assert fake.calls == [4, 4]

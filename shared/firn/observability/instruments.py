@@ -67,7 +67,8 @@ PUBLICATION_LAG = Histogram(
 PUBLICATIONS = Counter(
     "firn_publications",
     "Calls to publish a table as an Iceberg table, by outcome (published, unchanged, "
-    "disabled, busy, refused).",
+    "disabled, busy, refused; deferred: an event left to the next sweep, the table "
+    "having been published less than FIRN_PUBLISHER_MIN_INTERVAL ago).",
     ["outcome"],
 )
 PUBLICATION_ERRORS = Counter(
