@@ -40,7 +40,7 @@ from firn.kafka import Topics
 from firn.kafka.clients import SESSION_TIMEOUT_MS
 from firn.kafka.parking import DeadLetterDesk
 from firn.model.properties import TableProperties
-from firn.postgres.retry import transient_retries
+from firn.postgres.retry import is_transient, transient_retries
 from firn.settings import FirnSettings
 from firn_services.metrics.handlers import (
     CatalogReader,
@@ -64,6 +64,14 @@ TABLE = "partitions"
 
 METADATA_MAX_AGE_SECONDS = 30.0
 """How old the worker's Kafka metadata may grow before it is asked for again."""
+
+
+FAN_OUT_BATCH = 64
+"""Most commit and compaction events ``fan_out`` takes at a time."""
+
+FAN_OUT_WITHIN = 0.02
+"""Longest ``fan_out`` waits for more events before handling those it has (seconds):
+a commit's plan request is this much later at most."""
 
 
 FULL_CHECK_EVERY = 10
@@ -171,17 +179,46 @@ def create_app(
         "compaction": lambda compaction: reader.compaction_readings(compaction),
     }
 
-    async def fan_out(stream: faust.StreamT[Any]) -> None:
-        async for event in stream.events():
+    def handle_all(decoded: list[tuple[Any, Any]]) -> list[list[Update] | Exception]:
+        """Each event's updates, or what made it invalid; on one thread, so a batch
+        costs one hop to it. Database weather is raised: the batch is tried again."""
+        outcomes: list[list[Update] | Exception] = []
+        for handler, model in decoded:
             try:
-                raw = decode(event.value)
-                handler = handlers.get(raw["event_type"])
-                if handler is None:
-                    raise UnhandledEventError(f"no handler for event type {raw['event_type']!r}")
-                found = await _retrying(handler, as_event(raw))
-            except Exception as exc:  # a Faust agent that raises stops the worker
-                await park(event, exc)
+                outcomes.append(handler(model))
+            except Exception as exc:
+                if is_transient(exc):
+                    raise
+                outcomes.append(exc)
+        return outcomes
+
+    async def fan_out(stream: faust.StreamT[Any]) -> None:
+        # Events a few at a time (as many as came within FAN_OUT_WITHIN): one thread
+        # hop for their catalog reads, and their updates sent before any
+        # acknowledgement is awaited. Faust acknowledges a batch once this body has
+        # finished with it, so every update is durable first.
+        async for batch in stream.take_events(FAN_OUT_BATCH, within=FAN_OUT_WITHIN):
+            decoded, sources = [], []
+            for event in batch:
+                try:
+                    raw = decode(event.value)
+                    handler = handlers.get(raw["event_type"])
+                    if handler is None:
+                        raise UnhandledEventError(
+                            f"no handler for event type {raw['event_type']!r}"
+                        )
+                    decoded.append((handler, as_event(raw)))
+                    sources.append(event)
+                except Exception as exc:  # a Faust agent that raises stops the worker
+                    await park(event, exc)
+            if not decoded:
                 continue
+            found: list[Update] = []
+            for event, outcome in zip(sources, await _retrying(handle_all, decoded), strict=True):
+                if isinstance(outcome, Exception):
+                    await park(event, outcome)
+                else:
+                    found += outcome
             await send_updates(found)
 
     async def track(stream: faust.StreamT[Any]) -> None:
@@ -217,7 +254,10 @@ def create_app(
         await changelog_known()
         for table_id, grouped in grouped_by(found, table_of).items():
             first = grouped[0]
-            properties = await _retrying(reader.properties, first["table"], table_id)
+            # Cached properties are taken here; only a load goes to a thread.
+            properties = reader.cached_properties(table_id)
+            if properties is None:
+                properties = await _retrying(reader.properties, first["table"], table_id)
             per_partition = grouped_by(grouped, partition_of)
             if properties is None:
                 for key in per_partition:

@@ -200,6 +200,16 @@ class CatalogReader:
         if self._catalog is not None:
             self._catalog.close()
 
+    def cached_properties(self, table_id: int) -> TableProperties | None:
+        """The table's properties if loaded less than ``ttl`` ago (None: load them
+        with ``properties``): no catalog call and no lock (a dict lookup is atomic,
+        and the lock may be held through a long catalog read), so the event loop may
+        ask."""
+        cached = self._properties.get(table_id)
+        if cached is not None and time.monotonic() - cached[0] < self.ttl:
+            return cached[1]
+        return None
+
     def properties(self, table: str, table_id: int) -> TableProperties | None:
         """The table's properties; None if it no longer exists."""
         with self._lock:
