@@ -124,7 +124,13 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--settle", type=float, default=180.0, help="most seconds to wait for the fleet to settle"
     )
-    parser.add_argument("--sample-every", type=float, default=5.0, help="seconds between samples")
+    parser.add_argument(
+        "--sample-every",
+        type=float,
+        default=10.0,
+        help="seconds between samples (each reads the fleet as firn status --fleet does: "
+        "its catalog load is part of what is measured)",
+    )
     parser.add_argument(
         "--property",
         action="append",

@@ -22,6 +22,7 @@ never wait for each other.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from collections.abc import Sequence
@@ -43,7 +44,8 @@ def stage_paths(
     ``refresh``: a path recorded already (a stream's directory, staged again by each
     of its writers) is made new again, unless orphan cleanup claimed it. The catalog
     function refuses a role that may not commit to the table."""
-    with conn.transaction():
+    # One statement: on an autocommit connection it is its own transaction.
+    with contextlib.nullcontext() if conn.autocommit else conn.transaction():
         row = conn.execute(
             "SELECT firn_stage_paths(%s, %s::text[], %s, %s)",
             (table_id, list(paths), STAGED, refresh),
