@@ -1,18 +1,24 @@
 """The metrics Faust app (design §4), built from settings, never at import time.
 
-Two agents, with a topic between them so that every update of one partition lands
-on one Kafka partition, and the Faust table (and its changelog) stays partitioned
-the same way when several metrics workers share the load:
+Two agents. Every update of one table lands on one Kafka partition, its table's
+(``table_partition``: where librdkafka's default partitioner puts a message keyed by
+the table's name), so the Faust table (and its changelog) stays partitioned the same
+way when several metrics workers share the load:
 
-- ``fan_out`` reads firn.commits and firn.compactions (keyed by table), decodes each
-  event once, and sends its updates to the updates topic as one message keyed
-  ``table_id``: an increment per partition a commit touched, or after a compaction a
-  fresh catalog reading of the compacted partition. Invalid events go to firn.dlq
-  with the reason.
-- ``track`` folds each partition's updates into its entry in the ``partitions``
-  table (keyed ``table_id/partition``; its changelog goes to the message's Kafka
-  partition, so a table's entries stay with its messages) and sends a plan request to
-  firn.plan-requests when the triggers fire.
+- ``track`` reads firn.commits and the updates topic, co-partitioned. A commit event
+  is decoded once and its increments (one per partition it touched, counted from
+  the catalog) are folded in where the event landed: no trip through the updates
+  topic, which was the dearest part of a commit event (issue 37). A commit event a
+  foreign partitioner put on another partition is sent on to its table's partition
+  of the updates topic instead. Each partition's updates are folded into its entry
+  in the ``partitions`` table (keyed ``table_id/partition``; its changelog goes to
+  the message's Kafka partition), and a plan request goes to firn.plan-requests when
+  the triggers fire.
+- ``fan_out`` reads firn.compactions (keyed by partition, so on any Kafka
+  partition), a few events at a time, and sends a fresh catalog reading of each
+  compacted partition to its table's partition of the updates topic.
+
+Invalid events go to firn.dlq with the reason.
 
 A timer (on the leader) and a start-up task send a reading of every partition
 through the same path: lost commit events, restarts and time-based triggers are
@@ -52,6 +58,7 @@ from firn_services.metrics.handlers import (
     partition_of,
     plan_request_event,
     table_of,
+    table_partition,
     update_messages,
 )
 from firn_services.metrics.kafka_access import IdempotentTransport, broker_credentials
@@ -122,7 +129,7 @@ def create_app(
         table_standby_replicas=0,
     )
     app.transport = IdempotentTransport(app.conf.broker_consumer, app)
-    source = app.topic(topics.commits, topics.compactions, value_serializer="raw")
+    source = app.topic(topics.compactions, value_serializer="raw")
     # Raw values, decoded in the agent: a message Faust cannot decode must be parked,
     # not crash the agent (the topic is internal, but anyone with access can write it).
     updates = app.topic(
@@ -130,6 +137,11 @@ def create_app(
         key_serializer="raw",
         value_serializer="raw",
         partitions=partition_count,
+    )
+    # What ``track`` reads: commit events, tracked where they land, and the updates
+    # topic, which the three topics' co-partitioning keeps on the same member.
+    tracked = app.topic(
+        topics.commits, topics.metrics_updates, key_serializer="raw", value_serializer="raw"
     )
     plan_requests = app.topic(topics.plan_requests, value_serializer="raw")
     dlq = app.topic(topics.dlq, value_serializer="raw")
@@ -148,11 +160,17 @@ def create_app(
         # One message per table, all sent before any acknowledgement is awaited: a
         # commit of four partitions cost four messages through Kafka and Faust, and the
         # metrics service was the dearest part of a fleet per commit (issue 37).
+        # Each to its table's partition (``table_partition``), where its commit events
+        # land, so the table's entries and their changelog stay on one partition.
         await _all_delivered(
             updates,
             [
-                {"key": key.encode(), "value": json.dumps(batch).encode()}
-                for key, batch in update_messages(found)
+                {
+                    "key": key.encode(),
+                    "value": json.dumps(batch).encode(),
+                    "partition": table_partition(table, partition_count),
+                }
+                for key, table, batch in update_messages(found)
             ],
         )
 
@@ -221,10 +239,34 @@ def create_app(
                     found += outcome
             await send_updates(found)
 
+    def lands_where_tracked(event: Any, table: str) -> bool:
+        """Whether a commit event sits on its table's partition of a commits topic
+        partitioned as the table's changelog is: then its updates are tracked where it
+        landed, with no trip through the updates topic (the dearest part of a commit
+        event's cost). A foreign partitioner, or a commits topic of another partition
+        count, sends them the long way."""
+        return (
+            event.message.partition == table_partition(table, partition_count)
+            and app.consumer.topic_partitions(topics.commits) == partition_count
+        )
+
     async def track(stream: faust.StreamT[Any]) -> None:
         async for event in stream.events():
             try:
-                await track_table(parse_updates(event.value))
+                if event.message.topic != topics.commits:
+                    await track_table(parse_updates(event.value))
+                    continue
+                raw = decode(event.value)
+                handler = handlers.get(raw["event_type"])
+                if handler is None:
+                    raise UnhandledEventError(f"no handler for event type {raw['event_type']!r}")
+                found = await _retrying(handler, as_event(raw))
+                if not found:
+                    continue
+                if lands_where_tracked(event, found[0]["table"]):
+                    await track_table(found)
+                else:
+                    await send_updates(found)
             except Exception as exc:  # a Faust agent that raises stops the worker
                 await park(event, exc)
 
@@ -301,7 +343,7 @@ def create_app(
     check = CatalogCheck(reader, send_updates).run
 
     app.agent(source, name="fan_out")(fan_out)
-    app.agent(updates, name="track")(track)
+    app.agent(tracked, name="track")(track)
     app.timer(settings.metrics_check_interval, on_leader=True)(check)
     app.task(check)  # on start: what happened while no worker ran is counted at once
     if on_timer is not None:

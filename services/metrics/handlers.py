@@ -21,6 +21,7 @@ import json
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -53,6 +54,16 @@ def message_key(table_id: int) -> str:
     return str(table_id)
 
 
+def table_partition(table: str, partitions: int) -> int:
+    """The Kafka partition a table's commit events land on, and the one its other
+    updates are sent to: librdkafka's default partitioner (``consistent_random``)
+    for a message keyed by the table's name, CRC-32 of the key modulo the partition
+    count (``tests/integration/test_metrics_service.py`` holds the two together on
+    the broker). A commit event found on it is tracked where it lands; one a foreign
+    partitioner put elsewhere is sent on to this partition of the updates topic."""
+    return zlib.crc32(table.encode()) % partitions
+
+
 def partition_of(update: Update) -> str:
     """The key of the update's partition in the Faust table."""
     return update_key(update["table_id"], update["partition_key"])
@@ -77,12 +88,12 @@ check reads every partition of a table, which may be thousands (Kafka's default
 message limit is 1 MiB)."""
 
 
-def update_messages(found: list[Update]) -> list[tuple[str, list[Update]]]:
-    """``found`` as messages of one table's updates each (its key, its updates), at
-    most ``MESSAGE_UPDATES`` a message."""
+def update_messages(found: list[Update]) -> list[tuple[str, str, list[Update]]]:
+    """``found`` as messages of one table's updates each (its key, its table's name,
+    its updates), at most ``MESSAGE_UPDATES`` a message."""
     grouped = grouped_by(found, table_of)
     return [
-        (message_key(table_id), updates[start : start + MESSAGE_UPDATES])
+        (message_key(table_id), updates[0]["table"], updates[start : start + MESSAGE_UPDATES])
         for table_id, updates in grouped.items()
         for start in range(0, len(updates), MESSAGE_UPDATES)
     ]

@@ -17,6 +17,7 @@ import pytest
 import firn
 from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.settings import FirnSettings
+from firn_services.metrics.handlers import table_partition
 from tests.integration.service_processes import running_services
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
@@ -143,3 +144,72 @@ def test_the_periodic_check_finds_commits_without_events(
         got = requests.until(1, timeout=90, services=services)
         assert len(got) == 1, services.logs()
         assert (got[0]["table"], got[0]["kind"], got[0]["max_seq"]) == ("quiet", "major", 1)
+
+
+def test_commit_events_land_on_their_tables_partition_and_a_foreign_one_is_still_tracked(
+    settings: FirnSettings, tmp_path: Path, unique: str, tail: Callable[[str, str], Tail]
+) -> None:
+    """The metrics service tracks a commit event where it lands when that is its
+    table's partition (``table_partition``), which is where Firn's producers put it:
+    checked here on the broker for several tables. A commit event that another
+    partitioner put elsewhere is sent on through the updates topic and counted all
+    the same: three commit events of one table, produced by hand to the partition
+    after its own, still make the plan request."""
+    topics = Topics.from_settings(settings)
+    ensure_topics(settings, topics.all())
+    partitions = settings.topic_partitions
+    assert partitions > 1, "one partition leaves no other to land on"
+    # The events of the first part go to a side topic, so the service never sees
+    # them where Firn put them.
+    side = settings.model_copy(update={"topic_prefix": f"{settings.topic_prefix}side."})
+    side_topics = Topics.from_settings(side)
+    ensure_topics(side, [side_topics.commits])
+    landed = consumer(side, group_id=f"where-{unique}")
+    landed.subscribe([side_topics.commits])
+    requests = tail(topics.plan_requests, f"requests-{unique}")
+    names = [f"t{i}" for i in range(8)]
+    try:
+        with firn.connect(warehouse=str(tmp_path / "wh"), settings=side) as catalog:
+            for name in names:
+                _upsert(catalog.create_table(name, SCHEMA, ["id"], [], PROPS), range(3), "a")
+            foreign = catalog.create_table("foreign", SCHEMA, ["id"], [], PROPS)
+            for n in range(3):
+                _upsert(foreign, range(n, 30, 3), f"v{n}")
+        seen: dict[str, list[tuple[int, bytes]]] = {}
+        deadline = time.monotonic() + 30
+        while sum(map(len, seen.values())) < len(names) + 3 and time.monotonic() < deadline:
+            message = landed.poll(0.5)
+            if message is not None and message.error() is None:
+                event = json.loads(message.value())
+                seen.setdefault(event["table"], []).append((message.partition(), message.value()))
+    finally:
+        landed.close()
+    assert {name: [p for p, _ in seen[name]] for name in names} == {
+        name: [table_partition(name, partitions)] for name in names
+    }
+    assert len({table_partition(name, partitions) for name in names}) > 1
+
+    own = table_partition("foreign", partitions)
+    elsewhere = (own + 1) % partitions
+    with running_services(settings, tmp_path, ["metrics"]) as services:
+        hand = producer(settings)
+        for _, value in seen["foreign"]:
+            hand.produce(topics.commits, key=b"foreign", value=value, partition=elsewhere)
+        assert hand.flush(10) == 0
+        got = requests.until(1, timeout=90, services=services)
+        assert [(r["table"], r["kind"]) for r in got] == [("foreign", "major")], services.logs()
+    # They were sent on to the table's own partition of the updates topic.
+    sent_on = consumer(settings, group_id=f"updates-{unique}")
+    sent_on.subscribe([topics.metrics_updates])
+    try:
+        forwarded: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(forwarded) < 3 and time.monotonic() < deadline:
+            message = sent_on.poll(0.5)
+            if message is not None and message.error() is None:
+                found = json.loads(message.value())
+                if all(u["table"] == "foreign" and u["kind"] == "commit" for u in found):
+                    forwarded.append(message.partition())
+    finally:
+        sent_on.close()
+    assert forwarded == [own] * 3

@@ -37,11 +37,13 @@ def test_one_message_per_table_in_order() -> None:
         commit(1, "p=a", 2),
     ]
     messages = update_messages(found)
-    assert [(key, [u["increment"]["seq"] for u in updates]) for key, updates in messages] == [
-        ("1", [1, 1, 2]),
-        ("2", [1]),
+    assert [
+        (key, table, [u["increment"]["seq"] for u in updates]) for key, table, updates in messages
+    ] == [
+        ("1", "t1", [1, 1, 2]),
+        ("2", "t2", [1]),
     ]
-    read = parse_updates(json.dumps(messages[0][1]).encode())
+    read = parse_updates(json.dumps(messages[0][2]).encode())
     assert {
         key: [u["increment"]["seq"] for u in batch]
         for key, batch in grouped_by(read, partition_of).items()
@@ -54,9 +56,9 @@ def test_one_message_per_table_in_order() -> None:
 def test_a_large_table_is_split_into_bounded_messages() -> None:
     found = [commit(7, f"p={i}", 1) for i in range(2 * MESSAGE_UPDATES + 1)]
     messages = update_messages(found)
-    assert [len(updates) for _, updates in messages] == [MESSAGE_UPDATES, MESSAGE_UPDATES, 1]
-    assert {key for key, _ in messages} == {"7"}
-    assert [u for _, updates in messages for u in updates] == found
+    assert [len(updates) for _, _, updates in messages] == [MESSAGE_UPDATES, MESSAGE_UPDATES, 1]
+    assert {(key, table) for key, table, _ in messages} == {("7", "t7")}
+    assert [u for _, _, updates in messages for u in updates] == found
 
 
 def test_a_single_update_from_before_the_grouping_still_reads() -> None:
