@@ -74,11 +74,11 @@ METADATA_MAX_AGE_SECONDS = 30.0
 
 
 FAN_OUT_BATCH = 64
-"""Most commit and compaction events ``fan_out`` takes at a time."""
+"""Most compaction events ``fan_out`` takes at a time."""
 
 FAN_OUT_WITHIN = 0.02
 """Longest ``fan_out`` waits for more events before handling those it has (seconds):
-a commit's plan request is this much later at most."""
+a compacted partition's reading is this much later at most."""
 
 
 FULL_CHECK_EVERY = 10
@@ -157,11 +157,11 @@ def create_app(
     resend_after = max(2 * settings.metrics_check_interval, 60.0)
 
     async def send_updates(found: list[Update]) -> None:
-        # One message per table, all sent before any acknowledgement is awaited: a
-        # commit of four partitions cost four messages through Kafka and Faust, and the
-        # metrics service was the dearest part of a fleet per commit (issue 37).
-        # Each to its table's partition (``table_partition``), where its commit events
-        # land, so the table's entries and their changelog stay on one partition.
+        # One message per table, all sent before any acknowledgement is awaited (a
+        # message per partition made the metrics service the dearest part of a
+        # fleet's commit, issue 37), each to its table's partition
+        # (``table_partition``), where its commit events land: the table's entries
+        # and their changelog stay on one partition.
         await _all_delivered(
             updates,
             [
