@@ -36,7 +36,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import faust
 from tenacity import AsyncRetrying
@@ -215,7 +215,9 @@ def create_app(
         # hop for their catalog reads, and their updates sent before any
         # acknowledgement is awaited. Faust acknowledges a batch once this body has
         # finished with it, so every update is durable first.
-        async for batch in stream.take_events(FAN_OUT_BATCH, within=FAN_OUT_WITHIN):
+        # (take_events is the Stream's, not on the StreamT protocol an agent is typed with.)
+        taking = cast(faust.Stream[Any], stream).take_events
+        async for batch in taking(FAN_OUT_BATCH, within=FAN_OUT_WITHIN):
             decoded, sources = [], []
             for event in batch:
                 try:
