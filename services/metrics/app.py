@@ -197,6 +197,15 @@ def create_app(
         "compaction": lambda compaction: reader.compaction_readings(compaction),
     }
 
+    def handler_and_model(event: Any) -> tuple[Callable[[Any], list[Update]], Any]:
+        """The event decoded, its handler looked up by type and the event read as its
+        model; what is wrong with it raised (and the event parked by the caller)."""
+        raw = decode(event.value)
+        handler = handlers.get(raw["event_type"])
+        if handler is None:
+            raise UnhandledEventError(f"no handler for event type {raw['event_type']!r}")
+        return handler, as_event(raw)
+
     def handle_all(decoded: list[tuple[Any, Any]]) -> list[list[Update] | Exception]:
         """Each event's updates, or what made it invalid; on one thread, so a batch
         costs one hop to it. Database weather is raised: the batch is tried again."""
@@ -221,13 +230,7 @@ def create_app(
             decoded, sources = [], []
             for event in batch:
                 try:
-                    raw = decode(event.value)
-                    handler = handlers.get(raw["event_type"])
-                    if handler is None:
-                        raise UnhandledEventError(
-                            f"no handler for event type {raw['event_type']!r}"
-                        )
-                    decoded.append((handler, as_event(raw)))
+                    decoded.append(handler_and_model(event))
                     sources.append(event)
                 except Exception as exc:  # a Faust agent that raises stops the worker
                     await park(event, exc)
@@ -258,11 +261,8 @@ def create_app(
                 if event.message.topic != topics.commits:
                     await track_table(parse_updates(event.value))
                     continue
-                raw = decode(event.value)
-                handler = handlers.get(raw["event_type"])
-                if handler is None:
-                    raise UnhandledEventError(f"no handler for event type {raw['event_type']!r}")
-                found = await _retrying(handler, as_event(raw))
+                handler, model = handler_and_model(event)
+                found = await _retrying(handler, model)
                 if not found:
                     continue
                 if lands_where_tracked(event, found[0]["table"]):

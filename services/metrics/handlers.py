@@ -223,10 +223,10 @@ class CatalogReader:
 
     def properties(self, table: str, table_id: int) -> TableProperties | None:
         """The table's properties; None if it no longer exists."""
+        cached = self.cached_properties(table_id)
+        if cached is not None:
+            return cached
         with self._lock:
-            cached = self._properties.get(table_id)
-            if cached is not None and time.monotonic() - cached[0] < self.ttl:
-                return cached[1]
             found = self._load(table)
         return None if found is None or found.table_id != table_id else found.properties
 
