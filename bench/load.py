@@ -8,10 +8,10 @@ random key order (a load sorts them; the plain writes do not have to). Contender
 each on the same in-memory ``pyarrow.Table``, each into a fresh directory or table:
 
 - load: ``Table.load(rows)`` (validate, hash to nodes, sort each node by key, write
-  zstd base files in parallel threads, register them in one catalog transaction);
+  base files in parallel threads, register them in one catalog transaction);
 - old path: ``Table.upsert(rows)`` then ``firn.compact(table, engine="local")``;
-- floor: ``pyarrow.parquet.write_table`` of the rows as one zstd file (what Firn's
-  files use), no sort;
+- floor: ``pyarrow.parquet.write_table`` of the rows as one file with the codec
+  Firn's base files have by default (``file.compression``, LZ4), no sort;
 - delta-rs: ``deltalake.write_deltalake`` of the rows (its defaults), when the
   ``deltalake`` package is installed (``pip install deltalake``); skipped, and said
   so, otherwise.
@@ -45,6 +45,10 @@ from harness import (  # bench/ is on sys.path when run as a script
 )
 
 import firn
+from firn.model.properties import TableProperties
+
+CODEC = TableProperties().file_compression
+FLOOR = f"floor (pyarrow write_table, {CODEC})"
 
 
 def make_rows(n: int, seed: int = 7) -> pa.Table:
@@ -81,7 +85,7 @@ def main() -> None:
                 return catalog.create_table(f"load_{next(names)}", ORDERS, ["id"])
 
             def floor() -> None:
-                pq.write_table(rows, scratch / f"plain-{next(names)}.parquet", compression="zstd")
+                pq.write_table(rows, scratch / f"plain-{next(names)}.parquet", compression=CODEC)
 
             loaded: list[firn.Table] = []
 
@@ -90,7 +94,7 @@ def main() -> None:
                 table.load(rows)
                 loaded.append(table)
 
-            contenders = {"floor (pyarrow write_table, zstd)": floor, "firn Table.load": load}
+            contenders = {FLOOR: floor, "firn Table.load": load}
             try:
                 from deltalake import write_deltalake
 

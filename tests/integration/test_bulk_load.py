@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -116,6 +117,39 @@ def test_a_load_into_an_empty_table_writes_sorted_base_files_at_the_base_level(
     assert as_view(table.read()) == view
     firn.compact(table, engine="local")
     assert as_view(table.read()) == view
+
+
+def codecs(table: firn.Table, paths: list[str]) -> set[str]:
+    """The Parquet codecs of the files at ``paths`` (relative to the table)."""
+    found = set()
+    for path in paths:
+        with table.storage.fs.open_input_file(table.storage.full_path(path)) as f:
+            footer = pq.ParquetFile(f).metadata
+        found |= {footer.row_group(0).column(c).compression for c in range(len(SCHEMA))}
+    return found
+
+
+def test_files_are_written_with_the_tables_codec_and_a_change_applies_to_new_files(
+    catalog: firn.Catalog,
+) -> None:
+    table = new_table(catalog)
+    keys = [(p, k) for p in PARTS for k in range(200)]
+    table.load(load_rows(keys))
+    loaded = table.files().column("path").to_pylist()
+    assert codecs(table, loaded) == {"LZ4"}, "file.compression defaults to lz4 (LZ4_RAW)"
+
+    table.set_properties({"file.compression": "zstd"})
+    table.upsert(load_rows(keys[::3], label="again"))
+    firn.compact(table, kind="full", engine="local")
+    rewritten = table.files().column("path").to_pylist()
+    assert not set(rewritten) & set(loaded)
+    assert codecs(table, rewritten) == {"ZSTD"}, "compaction writes the table's codec"
+    view = as_view(load_rows(keys))
+    view.update(as_view(load_rows(keys[::3], label="again")))
+    assert as_view(table.read()) == view
+
+    with pytest.raises(ConfigError, match=r"file\.compression"):
+        table.set_properties({"file.compression": "gzip"})
 
 
 def test_a_load_replaces_only_the_named_partitions(catalog: firn.Catalog) -> None:

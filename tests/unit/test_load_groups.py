@@ -54,6 +54,33 @@ def test_one_integer_key_every_row_once_in_its_node_in_key_order(ids: list[int])
     assert sorted(seen) == sorted(ids)
 
 
+@pytest.mark.parametrize(
+    ("ids", "packed"),
+    [
+        ([5, 3, 9, 3, 1], True),  # packed with positions: one sort finds the repeat
+        ([-(2**62), 7, 2**62, 7], False),  # a span too wide to pack: the general path
+    ],
+)
+def test_a_repeated_integer_key_is_refused_naming_it(ids: list[int], packed: bool) -> None:
+    rows = pa.table({"id": pa.array(ids, pa.int64()), "v": [str(i) for i in ids]})
+    groups = group_rows(ONE_KEY, 2, rows)
+    assert {g.packed is not None for g in groups} == {packed}
+    repeated = next(
+        g for g in groups if len(g.rows) > len(set(rows.take(g.rows)["id"].to_pylist()))
+    )
+    with pytest.raises(ConfigError, match=r"key \[(3|7)\] appears more than once"):
+        sorted_group(ONE_KEY, rows, repeated)
+
+
+def test_keys_are_packed_with_positions_only_when_their_span_leaves_room() -> None:
+    narrow = pa.table({"id": pa.array([2**40, -(2**40), 0], pa.int64()), "v": ["a"] * 3})
+    wide = pa.table({"id": pa.array([2**62, -(2**62), 0], pa.int64()), "v": ["a"] * 3})
+    assert all(g.packed is not None for g in group_rows(ONE_KEY, 4, narrow))
+    assert all(g.packed is None for g in group_rows(ONE_KEY, 4, wide))
+    composite = pa.table({"part": ["a"], "k": ["b"], "v": pa.array([1], pa.int64())})
+    assert all(g.packed is None for g in group_rows(TWO_KEYS, 4, composite))
+
+
 @given(
     keys=st.lists(
         st.tuples(st.sampled_from(["a", "b/c", "ü"]), st.text(max_size=3)), unique=True, max_size=60

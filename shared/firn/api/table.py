@@ -348,6 +348,7 @@ class Table:
                 validated,
                 groups,
                 self.properties.target_file_size,
+                compression=self.properties.file_compression,
             )
         except BaseException:
             self._discard([staged_dir])

@@ -18,6 +18,7 @@ from typing import Any
 
 from firn.catalog.orphans import record_orphans
 from firn.catalog.transitions import move_plan, move_task, record_transition
+from firn.model.files import DEFAULT_CODEC
 from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
 from firn.model.schema import TableSchema
 from firn.model.states import PLAN, TASK, Actor, PlanState, TaskState
@@ -51,6 +52,7 @@ def create_plan(
     vector_ratio: float = 0.0,
     small_file_bytes: int = 0,
     vertical_group: int = 0,
+    compression: str = DEFAULT_CODEC,
     reason: Mapping[str, Any] | None = None,
     score: float = 0.0,
     definition: TableSchema | None = None,
@@ -116,6 +118,7 @@ def create_plan(
                 vector_ratio=vector_ratio,
                 small_file_bytes=small_file_bytes,
                 vertical_group=vertical_group,
+                compression=compression,
                 definition=definition,
             )
             for task, task_id in zip(draft.tasks, task_ids, strict=True)

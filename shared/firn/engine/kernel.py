@@ -175,6 +175,7 @@ def _writers(
             target_size=spec.target_file_size,
             key_columns=table.primary_key,
             file_type=file_type,
+            compression=spec.compression,
         )
 
     if spec.kind != "minor":

@@ -37,6 +37,7 @@ from firn.engine.writer import ROW_GROUP_ROWS, SizedWriter
 from firn.errors import ConfigError
 from firn.io.storage import Storage
 from firn.model.commits import StagedFile
+from firn.model.files import DEFAULT_CODEC
 from firn.model.keyhash import hash_keys, node_index
 from firn.model.keyorder import integer_order
 from firn.model.merge_on_read import run_starts
@@ -59,6 +60,43 @@ class LoadGroup:
     node: Node
     rows: npt.NDArray[np.int64]
     """Positions in the load's rows."""
+    packed: KeyPositions | None = None
+    """For a table keyed by one integer column: the same rows as key and position
+    packed into one integer each, so one sort orders them (``key_order``)."""
+
+
+@dataclass(frozen=True)
+class KeyPositions:
+    """Rows of one integer key column as ``(key - low) << bits | position``: ascending
+    packed values are the rows in key order. Built where the rows are hashed, slice
+    by slice in threads; sorting them then needs no gather of the group's keys and no
+    second one of its positions (together three times the sort's time at 5M rows)."""
+
+    values: npt.NDArray[np.uint64]
+    bits: int
+    """Low bits that hold the position."""
+
+    def ordered(self) -> tuple[npt.NDArray[np.int64], bool]:
+        """The positions in key order, and whether any key appears twice."""
+        packed = np.sort(self.values)
+        position = np.uint64((1 << self.bits) - 1)
+        repeated = bool(np.any((packed[1:] ^ packed[:-1]) <= position))
+        return (packed & position).astype(np.int64), repeated
+
+
+def key_packing(table: TableSchema, rows: pa.Table) -> tuple[int, int] | None:
+    """``(low, bits)`` to pack ``rows``' keys with their positions (``KeyPositions``),
+    or None: more than one key column, not a signed integer, or a span of keys that
+    leaves no room for the position in 64 bits."""
+    if len(table.primary_key) != 1 or not rows.num_rows:
+        return None
+    column = rows.column(table.primary_key[0])
+    if not pa.types.is_signed_integer(column.type):
+        return None
+    bits = max(1, (rows.num_rows - 1).bit_length())
+    span = pc.min_max(column)
+    low, high = span["min"].as_py(), span["max"].as_py()
+    return (low, bits) if high - low < 1 << (64 - bits) else None
 
 
 def group_rows(table: TableSchema, base_buckets: int, rows: pa.Table) -> list[LoadGroup]:
@@ -67,6 +105,13 @@ def group_rows(table: TableSchema, base_buckets: int, rows: pa.Table) -> list[Lo
         m, nodes = 1, np.zeros(rows.num_rows, dtype=np.int64)  # one node: no hashing
     elif table.keyed and not table.partition_by:
         m = base_buckets
+        packing = key_packing(table, rows)
+        if packing is not None:
+            return [
+                LoadGroup("", {}, Node(m, i), g, packed)
+                for i, (g, packed) in enumerate(_packed_groups(table, rows, m, packing))
+                if len(g)
+            ]
         groups = _hashed_groups(table, rows, m)
         return [LoadGroup("", {}, Node(m, i), g) for i, g in enumerate(groups) if len(g)]
     elif table.keyed:
@@ -131,6 +176,43 @@ def _hashed_groups(
     return [np.concatenate([p[i] for p in parts]) for i in range(m)]
 
 
+def _packed_groups(
+    table: TableSchema,
+    rows: pa.Table,
+    m: int,
+    packing: tuple[int, int],
+    slice_rows: int = HASH_SLICE_ROWS,
+) -> list[tuple[npt.NDArray[np.int64], KeyPositions]]:
+    """``_hashed_groups``, each node's rows also packed with their keys
+    (``KeyPositions``), slice by slice in the same threads."""
+    low, bits = packing
+    column = rows.column(table.primary_key[0])
+
+    def split(start: int) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]]:
+        keys = column.slice(start, slice_rows)
+        ints = np.asarray(keys.to_numpy(), dtype=np.int64)
+        shifted = (ints - np.int64(low)).view(np.uint64) << np.uint64(bits)
+        out = []
+        for part in _node_positions(node_index(hash_keys([keys]), m), m):
+            where = part + start
+            out.append((where, shifted[part] | where.view(np.uint64)))
+        return out
+
+    starts = range(0, rows.num_rows, slice_rows)
+    if len(starts) == 1:
+        parts = [split(0)]
+    else:
+        with ThreadPoolExecutor(min(len(starts), os.cpu_count() or 1), "firn-hash") as pool:
+            parts = list(pool.map(split, starts))
+    return [
+        (
+            np.concatenate([p[i][0] for p in parts]),
+            KeyPositions(np.concatenate([p[i][1] for p in parts]), bits),
+        )
+        for i in range(m)
+    ]
+
+
 def key_hashes(
     table: TableSchema, rows: pa.Table, slice_rows: int = HASH_SLICE_ROWS
 ) -> npt.NDArray[np.uint64]:
@@ -152,6 +234,11 @@ def key_order(table: TableSchema, key_rows: Gather, group: LoadGroup) -> npt.NDA
     keys: one neighbour comparison)."""
     if not table.keyed:
         return group.rows
+    if group.packed is not None:
+        positions, repeated = group.packed.ordered()
+        if not repeated:
+            return positions
+        # A repeated key: the general path below finds and names it.
     key = list(table.primary_key)
     keys = key_rows.take(group.rows).select(key)
     if len(key) == 1 and pa.types.is_integer(keys.schema.field(0).type):
@@ -206,6 +293,7 @@ def write_groups(
     target_file_size: int,
     *,
     threads: int | None = None,
+    compression: str = DEFAULT_CODEC,
 ) -> list[StagedFile]:
     """Sort and write every group as base files under ``directory`` (relative to the
     table's location; one sub-directory per partition). On an error the files
@@ -216,7 +304,9 @@ def write_groups(
 
     def write(group: LoadGroup) -> list[StagedFile]:
         positions = key_order(table, keys, group)
-        return write_sorted(table, storage, directory, group, source, positions, target_file_size)
+        return write_sorted(
+            table, storage, directory, group, source, positions, target_file_size, compression
+        )
 
     return _parallel(write, groups, threads)
 
@@ -285,6 +375,7 @@ def write_sorted(
     rows: Gather,
     positions: npt.NDArray[np.int64],
     target_file_size: int,
+    compression: str = DEFAULT_CODEC,
 ) -> list[StagedFile]:
     """Write the group's rows at ``positions`` (in key order) as base files cut at the
     target size. Rows are gathered one row group at a time: gathering the next
@@ -299,6 +390,7 @@ def write_sorted(
         seq=0,  # the seq is the load's, allocated when it is registered
         target_size=target_file_size,
         key_columns=table.primary_key,
+        compression=compression,
     )
     try:
         for start in range(0, len(positions), ROW_GROUP_ROWS):

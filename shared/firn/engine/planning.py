@@ -91,6 +91,7 @@ def store_draft(
         vector_ratio=table.properties.deletion_vector_ratio,
         small_file_bytes=table.properties.vector_min_file_bytes,
         vertical_group=table.properties.vertical_group(definition),
+        compression=table.properties.file_compression,
         reason=reason,
         score=score,
         definition=definition,

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from firn.errors import StorageError
 from firn.io.storage import Storage
 from firn.model.changes import ORD
+from firn.model.files import DEFAULT_CODEC
 from firn.model.merge_on_read import SEQ
 from firn.model.tasks import OutputFile
 from firn.model.tree import Node
@@ -45,6 +46,7 @@ class SizedWriter:
         target_size: int,
         key_columns: Sequence[str],
         file_type: str = "B",
+        compression: str = DEFAULT_CODEC,
     ) -> None:
         self.storage = storage
         self.directory = directory
@@ -52,6 +54,7 @@ class SizedWriter:
         self.node = node
         self.seq = seq
         self.file_type = file_type
+        self.compression = compression
         self.key_columns = list(key_columns)
         self.target_size = target_size
         # The footer is written last, so room is kept for it: a guess per column at
@@ -197,7 +200,7 @@ class SizedWriter:
         self._writer = pq.ParquetWriter(
             self._sink,
             self.schema,
-            compression="zstd",
+            compression=self.compression,
             use_dictionary=self._dictionary,
             column_encoding=self._delta or None,
         )

@@ -8,6 +8,11 @@ from typing import Any
 
 from firn.model.tree import Node
 
+CODECS = ("lz4", "zstd", "snappy")
+"""The Parquet codecs (LZ4_RAW, ZSTD, SNAPPY) a table's base files and merged runs
+may be written with: its ``file.compression`` property."""
+DEFAULT_CODEC = "lz4"
+
 
 @dataclass(frozen=True)
 class DeletionVector:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from firn.model.files import FileEntry
+from firn.model.files import DEFAULT_CODEC, FileEntry
 from firn.model.schema import TableSchema
 from firn.model.tasks import InputFile, Kind, TaskSpec
 from firn.model.tree import Node
@@ -66,6 +66,7 @@ class PlanDraft:
         vector_ratio: float = 0.0,
         small_file_bytes: int = 0,
         vertical_group: int = 0,
+        compression: str = DEFAULT_CODEC,
         definition: TableSchema | None = None,
     ) -> TaskSpec:
         """What an executor needs to run ``task``, once plan and task have ids;
@@ -100,6 +101,7 @@ class PlanDraft:
             vector_ratio=vector_ratio if kind == "major" else 0.0,
             small_file_bytes=small_file_bytes,
             vertical_group=vertical_group if kind == "major" else 0,
+            compression=compression,
             rewrite=task.rewrite,
             table=table,
         )

@@ -125,6 +125,9 @@ _Duration = Annotated[float, BeforeValidator(parse_duration)]
 _Count = Annotated[int, BeforeValidator(not_boolean)]
 _Ratio = Annotated[float, BeforeValidator(not_boolean)]
 
+Codec = Literal["lz4", "zstd", "snappy"]
+"""``file.compression``: one of ``firn.model.files.CODECS``."""
+
 
 class TableProperties(BaseModel):
     """Per-table settings; names and defaults as in design §8, ranges in ``RANGES``."""
@@ -154,6 +157,11 @@ class TableProperties(BaseModel):
     )
     target_file_size: _Size = Field(
         128 * MiB, alias="target-file-size", description="size base files are cut at"
+    )
+    file_compression: Codec = Field(
+        "lz4",
+        alias="file.compression",
+        description="codec of the Parquet files compaction and loads write",
     )
     small_file_bytes: _Size | None = Field(
         None, alias="small-file-bytes", description="default target-file-size / 8"
@@ -255,6 +263,8 @@ class TableProperties(BaseModel):
         name = cls.model_fields[info.field_name or ""].alias or ""
         if name not in RANGES and isinstance(value, bool):
             return value
+        if name == "file.compression":
+            return value  # one of CODECS: its type holds it there
         if name == "compaction.major-window":
             try:
                 return str(Window.parse(value))  # in a normal form

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from firn.model.files import DeletionVector, FileEntry
+from firn.model.files import CODECS, DEFAULT_CODEC, DeletionVector, FileEntry
 from firn.model.tree import Node
 
 
@@ -235,6 +235,9 @@ class TaskSpec:
     """Base files (ids) the task rewrites whatever its changes touch: small files the
     planner coalesces (``firn.model.tiering.coalesce_windows``), which a deletion
     vector would leave as small as they are."""
+    compression: str = DEFAULT_CODEC
+    """The Parquet codec of the task's output files: the table's ``file.compression``
+    (specs planned before it existed write LZ4 as well)."""
     vertical_group: int = 0
     """A major task of a wide table merges vertically (``firn.engine.vertical``): its
     keys first, then this many value columns at a time; 0: row by row."""
@@ -292,6 +295,8 @@ class TaskSpec:
             values[name] = tuple(InputFile.from_dict(f) for f in values[name])
         values["cut_before"] = tuple(list(k) for k in values.get("cut_before", ()))
         values["rewrite"] = tuple(int(i) for i in values.get("rewrite", ()))
+        if values.get("compression", DEFAULT_CODEC) not in CODECS:
+            raise ValueError(f"TaskSpec compression must be one of {CODECS}")
         return cls(**values)
 
     @classmethod

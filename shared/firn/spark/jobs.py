@@ -90,6 +90,7 @@ def open_job(
         order_by=opts.order_by,
         ignore_dropped=table.properties.schema_ignore_dropped,
         change_split_rows=table.properties.change_split_rows,
+        compression=table.properties.file_compression,
     )
     log.info("%s: write staged under %s", table.name, staged_dir)
     return job, opts

@@ -42,6 +42,7 @@ from firn.errors import ConfigError, StorageError
 from firn.io.storage import Storage
 from firn.model.changes import DELETE, OP, ORD, validate_changes, validate_rows
 from firn.model.commits import StagedFile
+from firn.model.files import DEFAULT_CODEC
 from firn.model.merge_on_read import run_starts
 from firn.model.schema import TableSchema
 
@@ -74,6 +75,8 @@ class WriteJob:
     """``schema.ignore-dropped-columns``: columns the table dropped are left out."""
     change_split_rows: int = 0
     """``change.split-rows``: a task's rows of a partition below it go to its root node."""
+    compression: str = DEFAULT_CODEC
+    """``file.compression``: the codec of a load's base files."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,14 @@ def _write_base(
     groups = group_rows(table, job.base_buckets, validated)
     # One task per core already: write its groups one after the other.
     return write_groups(
-        table, storage, directory, validated, groups, job.target_file_size, threads=1
+        table,
+        storage,
+        directory,
+        validated,
+        groups,
+        job.target_file_size,
+        threads=1,
+        compression=job.compression,
     )
 
 
