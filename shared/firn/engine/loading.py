@@ -108,15 +108,12 @@ def group_rows(table: TableSchema, base_buckets: int, rows: pa.Table) -> list[Lo
         m, nodes = 1, np.zeros(rows.num_rows, dtype=np.int64)  # one node: no hashing
     elif table.keyed and not table.partition_by:
         m = base_buckets
-        packing = key_packing(table, rows)
-        if packing is not None:
-            return [
-                LoadGroup("", {}, Node(m, i), g, packed)
-                for i, (g, packed) in enumerate(_packed_groups(table, rows, m, packing))
-                if len(g)
-            ]
-        groups = _hashed_groups(table, rows, m)
-        return [LoadGroup("", {}, Node(m, i), g) for i, g in enumerate(groups) if len(g)]
+        parts = _node_parts(table, rows, m, key_packing(table, rows))
+        return [
+            LoadGroup("", {}, Node(m, i), g, packed)
+            for i, (g, packed) in enumerate(parts)
+            if len(g)
+        ]
     elif table.keyed:
         m = base_buckets
         nodes = node_index(key_hashes(table, rows), m)
@@ -161,59 +158,49 @@ def _node_positions(nodes: npt.NDArray[np.int64], m: int) -> list[npt.NDArray[np
 def _hashed_groups(
     table: TableSchema, rows: pa.Table, m: int, slice_rows: int = HASH_SLICE_ROWS
 ) -> list[npt.NDArray[np.int64]]:
-    """The positions of each node's rows at level ``m``, ascending: each slice of rows
-    hashed and split by node in a thread of its own, the slices' parts then joined
-    per node. Split after hashing, on one thread, the split held the other cores
-    idle for a fifth of a 20M-row load."""
-    keys = rows.select(list(table.primary_key))
-
-    def split(start: int) -> list[npt.NDArray[np.int64]]:
-        hashes = hash_keys(keys.slice(start, slice_rows).columns)
-        return [part + start for part in _node_positions(node_index(hashes, m), m)]
-
-    starts = range(0, rows.num_rows, slice_rows)
-    if len(starts) <= 1:
-        return split(0)
-    with ThreadPoolExecutor(min(len(starts), os.cpu_count() or 1), "firn-hash") as pool:
-        parts = list(pool.map(split, starts))
-    return [np.concatenate([p[i] for p in parts]) for i in range(m)]
+    """The positions of each node's rows at level ``m``, ascending."""
+    return [positions for positions, _ in _node_parts(table, rows, m, None, slice_rows)]
 
 
-def _packed_groups(
+def _node_parts(
     table: TableSchema,
     rows: pa.Table,
     m: int,
-    packing: tuple[int, int],
+    packing: tuple[int, int] | None,
     slice_rows: int = HASH_SLICE_ROWS,
-) -> list[tuple[npt.NDArray[np.int64], KeyPositions]]:
-    """``_hashed_groups``, each node's rows also packed with their keys
-    (``KeyPositions``), slice by slice in the same threads."""
-    low, bits = packing
-    column = rows.column(table.primary_key[0])
+) -> list[tuple[npt.NDArray[np.int64], KeyPositions | None]]:
+    """The positions of each node's rows at level ``m``, ascending, and with
+    ``packing`` (``key_packing``) the same rows packed with their keys. Each slice of
+    rows is hashed, split by node (and packed) in a thread of its own, the slices'
+    parts then joined per node. Split after hashing, on one thread, the split held
+    the other cores idle for a fifth of a 20M-row load."""
+    keys = rows.select(list(table.primary_key))
 
-    def split(start: int) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]]:
-        keys = column.slice(start, slice_rows)
-        ints = np.asarray(keys.to_numpy(), dtype=np.int64)
+    def split(start: int) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64] | None]]:
+        some = keys.slice(start, slice_rows)
+        parts = _node_positions(node_index(hash_keys(some.columns), m), m)
+        if packing is None:
+            return [(part + start, None) for part in parts]
+        low, bits = packing
+        ints = np.asarray(some.column(0).to_numpy(), dtype=np.int64)
         shifted = (ints - np.int64(low)).view(np.uint64) << np.uint64(bits)
-        out = []
-        for part in _node_positions(node_index(hash_keys([keys]), m), m):
-            where = part + start
-            out.append((where, shifted[part] | where.view(np.uint64)))
-        return out
+        return [(part + start, shifted[part] | (part + start).view(np.uint64)) for part in parts]
 
     starts = range(0, rows.num_rows, slice_rows)
-    if len(starts) == 1:
-        parts = [split(0)]
+    if len(starts) <= 1:
+        sliced = [split(0)]
     else:
         with ThreadPoolExecutor(min(len(starts), os.cpu_count() or 1), "firn-hash") as pool:
-            parts = list(pool.map(split, starts))
-    return [
-        (
-            np.concatenate([p[i][0] for p in parts]),
-            KeyPositions(np.concatenate([p[i][1] for p in parts]), bits),
-        )
-        for i in range(m)
-    ]
+            sliced = list(pool.map(split, starts))
+    out: list[tuple[npt.NDArray[np.int64], KeyPositions | None]] = []
+    for i in range(m):
+        positions = np.concatenate([s[i][0] for s in sliced])
+        packed = [p for s in sliced if (p := s[i][1]) is not None]
+        if packing is None:
+            out.append((positions, None))
+        else:
+            out.append((positions, KeyPositions(np.concatenate(packed), packing[1])))
+    return out
 
 
 def key_hashes(
@@ -238,9 +225,9 @@ def key_order(table: TableSchema, key_rows: Gather, group: LoadGroup) -> npt.NDA
     if not table.keyed:
         return group.rows
     if group.packed is not None:
-        positions, repeated = group.packed.ordered()
+        in_order, repeated = group.packed.ordered()
         if not repeated:
-            return positions
+            return in_order
         # A repeated key: the general path below finds and names it.
     key = list(table.primary_key)
     keys = key_rows.take(group.rows).select(key)
