@@ -140,8 +140,9 @@ def spark_properties(settings: FirnSettings) -> dict[str, str]:
         f"jdbc:postgresql://{host}:{parts.get('port', '5432')}/{parts.get('dbname', '')}"
         f"?currentSchema={settings.database_schema}"
     )
-    if parts.get("sslmode"):
-        url += f"&sslmode={parts['sslmode']}"
+    for tls in ("sslmode", "sslrootcert"):  # the local stack's Postgres verifies in full
+        if parts.get(tls):
+            url += f"&{tls}={parts[tls]}"
     warehouse = str(settings.warehouse)
     properties = {
         "catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
