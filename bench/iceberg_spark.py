@@ -61,6 +61,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
@@ -142,7 +143,7 @@ def spark_properties(settings: FirnSettings) -> dict[str, str]:
     )
     for tls in ("sslmode", "sslrootcert"):  # the local stack's Postgres verifies in full
         if parts.get(tls):
-            url += f"&{tls}={parts[tls]}"
+            url += f"&{tls}={quote(parts[tls], safe='/')}"
     warehouse = str(settings.warehouse)
     properties = {
         "catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",

@@ -132,7 +132,7 @@ def main() -> None:
     for name, seconds in results.items():
         print(f"{name:<{width}}  {seconds:7.2f} s  {args.rows / seconds / 1e6:6.2f} M rows/s")
     load_s = results["firn Table.load"]
-    print(f"load / floor:     {load_s / results['floor (pyarrow write_table, zstd)']:.2f}x")
+    print(f"load / floor:     {load_s / results[FLOOR]:.2f}x")
     if "delta-rs write_deltalake" in results:
         print(f"load / delta-rs:  {load_s / results['delta-rs write_deltalake']:.2f}x")
     old = results.get("old path (upsert + local major compaction)")
