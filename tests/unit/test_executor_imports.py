@@ -185,6 +185,7 @@ def test_task_specs_and_results_round_trip_through_json() -> None:
         to_seq=4,
         target_file_size=100,
         output_prefix="change/day=1/p1-t2",
+        compression="zstd",
     )
     assert TaskSpec.from_json(spec.to_json()) == spec
     result = TaskResult(task_id=2, attempt=1, error="boom", retryable=False)
@@ -216,6 +217,7 @@ def test_a_task_spec_of_another_shape_is_refused() -> None:
         ({**good, "extra": 1}, "has no field"),
         ({k: v for k, v in good.items() if k != "to_seq"}, "missing field"),
         ({**good, "kind": "huge"}, "kind must be one of"),
+        ({**good, "compression": "gzip"}, "compression must be one of"),
     ]:
         with pytest.raises(ValueError, match=message):
             TaskSpec.from_dict(broken)

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from firn.errors import ConfigError
-from firn.model.properties import DAY, RANGES, GiB, KiB, MiB, TableProperties, TiB
+from firn.model.files import CODECS, DEFAULT_CODEC
+from firn.model.properties import DAY, RANGES, Codec, GiB, KiB, MiB, TableProperties, TiB
 from firn.model.property_docs import PROPERTY_DOCS, property_names
 from firn.units import parse_duration, parse_size
 
@@ -187,3 +188,13 @@ def test_the_reference_gives_each_default_the_model_has() -> None:
         field = next(n for n, f in TableProperties.model_fields.items() if f.alias == name)
         written = TableProperties.parse({name: default} | companions(name, default))
         assert getattr(written, field) == getattr(defaults, field), name
+
+
+def test_the_codecs_a_table_may_name_are_those_a_task_spec_takes() -> None:
+    assert get_args(Codec) == CODECS
+    assert TableProperties().file_compression == DEFAULT_CODEC
+    for codec in CODECS:
+        assert TableProperties.parse({"file.compression": codec}).file_compression == codec
+    for bad in ("gzip", "LZ4", "", 4):
+        with pytest.raises(ConfigError, match=r"file\.compression"):
+            TableProperties.parse({"file.compression": bad})
