@@ -168,14 +168,12 @@ def test_a_group_written_one_row_group_at_a_time_is_its_sorted_rows(
 @given(
     chunks=st.lists(st.integers(0, 40), min_size=1, max_size=8),
     positions=st.lists(st.integers(0, 10**6), max_size=60),
-    smallest=st.sampled_from([1, 16, 64]),
 )
-def test_a_gather_takes_rows_chunk_by_chunk_in_the_order_asked(
-    chunks: list[int], positions: list[int], smallest: int
+def test_a_gather_takes_rows_of_several_chunks_in_the_order_asked(
+    chunks: list[int], positions: list[int]
 ) -> None:
-    """A load's rows in several chunks (a big table, a Spark task's batches) are
-    taken chunk by chunk (runs of small chunks joined first), and come back in the
-    order the positions ask, as one take of the whole table would give them."""
+    """A load's rows in several chunks (a big table, a Spark task's batches) come
+    back in the order the positions ask, as one take of the whole table gives them."""
     whole = pa.table(
         {"id": pa.array(range(sum(chunks)), pa.int64()), "v": [f"v{i}" for i in range(sum(chunks))]}
     )
@@ -187,9 +185,7 @@ def test_a_gather_takes_rows_chunk_by_chunk_in_the_order_asked(
     ]
     rows = pa.Table.from_batches(batches, whole.schema)
     asked = np.array([p % len(whole) for p in positions] if len(whole) else [], np.int64)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(loading, "GATHER_CHUNK_ROWS", smallest)
-        got = loading.Gather(rows).take(asked)
+    got = loading.Gather(rows).take(asked)
     assert got.to_pylist() == whole.take(pa.array(asked, pa.int64())).to_pylist()
 
 
