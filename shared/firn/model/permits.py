@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 MiB = 1 << 20
 DECODED_PER_STORED_BYTE = 4
-"""Parquet inputs take about this many bytes in Arrow once decoded (zstd, dictionaries)."""
+"""Parquet inputs take about this many bytes in Arrow once decoded (zstd, dictionaries;
+LZ4 files, a third larger, decode to less per stored byte: the estimate errs high)."""
 WRITER_AND_READER_BYTES = 64 * MiB
 """The base read window and the writer's row groups, whatever the task's size."""
 
