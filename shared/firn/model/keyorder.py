@@ -71,6 +71,14 @@ def count_below(rows: pa.Table, key_columns: Sequence[str], bound: Sequence[pa.S
     return int(pc.sum(compare_mask(rows, key_columns, bound, strict=True)).as_py() or 0)
 
 
+def position_bits(rows: int, low: int, high: int) -> int | None:
+    """Low bits that hold a position among ``rows`` beside keys from ``low`` to
+    ``high`` packed as ``(key - low) << bits | position`` in 64 bits; None when the
+    keys' span leaves no room."""
+    bits = max(1, (rows - 1).bit_length())
+    return bits if high - low < 1 << (64 - bits) else None
+
+
 def integer_order(values: npt.NDArray[np.signedinteger[Any]]) -> npt.NDArray[np.int64]:
     """The positions of ``values`` in ascending order (ties in any order), as
     ``np.argsort`` gives them, but about 2.5x faster when the values' span leaves
@@ -82,9 +90,9 @@ def integer_order(values: npt.NDArray[np.signedinteger[Any]]) -> npt.NDArray[np.
     n = len(values)
     if n < 2:
         return np.arange(n, dtype=np.int64)
-    bits = (n - 1).bit_length()
     low = int(values.min())
-    if int(values.max()) - low >= 1 << (64 - bits):
+    bits = position_bits(n, low, int(values.max()))
+    if bits is None:
         return np.argsort(values).astype(np.int64, copy=False)
     packed = (values - low).astype(np.uint64) << np.uint64(bits)
     packed |= np.arange(n, dtype=np.uint64)

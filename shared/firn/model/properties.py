@@ -261,15 +261,13 @@ class TableProperties(BaseModel):
         if value is None:  # a size left unset: derived from another property
             return value
         name = cls.model_fields[info.field_name or ""].alias or ""
-        if name not in RANGES and isinstance(value, bool):
-            return value
-        if name == "file.compression":
-            return value  # one of CODECS: its type holds it there
         if name == "compaction.major-window":
             try:
                 return str(Window.parse(value))  # in a normal form
             except ConfigError as exc:
                 raise ValueError(str(exc)) from exc
+        if name not in RANGES and isinstance(value, bool | str):
+            return value  # a switch or a choice: its type holds it
         bounds = RANGES[name]
         if not bounds.contains(value):
             raise ValueError(f"must be {bounds.describe()}, got {bounds.text(value)}")
