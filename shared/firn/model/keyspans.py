@@ -68,10 +68,15 @@ def key_spans(
 def _leading_numbers(rows: pa.Table, key_columns: Sequence[str]) -> np.ndarray | None:
     """The first key column that is not constant in ``rows`` (a partition column
     leading the key is constant in a change file), as numbers; ``None`` when it is
-    not a type gaps are measured on, or every key column is constant."""
+    not a type gaps are measured on, or every key column is constant.
+
+    The rows are sorted by the key, and a column is only looked at when those before
+    it are constant, so it is sorted too: constant when its first and last values
+    are equal (counting distinct values was most of a small commit file's spans)."""
+    last = rows.num_rows - 1
     for name in key_columns:
         column = rows.column(name)
-        if pc.count_distinct(column).as_py() == 1:
+        if column[0] == column[last]:
             continue
         return _as_numbers(column.type, column)
     return None
