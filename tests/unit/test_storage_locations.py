@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from firn.errors import ConfigError
@@ -54,3 +55,19 @@ def test_a_warehouse_without_credentials_is_kept_as_given() -> None:
     uri = "s3://lake/firn?region=eu-west-1&endpoint_override=127.0.0.1:9000"
     assert warehouse_root(uri) == uri
     assert warehouse_root("hdfs://firn@namenode:8020/lake/") == "hdfs://firn@namenode:8020/lake"
+
+
+def test_files_are_written_into_directories_made_on_demand(tmp_path: Path) -> None:
+    """A write creates its directory only when missing; a directory removed between
+    two writes (an operator's cleanup) is made again, and neither write is lost."""
+    storage = Storage(str(tmp_path / "warehouse"))
+    rows = pa.table({"id": [1, 2, 3]})
+    storage.write_parquet("change/p=1/a.parquet", rows)
+    storage.write_parquet("change/p=1/b.parquet", rows)
+    storage.delete_dir("change/p=1")
+    storage.write_parquet("change/p=1/c.parquet", rows)
+    with storage.open_output("base/p=2/d.bin") as out:
+        out.write(b"firn")
+    assert storage.read_parquet("change/p=1/c.parquet").equals(rows)
+    assert not storage.exists("change/p=1/a.parquet")
+    assert (tmp_path / "warehouse" / "base" / "p=2" / "d.bin").read_bytes() == b"firn"
