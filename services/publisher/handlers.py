@@ -80,6 +80,7 @@ class Publishing:
         *,
         interval: float,
         min_interval: float = 0.0,
+        gather: float = 0.0,
         sweep_budget: float = SWEEP_BUDGET_SECONDS,
         retry_cap: float = RETRY_CAP_SECONDS,
         clock: Callable[[], float] = time.monotonic,
@@ -88,12 +89,18 @@ class Publishing:
         for at each use, so a connection opened again after a restart is used);
         ``interval`` is the sweep's, the first wait of a failing table;
         ``min_interval``: an event publishes a table this publisher published less
-        than that long ago only at the next sweep."""
+        than that long ago only at the next sweep; ``gather``: any other event
+        publishes its table that long after it, with the compactions that landed
+        meanwhile (``idle`` publishes it)."""
         self._publisher = publisher
         self.interval = interval
         self.min_interval = min_interval
+        self.gather = gather
         self._published: dict[int, float] = {}
         """When this publisher last published each table (recent ones only)."""
+        self._gathering: dict[int, float] = {}
+        """Tables an event asked to publish, and when."""
+        self._swept_at = clock()
         self.sweep_budget = sweep_budget
         self.retry_cap = retry_cap
         self._clock = clock
@@ -102,17 +109,36 @@ class Publishing:
         """The table the last sweep ended with: the next one starts after it."""
 
     def compaction(self, compaction: CompactionEvent) -> None:
-        """A compaction committed: publish its table (a table that is failing is
-        tried at once too: the event brings a new snapshot), unless this publisher
-        published it less than ``min_interval`` ago. Then the next sweep publishes
-        it, with whatever else compacted meanwhile: a fleet's commit makes each of a
-        table's partitions due at once, and their compactions land within a second
-        or two, each an Iceberg snapshot of its own otherwise (issue 37)."""
-        last = self._published.get(compaction.table_id)
-        if last is not None and self._clock() - last < self.min_interval:
+        """A compaction committed: publish its table ``gather`` seconds from now (a
+        table that is failing too: the event brings a new snapshot), unless this
+        publisher published it less than ``min_interval`` ago; then the next sweep
+        publishes it. Either way one Iceberg snapshot takes in whatever else compacted
+        meanwhile: a fleet's commit makes each of a table's partitions due at once,
+        and their compactions land within a second or so, each an Iceberg snapshot
+        of its own otherwise, at a publication's whole cost (issue 37)."""
+        table_id = compaction.table_id
+        now = self._clock()
+        last = self._published.get(table_id)
+        if last is not None and now - last < self.min_interval:
             PUBLICATIONS.labels("deferred").inc()
             return
-        self.publish(compaction.table_id)
+        if self.gather <= 0:
+            self.publish(table_id)
+            return
+        PUBLICATIONS.labels("deferred").inc()
+        self._gathering.setdefault(table_id, now + self.gather)
+
+    def idle(self) -> None:
+        """Called between messages: publish the tables whose gathering time is up,
+        and sweep every ``interval`` seconds."""
+        now = self._clock()
+        for table_id, at in sorted(self._gathering.items(), key=lambda item: item[1]):
+            if at > now:
+                break
+            self.publish(table_id)
+        if now - self._swept_at >= self.interval:
+            self._swept_at = now
+            self.sweep()
 
     def sweep(self) -> list[Publication]:
         """Publish every table that is behind and not waiting after a failure; what
@@ -148,8 +174,10 @@ class Publishing:
             transient = is_transient(exc)
             if transient and isinstance(exc, psycopg.Error | ServiceError):
                 raise  # the catalog is away: every table would fail alike
+            self._gathering.pop(table_id, None)  # the sweep tries it again
             self._failed(table_id, exc)
             return None
+        self._gathering.pop(table_id, None)
         self._failing.pop(table_id, None)
         self._observe(publication)
         if publication.outcome == "published":

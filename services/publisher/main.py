@@ -1,7 +1,7 @@
 """Wiring of the publisher: consumes firn.compactions (a consumer group of its own,
 beside the metrics service's), publishes the tables they name into the Iceberg SQL
-catalog in Firn's Postgres, and sweeps every ``publisher_sweep_interval`` seconds
-for tables that are behind."""
+catalog in Firn's Postgres ``publisher_gather`` seconds after the first event, and
+sweeps every ``publisher_sweep_interval`` seconds for tables that are behind."""
 
 from __future__ import annotations
 
@@ -29,17 +29,14 @@ def main(settings: FirnSettings) -> None:
             ),
             interval=settings.publisher_sweep_interval,
             min_interval=settings.publisher_min_interval,
+            gather=settings.publisher_gather,
         )
-
-        def sweep() -> None:
-            publishing.sweep()
-
         run_consumer_service(
             context,
             consumes=[context.topics.compactions],
             handlers={"compaction": publishing.compaction},
-            on_idle=sweep,
-            idle_every=settings.publisher_sweep_interval,
+            on_idle=publishing.idle,
+            idle_every=0.0,  # between every two messages: gathered tables come due
         )
     finally:
         if rest is not None:

@@ -254,6 +254,12 @@ class FirnSettings(BaseSettings):
         "has not published it for this long; otherwise the next sweep does, with every "
         "compaction in between as one Iceberg snapshot (0: every event publishes).",
     )
+    publisher_gather: Seconds = Field(
+        default=1.0,
+        description="How long a compaction event's publication waits for the table's "
+        "other compactions, so that one Iceberg snapshot takes in all that land "
+        "meanwhile (a commit makes a table's partitions due together; 0: publish at once).",
+    )
     prometheus_catalog_timeout: Seconds = Field(
         default=5.0,
         description="Longest the metrics service's catalog reading may take (connecting "

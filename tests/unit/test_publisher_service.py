@@ -327,3 +327,56 @@ def test_a_table_only_found_unchanged_is_not_held_back() -> None:
     publishing.compaction(compaction_event(4))  # unchanged: nothing was published
     publishing.compaction(compaction_event(4))
     assert fake.calls == [4, 4]
+
+
+def test_an_event_publishes_its_table_after_gathering_the_compactions_that_follow() -> None:
+    """With ``gather``, an event's table is published that long after it, once for
+    every compaction that lands meanwhile; other tables wait for their own events;
+    a table published within ``min_interval`` is still left to the sweep, and the
+    sweep runs from ``idle`` every ``interval`` seconds."""
+    fake = FakePublisher(behind=[4, 6])
+    clock = Clock()
+    publishing = service(fake, clock, gather=1.0, min_interval=5.0)
+    deferred = sample("firn_publications_total", outcome="deferred")
+
+    publishing.compaction(compaction_event(4))
+    clock.now += 0.3
+    publishing.compaction(compaction_event(4))  # the table's next partition
+    clock.now += 0.2
+    publishing.compaction(compaction_event(6))
+    publishing.idle()
+    assert fake.calls == []
+    assert sample("firn_publications_total", outcome="deferred") == deferred + 3
+
+    clock.now += 0.5
+    publishing.idle()
+    assert fake.calls == [4]  # a second after its first event
+    clock.now += 0.5
+    publishing.idle()
+    publishing.idle()
+    assert fake.calls == [4, 6]
+
+    fake.behind.append(4)
+    publishing.compaction(compaction_event(4))  # published 1 s ago: the sweep's
+    clock.now += 1.0
+    publishing.idle()
+    assert fake.calls == [4, 6]
+    clock.now += 3.0  # five seconds since the service began
+    publishing.idle()
+    assert fake.calls == [4, 6, 4]
+
+
+def test_a_gathered_table_is_kept_through_database_weather() -> None:
+    fake = FakePublisher(behind=[4])
+    clock = Clock()
+    publishing = service(fake, clock, gather=1.0)
+    fake.failures[4] = [psycopg.OperationalError("terminating connection")]
+    publishing.compaction(compaction_event(4))
+    clock.now += 1.0
+    with pytest.raises(psycopg.OperationalError):
+        publishing.idle()
+    publishing.idle()  # the loop's next turn
+    assert fake.calls == [4, 4]
+    assert fake.behind == []
+    publishing.idle()
+    assert fake.calls == [4, 4]

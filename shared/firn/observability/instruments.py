@@ -67,8 +67,9 @@ PUBLICATION_LAG = Histogram(
 PUBLICATIONS = Counter(
     "firn_publications",
     "Calls to publish a table as an Iceberg table, by outcome (published, unchanged, "
-    "disabled, busy, refused; deferred: an event left to the next sweep, the table "
-    "having been published less than FIRN_PUBLISHER_MIN_INTERVAL ago).",
+    "disabled, busy, refused; deferred: an event that did not publish at once, left "
+    "to the FIRN_PUBLISHER_GATHER wait or, the table having been published less than "
+    "FIRN_PUBLISHER_MIN_INTERVAL ago, to the next sweep).",
     ["outcome"],
 )
 PUBLICATION_ERRORS = Counter(
