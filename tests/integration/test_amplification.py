@@ -17,6 +17,7 @@ from firn.catalog.amplification import compaction_work, read_store_shape
 from firn.catalog.progress import last_plan_id, read_progress
 from firn.model.tasks import TaskSpec
 from firn.settings import FirnSettings
+from tests.hash_tree import HASH_TREE
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("value", pa.string())])
 
@@ -56,7 +57,10 @@ def test_runs_per_node_and_bytes_follow_commits_and_compactions(catalog: firn.Ca
     # Change files at 4 nodes, base files at 2: each base-level node reads two
     # change nodes, whose files of one commit share its seq (one run).
     table = catalog.create_table(
-        "amp.events", SCHEMA, ["id"], properties={"change.buckets": 4, "base.buckets": 2}
+        "amp.events",
+        SCHEMA,
+        ["id"],
+        properties={"change.buckets": 4, "base.buckets": 2, **HASH_TREE},
     )
     conn, rng = catalog.conn, random.Random(4)
     start_plan = last_plan_id(conn, table.table_id)

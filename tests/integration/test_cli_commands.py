@@ -25,6 +25,7 @@ from firn.kafka import Topics
 from firn.model.plans import PlanRecord
 from firn.model.states import Actor
 from firn.settings import FirnSettings
+from tests.hash_tree import HASH_TREE
 from tests.waiting import messages_on
 
 SCHEMA = "region:string,id:int64,amount:double"
@@ -233,6 +234,7 @@ def test_status_fleet_shows_the_backlog_across_tables(
 
 def test_tasks_after_a_compaction(run: Run, catalog: firn.Catalog) -> None:
     orders = make_orders(run, catalog)
+    orders.set_properties(HASH_TREE)  # a task per base node, however small
     orders.upsert(rows("eu", range(200), 0.0))
     orders.upsert(rows("us", range(20), 0.0))
     summary = firn.compact(orders, "region=eu", engine="local")

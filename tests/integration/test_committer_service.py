@@ -25,6 +25,7 @@ from firn.kafka import Topics, ensure_topics, producer
 from firn.model.plans import PlanRecord
 from firn.settings import FirnSettings
 from firn_services.committer.handlers import Committer
+from tests.hash_tree import HASH_TREE
 from tests.integration.test_planner_service import drain
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
@@ -69,7 +70,7 @@ def test_a_complete_plan_is_committed_and_announced_once(
 ) -> None:
     topics = Topics.from_settings(settings)
     ensure_topics(settings, topics.all(), partitions=1)
-    table = catalog.create_table("done", SCHEMA, ["id"], [], {"base.buckets": 2})
+    table = catalog.create_table("done", SCHEMA, ["id"], [], {"base.buckets": 2, **HASH_TREE})
     ids = np.arange(200)
     table.upsert(pa.table({"id": ids, "v": [f"v{i}" for i in ids]}))
     expected = table.read().sort_by("id")

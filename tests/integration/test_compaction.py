@@ -33,6 +33,7 @@ from firn.model.triggers import decide
 from firn.model.values import key_from_json
 from firn.postgres.connection import Connection
 from firn.settings import FirnSettings
+from tests.hash_tree import HASH_TREE
 
 SCHEMA = pa.schema(
     [
@@ -91,7 +92,7 @@ def test_major_compaction_leaves_sorted_sized_base_files_and_keeps_untouched_one
         SCHEMA,
         ["day", "id"],
         ["day"],
-        {"change.buckets": 4, "base.buckets": 2, "target-file-size": target},
+        {"change.buckets": 4, "base.buckets": 2, "target-file-size": target, **HASH_TREE},
     )
     model = Model()
     ids = np.arange(30_000)
@@ -214,7 +215,7 @@ def _task_specs(catalog: firn.Catalog, plan_id: int) -> list[dict[str, Any]]:
 
 def test_full_compaction_rebuckets_every_base_file(catalog: firn.Catalog) -> None:
     table = catalog.create_table(
-        f"rebucket_{next(_names)}", SCHEMA, ["day", "id"], [], {"base.buckets": 2}
+        f"rebucket_{next(_names)}", SCHEMA, ["day", "id"], [], {"base.buckets": 2, **HASH_TREE}
     )
     model = Model()
     model.upsert(table, [3] * 5000, np.arange(5000), "v1")
@@ -453,7 +454,7 @@ def test_a_task_that_fails_its_plan_orphans_the_outputs_of_its_batch_mates(
     plan that never commits)."""
     conn = catalog.conn
     table = catalog.create_table(
-        f"fails_{next(_names)}", SCHEMA, ["day", "id"], [], {"base.buckets": 2}
+        f"fails_{next(_names)}", SCHEMA, ["day", "id"], [], {"base.buckets": 2, **HASH_TREE}
     )
     Model().upsert(table, [1] * 40, np.arange(40), "v1")
     record = _plan(table)

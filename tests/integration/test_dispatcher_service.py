@@ -28,6 +28,7 @@ from firn.model.schema import TableSchema
 from firn.model.tasks import TaskResult
 from firn.settings import FirnSettings
 from firn_services.dispatcher.handlers import Dispatcher
+from tests.hash_tree import HASH_TREE
 from tests.integration.test_planner_service import drain
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
@@ -40,7 +41,7 @@ def catalog(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Catalog]:
 
 
 def planned(catalog: firn.Catalog, name: str) -> tuple[firn.Table, PlanRecord]:
-    table = catalog.create_table(name, SCHEMA, ["id"], [], {"base.buckets": 4})
+    table = catalog.create_table(name, SCHEMA, ["id"], [], {"base.buckets": 4, **HASH_TREE})
     ids = np.arange(400)
     table.upsert(pa.table({"id": ids, "v": [f"v{i}" for i in ids]}))
     table.delete(pa.table({"id": ids[::7]}))

@@ -37,6 +37,7 @@ from firn.iceberg.publisher import Publication, Publisher
 from firn.iceberg.rest import RestCatalog, RestServer
 from firn.postgres.connection import Connection, connect
 from firn.settings import FirnSettings
+from tests.hash_tree import HASH_TREE
 from tests.integration.iceberg_readers import (
     duckdb_connection,
     duckdb_rows,
@@ -401,7 +402,7 @@ def test_key_bounds_let_engines_skip_files(
         SCHEMA,
         primary_key=["region", "k"],
         partition_by=["region"],
-        properties={**PROPERTIES, "base.buckets": 8},
+        properties={**PROPERTIES, "base.buckets": 8, **HASH_TREE},
     )
     table.upsert(_rows([(r, k, f"v{k}") for r in REGIONS for k in range(400)]))
     _compact(table)

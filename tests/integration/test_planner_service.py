@@ -19,6 +19,7 @@ from firn.events.wire import as_event
 from firn.kafka import Topics, ensure_topics, producer
 from firn.settings import FirnSettings
 from firn_services.planner.handlers import Planner
+from tests.hash_tree import HASH_TREE
 from tests.waiting import messages_on
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
@@ -57,7 +58,7 @@ def test_a_plan_request_is_planned_announced_and_released_once(
 ) -> None:
     topics = Topics.from_settings(settings)
     ensure_topics(settings, topics.all(), partitions=1)
-    table = catalog.create_table("requested", SCHEMA, ["id"], [], {"base.buckets": 2})
+    table = catalog.create_table("requested", SCHEMA, ["id"], [], {"base.buckets": 2, **HASH_TREE})
     for n in range(3):
         table.upsert(
             pa.table({"id": list(range(n, 100, 3)), "v": [f"v{n}"] * len(range(n, 100, 3))})

@@ -31,6 +31,7 @@ from firn.postgres.connection import ReconnectingConnection, connect
 from firn.settings import FirnSettings
 from firn_services.committer.handlers import Committer
 from firn_services.runtime import serve_metrics
+from tests.hash_tree import HASH_TREE
 from tests.integration.service_processes import running_services
 from tests.waiting import eventually
 
@@ -109,7 +110,7 @@ def test_the_metrics_endpoint_shows_the_catalog(
         "prom.orders",
         SCHEMA,
         ["id"],
-        properties={"change.buckets": 4, "base.buckets": 2, "write.stall-runs": 3},
+        properties={"change.buckets": 4, "base.buckets": 2, "write.stall-runs": 3, **HASH_TREE},
     )
     rng = random.Random(16)
     results = [_commit(table, rng) for _ in range(3)]

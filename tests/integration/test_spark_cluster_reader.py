@@ -29,6 +29,7 @@ import firn
 from firn.settings import FirnSettings
 from firn_localstack import SparkCluster
 from tests.changesets import KEY_KINDS, ReferenceModel, as_change_set, as_view, table_schema
+from tests.hash_tree import HASH_TREE
 
 CHILD = textwrap.dedent(
     """
@@ -89,7 +90,7 @@ def test_a_cluster_without_firn_reads_a_table(
     model = ReferenceModel()
     with firn.connect(warehouse=str(tmp_path / "warehouse"), settings=settings) as catalog:
         table = catalog.create_table(
-            "read_on_cluster", schema, ["part", "k"], ["part"], {"base.buckets": 2}
+            "read_on_cluster", schema, ["part", "k"], ["part"], {"base.buckets": 2, **HASH_TREE}
         )
 
         def commit(ops: list[dict[str, Any]]) -> None:

@@ -45,6 +45,7 @@ from tests.changesets import (
     operations,
     table_schema,
 )
+from tests.hash_tree import HASH_TREE
 from tests.integration.table_checks import base_entries, hide_rows, rows_at
 
 _names = itertools.count()
@@ -257,7 +258,7 @@ ORDERS = pa.schema(
 def orders(catalog: firn.Catalog, name: str) -> tuple[firn.Table, dict[Any, Row]]:
     """A compacted table in 3 partitions x 4 nodes, with unmerged changes on top."""
     table = catalog.create_table(
-        name, ORDERS, ["part", "k"], ["part"], {"base.buckets": 4, "change.buckets": 4}
+        name, ORDERS, ["part", "k"], ["part"], {"base.buckets": 4, "change.buckets": 4, **HASH_TREE}
     )
     rows = [
         {"part": PARTS[i % 3], "k": i, "qty": i % 7 or None, "label": f"l{i % 5}"}

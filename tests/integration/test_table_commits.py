@@ -17,6 +17,7 @@ from firn.events.schemas import validate
 from firn.kafka.topics import Topics, ensure_topics
 from firn.model.keyhash import hash_keys
 from firn.settings import FirnSettings
+from tests.hash_tree import HASH_TREE
 from tests.waiting import messages_on
 
 SCHEMA = pa.schema(
@@ -48,7 +49,7 @@ def sorted_rows(table: pa.Table) -> list[dict[str, object]]:
 
 def test_commit_writes_files_per_partition_node_and_type(catalog: firn.Catalog) -> None:
     table = catalog.create_table(
-        "orders", SCHEMA, ["region", "id"], ["region"], {"change.buckets": 2}
+        "orders", SCHEMA, ["region", "id"], ["region"], {"change.buckets": 2, **HASH_TREE}
     )
     seq = table.commit(
         changes(

@@ -35,6 +35,7 @@ from tests.changesets import (
     operations,
     table_schema,
 )
+from tests.hash_tree import HASH_TREE
 
 _names = itertools.count()
 OPS = ["=", "!=", "<", "<=", ">", ">="]
@@ -165,7 +166,7 @@ def test_a_point_lookup_opens_one_base_file_and_its_nodes_change_files(
         schema,
         ["part", "k"],
         ["part"],
-        {"change.buckets": 8, "base.buckets": 4, "target-file-size": "2KiB"},
+        {"change.buckets": 8, "base.buckets": 4, "target-file-size": "2KiB", **HASH_TREE},
     )
     model = ReferenceModel()
     ops: list[Row] = [

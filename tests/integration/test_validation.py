@@ -18,6 +18,7 @@ import firn
 from firn.catalog.expiry import expire
 from firn.errors import ConfigError
 from firn.settings import FirnSettings
+from tests.hash_tree import HASH_TREE
 
 SCHEMA = pa.schema(
     [
@@ -199,6 +200,7 @@ def test_the_smallest_sizes_and_widest_bucket_ratio_work_end_to_end(
             "target-file-size": "1KiB",
             "small-file-bytes": 1,
             "task.max-bytes": "1KiB",
+            **HASH_TREE,
         },
     )
     table.upsert(rows("eu", list(range(200))))

@@ -21,6 +21,7 @@ from firn.engine.kernel import KernelLimits, run_task
 from firn.model.tasks import TaskResult, TaskSpec
 from firn.model.values import key_from_json
 from firn.settings import FirnSettings
+from tests.hash_tree import HASH_TREE
 from tests.integration.table_checks import planned_specs
 
 SCHEMA = pa.schema(
@@ -49,6 +50,7 @@ def table(settings: FirnSettings, tmp_path: Path) -> Iterator[firn.Table]:
                 "base.buckets": 2,
                 "deletion-vectors.max-ratio": 0.5,
                 "deletion-vectors.min-file-bytes": 1,
+                **HASH_TREE,
             },
         )
 

@@ -32,8 +32,9 @@ def base(node: Node, lo: int, hi: int, size: int = 100) -> FileEntry:
 
 def props(**values: object) -> TableProperties:
     # The planner's rules at toy sizes (100-byte files, a 500-byte task), below the
-    # public bounds of TableProperties, so the values are set without validation.
-    return TableProperties().model_copy(update=values)
+    # public bounds of TableProperties, so the values are set without validation. Every
+    # toy partition is under the default base.split-bytes: laid out at base.buckets.
+    return TableProperties().model_copy(update={"base_split_bytes": 0, **values})
 
 
 def plan(files: list[FileEntry], merged: int = 0, kind: str = "major", **p: object) -> PlanDraft:

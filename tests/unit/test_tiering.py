@@ -41,8 +41,10 @@ MiB = 1 << 20
 
 
 def props(**values: object) -> TableProperties:
-    # Toy sizes below the public bounds, set without validation (as test_planner does).
-    return TableProperties().model_copy(update=values)
+    # Toy sizes below the public bounds, set without validation (as test_planner does);
+    # every toy partition is under the default base.split-bytes, so the tests of the
+    # hash tree lay it out at base.buckets unless they name the threshold.
+    return TableProperties().model_copy(update={"base_split_bytes": 0, **values})
 
 
 def run(seq: int, size: int, deletes: int = 0) -> Run:

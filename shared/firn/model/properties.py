@@ -140,7 +140,7 @@ class TableProperties(BaseModel):
         4, alias="change.buckets", description="tree level change files are written at"
     )
     change_split_rows: _Count = Field(
-        0,
+        1000,
         alias="change.split-rows",
         description="a commit's rows in a partition below this go to one file per "
         "operation at the partition's root node, not one per change node (0: always split)",
@@ -149,7 +149,7 @@ class TableProperties(BaseModel):
         4, alias="base.buckets", description="tree level base files are written at"
     )
     base_split_bytes: _Size = Field(
-        0,
+        MiB,
         alias="base.split-bytes",
         description="a partition whose base and unmerged changes hold fewer bytes than "
         "this keeps its base at the root node: one file, one compaction task "

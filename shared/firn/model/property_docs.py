@@ -14,14 +14,15 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
         "a power of two, 1 to 1024",
     ),
     "change.split-rows": (
-        "0",
+        "1000",
         (
             "0 to 100000 rows: a commit's rows in one partition fewer than this are "
             "written as one file per operation at the partition's root node instead of "
             "one per change node: a small file's fixed costs (its footer, its catalog "
             "row, an open for every reader) are most of what a few rows cost. On a fleet "
             "of 300 tables under 200-row commits, 1000 nearly doubled the commits a "
-            "second the stack took (`bench/fleet.py`). Every split of the partition and "
+            "second the stack took (`bench/fleet.py`); a commit of thousands of rows a "
+            "partition is split as before. Every split of the partition and "
             "every compaction task of it reads such a file and keeps its own node's rows,"
             " so reads and compaction stay parallel once the partition has base files (a "
             "partition holding only root files is still one split); 0: always split by "
@@ -38,7 +39,7 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
         ),
     ),
     "base.split-bytes": (
-        "0",
+        "1MiB",
         (
             "0B to 1TiB: a partition whose base and unmerged changes hold fewer bytes "
             "than this keeps its base at the root node, as if `base.buckets` were 1: one "
