@@ -9,6 +9,7 @@ one of them into the executor path fails this test, not a cluster in production.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from firn.engine.shipping import EXECUTOR_MODULES, PACKAGE_DIR, firn_zip
-from firn.model.tasks import InputFile, TaskResult, TaskSpec
+from firn.model.files import DeletionVector
+from firn.model.tasks import InputFile, Kind, TaskResult, TaskSpec
 
 BLOCKED = (
     "pydantic",
@@ -221,3 +223,54 @@ def test_a_task_spec_of_another_shape_is_refused() -> None:
     ]:
         with pytest.raises(ValueError, match=message):
             TaskSpec.from_dict(broken)
+
+
+def test_a_task_spec_converts_as_asdict_would() -> None:
+    """``to_dict`` skips ``asdict``'s deep copy, not anything it converts: nested
+    vectors become dicts, optional fields left out as before, keys in field order."""
+    vector = DeletionVector(path="base/p1-t2-a1/dv-9.parquet", size_bytes=40, rows=3)
+    base = InputFile(
+        file_id=9,
+        path="base/b.parquet",
+        file_type="B",
+        node_m=1,
+        node_i=0,
+        seq=1,
+        size_bytes=10,
+        record_count=5,
+        min_key=[1],
+        max_key=[9],
+        deletion_vector=vector,
+        schema_id=2,
+    )
+    change = dataclasses.replace(base, file_id=10, file_type="I", deletion_vector=None, schema_id=0)
+    spec = TaskSpec(
+        plan_id=1,
+        task_id=2,
+        table_id=3,
+        location="/t",
+        partition_key="",
+        kind=Kind.MAJOR,
+        node_m=1,
+        node_i=0,
+        lower=[1],
+        upper=[10],
+        base_files=(base,),
+        change_files=(change,),
+        cut_before=([5],),
+        from_merged_seq=0,
+        to_seq=1,
+        target_file_size=100,
+        output_prefix="base/p1-t2",
+        rewrite=(9,),
+        table={"name": "t", "columns": [{"name": "id", "type": "int64"}]},
+    )
+    expected = dataclasses.asdict(spec)
+    expected["base_files"] = [dataclasses.asdict(base)]
+    change_form = dataclasses.asdict(change)
+    del change_form["deletion_vector"], change_form["schema_id"]
+    expected["change_files"] = [change_form]
+    out = spec.to_dict()
+    assert out == expected
+    assert list(out) == list(expected)
+    assert TaskSpec.from_json(spec.to_json()) == spec
