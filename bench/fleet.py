@@ -24,7 +24,10 @@ p95 <= 30 s, settled within 60 s.
     .venv/bin/python bench/fleet.py --tables 1000 --rate 50 --duration 300 --members 2
 
 One JSON object per size on stdout (--out: the object, or with --sizes the list),
-a progress line per sample on stderr. Exits 1 when a run failed or a table differed
+a progress line per sample on stderr: the run so far, and the window since the line
+before, where a fleet's steady state shows (the whole run's p95 takes in the first
+minutes, before partitions fold at their cadence; ``commit_ms_second_half`` gives
+the later half's). Exits 1 when a run failed or a table differed
 from its model.
 """
 
@@ -337,6 +340,10 @@ class Progress:
     behind: dict[int, float] = field(default_factory=dict)
     errors: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    shown: tuple[int, float] = (0, 0.0)
+    """Commits reported and the run's seconds at the last line: each line also gives
+    the window since the one before, where a fleet's steady state shows (the whole
+    run's p95 is diluted by its first minutes, before partitions reach their fold)."""
 
     def add(self, index: int, latencies: list[float], behind: float, errors: int) -> None:
         with self.lock:
@@ -348,7 +355,14 @@ class Progress:
         with self.lock:
             commits = len(self.latencies)
             p95 = percentile(self.latencies, 0.95) * 1000 if self.latencies else 0.0
-        return f"commits={commits} ({commits / max(seconds, 1e-9):.1f}/s) p95={p95:.0f}ms"
+            (before, then), self.shown = self.shown, (commits, seconds)
+            window = self.latencies[before:]
+        recent = percentile(window, 0.95) * 1000 if window else 0.0
+        rate = len(window) / max(seconds - then, 1e-9)
+        return (
+            f"commits={commits} ({commits / max(seconds, 1e-9):.1f}/s) p95={p95:.0f}ms "
+            f"[since last: {rate:.1f}/s p95={recent:.0f}ms]"
+        )
 
 
 @dataclass
@@ -776,6 +790,8 @@ def report(
         "errors": sum(r["errors"] for r in run.results.values()),
         "error_samples": [e for r in run.results.values() for e in r["error_samples"]][:5],
         "commit_ms": commit_ms,
+        # The later half of the commits, once partitions fold at their cadence.
+        "commit_ms_second_half": _quantiles_ms(latencies[len(latencies) // 2 :]),
         "commit_phases_ms": _phases_ms(run.results.values()),
         "behind_max_s": round(max(r["behind_max_s"] for r in run.results.values()), 3),
         "due_share": _stats(due, 4),
