@@ -191,9 +191,9 @@ class Dispatcher:
         if place is None:
             return
         self._publish(
-            task.event(place.table, place.table_id, place.partition_key),
+            task.event(place.table, place.table_id),
             self.topics.plan_tasks,
-            f"{place.table}/{place.partition_key}",
+            f"{place.table}/{task.partition_key}",
         )
 
     def _publish(self, event: PlanTaskEvent | TaskResultEvent, topic: str, key: str) -> None:

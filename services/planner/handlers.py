@@ -134,7 +134,7 @@ class Planner:
                 )
         key = f"{table.name}/{partition}".encode()
         for task in tasks:
-            event = task.event(table.name, table.table_id, partition)
+            event = task.event(table.name, table.table_id)
             self.producer.produce(self.topic, key=key, value=event.to_json())
         if self.producer.flush(30) > 0:
             raise FirnError("plan-task events were not acknowledged", retryable=True)

@@ -16,13 +16,20 @@ import pyarrow.compute as pc
 import pytest
 
 import firn
-from firn.catalog.claiming import claim_task, claim_tasks, release_tasks, stale_waiting_tasks
+from firn.catalog.claiming import (
+    claim_task,
+    claim_tasks,
+    release_tasks,
+    stale_waiting_tasks,
+    waiting_tasks,
+)
 from firn.catalog.compactions import commit_plan
-from firn.catalog.files import current_snapshot, files_at
+from firn.catalog.files import current_snapshot, files_at, partitions_of
 from firn.catalog.leasing import expire_leases, extend_lease
 from firn.catalog.metrics import partition_states
 from firn.catalog.plans import fail_plan
 from firn.catalog.results import record_result, record_results
+from firn.engine import compaction
 from firn.engine.execution import run_local
 from firn.engine.kernel import KernelLimits
 from firn.engine.planning import draft_now, plan_now, store_draft
@@ -264,6 +271,34 @@ def test_a_small_partition_keeps_its_base_at_the_root_until_it_grows(
     result = firn.compact(table, kind="major", engine="local")
     assert [plan["tasks"] for plan in result["plans"]] == [4]
     assert {(e.store, e.node.m) for e in live_entries(table)} == {("base", 4)}
+    model.check(table)
+
+
+def test_each_task_row_names_its_own_partition(catalog: firn.Catalog) -> None:
+    """A task's partition is on its own row (migration 0020), equal to its spec's;
+    the waiting tasks of a partition and the events announcing them carry it."""
+    table = catalog.create_table(
+        f"task_partitions_{next(_names)}", SCHEMA, ["day", "id"], ["day"], {"base.buckets": 2}
+    )
+    model = Model()
+    for day in (1, 2, 3):
+        model.upsert(table, [day] * 50, np.arange(50), f"d{day}")
+    conn = table.catalog.conn
+    for key in sorted(partitions_of(conn, table.table_id)):
+        record = compaction.plan(conn, table, key, Kind.MAJOR)
+        assert isinstance(record, PlanRecord)
+        waiting = waiting_tasks(conn, table.table_id, key)
+        assert [t.task_id for t in waiting] == [t.task_id for t in record.tasks]
+        assert {t.partition_key for t in waiting} == {key}
+        assert {t.event(table.name, table.table_id).partition_key for t in waiting} == {key}
+    rows = conn.execute(
+        "SELECT t.partition_key, t.spec->>'partition_key', p.partition_key "
+        "FROM compaction_task t JOIN compaction_plan p USING (plan_id) WHERE p.table_id = %s",
+        (table.table_id,),
+    ).fetchall()
+    assert len({row[0] for row in rows}) == 3
+    assert all(row[0] == row[1] == row[2] for row in rows)
+    firn.compact(table, engine="local")
     model.check(table)
 
 

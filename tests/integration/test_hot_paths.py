@@ -187,8 +187,9 @@ def grow(conn: psycopg.Connection[Any], tables: int) -> None:
     # an hour ago for the others; the first 50 tables have an open plan with a Pending
     # task, so the queue weighs quotas across tables.
     conn.execute(
-        "INSERT INTO compaction_task (plan_id, ordinal, state, spec, input_bytes, started_at, "
-        "finished_at) SELECT plan_id, 0, 'Committed', '{}', 1000, now() - w, now() - w "
+        "INSERT INTO compaction_task (plan_id, partition_key, ordinal, state, spec, input_bytes, "
+        "started_at, finished_at) SELECT plan_id, partition_key, 0, 'Committed', '{}', 1000, "
+        "now() - w, now() - w "
         "FROM compaction_plan, LATERAL (SELECT CASE WHEN table_id %% 10 <> 0 "
         "THEN interval '1 minute' ELSE interval '1 hour' END AS w) since "
         "WHERE table_id > %(first)s",
@@ -201,8 +202,8 @@ def grow(conn: psycopg.Connection[Any], tables: int) -> None:
         {"first": first},
     )
     conn.execute(
-        "INSERT INTO compaction_task (plan_id, ordinal, state, spec, input_bytes) "
-        "SELECT plan_id, 0, 'Pending', '{}', 1000 FROM compaction_plan "
+        "INSERT INTO compaction_task (plan_id, partition_key, ordinal, state, spec, input_bytes) "
+        "SELECT plan_id, partition_key, 0, 'Pending', '{}', 1000 FROM compaction_plan "
         "WHERE table_id > %(first)s AND state = 'Executing'",
         {"first": first},
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from firn.catalog.plans import OPEN_PLAN_STATES
 from firn.catalog.transitions import lock_plans_of, move_plan, move_task
@@ -45,16 +46,17 @@ class WaitingTask:
 
     plan_id: int
     task_id: int
+    partition_key: str
     state: TaskState
     attempt: int
     input_bytes: int
 
-    def event(self, table: str, table_id: int, partition_key: str) -> PlanTaskEvent:
+    def event(self, table: str, table_id: int) -> PlanTaskEvent:
         """The plan-task event that announces it (planner, and the dispatcher's sweep)."""
         return PlanTaskEvent(
             table=table,
             table_id=table_id,
-            partition_key=partition_key,
+            partition_key=self.partition_key,
             plan_id=self.plan_id,
             task_id=self.task_id,
             attempt=self.attempt,
@@ -62,10 +64,22 @@ class WaitingTask:
         )
 
 
+def _waiting(row: Sequence[Any]) -> WaitingTask:
+    plan_id, task_id, partition_key, state, attempt, input_bytes = row
+    return WaitingTask(
+        int(plan_id),
+        int(task_id),
+        str(partition_key),
+        TaskState(state),
+        int(attempt),
+        int(input_bytes),
+    )
+
+
 def waiting_tasks(conn: Connection, table_id: int, partition_key: str) -> list[WaitingTask]:
     """The Init and Pending tasks of the partition's open plan, in plan order."""
     rows = conn.execute(
-        "SELECT t.plan_id, t.task_id, t.state, t.attempt, t.input_bytes "
+        "SELECT t.plan_id, t.task_id, t.partition_key, t.state, t.attempt, t.input_bytes "
         "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
         "WHERE p.table_id = %s AND p.partition_key = %s AND p.state = ANY(%s) "
         "AND t.state = ANY(%s) ORDER BY t.ordinal",
@@ -76,7 +90,7 @@ def waiting_tasks(conn: Connection, table_id: int, partition_key: str) -> list[W
             [TaskState.INIT.value, TaskState.PENDING.value],
         ),
     ).fetchall()
-    return [WaitingTask(int(p), int(t), TaskState(s), int(a), int(b)) for p, t, s, a, b in rows]
+    return [_waiting(row) for row in rows]
 
 
 def stale_waiting_tasks(
@@ -94,7 +108,7 @@ def stale_waiting_tasks(
         "AND coalesce(t.not_before, '-infinity') <= now() "
         "AND (t.updated_at < now() - make_interval(secs => %s) "
         "     OR t.updated_at < t.not_before OR t.task_id = ANY(%s)) "
-        "RETURNING t.plan_id, t.task_id, t.state, t.attempt, t.input_bytes",
+        "RETURNING t.plan_id, t.task_id, t.partition_key, t.state, t.attempt, t.input_bytes",
         (
             [s.value for s in OPEN_PLAN_STATES],
             [TaskState.INIT.value, TaskState.PENDING.value],
@@ -102,7 +116,7 @@ def stale_waiting_tasks(
             list(now_due),
         ),
     ).fetchall()
-    return [WaitingTask(int(p), int(t), TaskState(s), int(a), int(b)) for p, t, s, a, b in rows]
+    return [_waiting(row) for row in rows]
 
 
 QUOTA_WINDOW_SECONDS = 300.0

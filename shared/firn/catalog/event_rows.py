@@ -44,7 +44,7 @@ def task_named(conn: Connection, event: PlanTaskEvent | TaskResultEvent) -> Task
     never reached."""
     what, task_id, attempt = event.event_type, event.task_id, event.attempt
     row = conn.execute(
-        "SELECT t.task_id, t.plan_id, p.table_id, c.name, p.partition_key, t.state, t.attempt "
+        "SELECT t.task_id, t.plan_id, p.table_id, c.name, t.partition_key, t.state, t.attempt "
         "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
         "JOIN catalog_table c ON c.table_id = p.table_id WHERE t.task_id = %s",
         (task_id,),

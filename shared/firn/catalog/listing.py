@@ -60,7 +60,7 @@ def list_tasks(
         where.append("t.state = %s")
         params.append(state.value)
     rows = conn.execute(
-        "SELECT c.name, p.partition_key, p.plan_id, p.kind, p.state, t.task_id, t.ordinal, "
+        "SELECT c.name, t.partition_key, p.plan_id, p.kind, p.state, t.task_id, t.ordinal, "
         "t.state, t.attempt, t.input_bytes, t.lease_owner, t.lease_expires, t.updated_at, "
         "t.error FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
         f"JOIN catalog_table c ON c.table_id = p.table_id WHERE {' AND '.join(where)} "

@@ -125,12 +125,13 @@ def create_plan(
         ]
         with conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO compaction_task (task_id, plan_id, ordinal, state, spec, "
-                "input_bytes) VALUES (%s, %s, %s, %s, %s, %s)",
+                "INSERT INTO compaction_task (task_id, plan_id, partition_key, ordinal, state, "
+                "spec, input_bytes) VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 [
                     (
                         spec.task_id,
                         plan_id,
+                        spec.partition_key,
                         ordinal,
                         TASK.initial.value,
                         spec.to_json(),
