@@ -15,7 +15,8 @@ table of four partitions costs about four times as much.
     .venv/bin/python bench/plan_cost.py --tables 60 --statements
 
 Prints ms per table and per plan (best of --repeat rounds), and with --statements
-the catalog statements per plan (counted at the client). JSON on stdout.
+the catalog statements per plan (counted at the client: each `execute`; a batched
+insert through `executemany` is not counted). JSON on stdout.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ import firn
 
 @contextmanager
 def counting_statements() -> Iterator[collections.Counter[str]]:
-    """Counts every statement run through a psycopg cursor while open."""
+    """Counts every statement run through a psycopg cursor's `execute` while open
+    (`executemany` batches, such as a plan's task rows, are not counted)."""
     counts: collections.Counter[str] = collections.Counter()
     original = psycopg.Cursor.execute
 
