@@ -1,10 +1,12 @@
 """The committer's handler and sweep: a Prepared task may complete its plan; when
-every task of a plan is Prepared the plan is committed in one transaction (design §7)
-and a compaction event announces it.
+every task of a plan is Prepared the plan is committed in one transaction (design §7),
+together with every other ready plan of its table (one snapshot for them all), and a
+compaction event per plan announces it.
 
-Idempotent: committing a committed plan is a no-op that still (re)announces it, so
-a crash between the commit and the event loses nothing; metrics treats compaction
-events by snapshot, so a repeat changes nothing there either. The sweep commits
+Idempotent: committing a committed plan is a no-op that still (re)announces it
+unless this process already has, so a crash between the commit and the event loses
+nothing; metrics treats compaction events by snapshot, so a repeat changes nothing
+there either. The sweep commits
 plans whose task-result events were lost and, every ``expire_every`` seconds, applies
 retention (``firn.catalog.expiry``), listing storage for unknown files every
 ``sweep_every`` seconds (a listing costs far more than the catalog queries): expiry
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
+from collections.abc import Sequence
 
 from confluent_kafka import Producer
 
@@ -39,6 +43,10 @@ from firn.postgres.connection import Connection, ReconnectingConnection
 from firn.postgres.retry import is_transient
 
 log = logging.getLogger(__name__)
+
+ANNOUNCED_REMEMBERED = 10_000
+"""Plans whose announcement the committer remembers: far more than a plan's
+task-result events are spread over."""
 
 EXPIRY_TURN_SECONDS = 2.0
 """Longest one sweep spends applying retention before the committer goes back to task
@@ -73,6 +81,8 @@ class Committer:
         self._round_started = 0.0
         self._listing = False
         self._listed_all = True
+        self._announced: OrderedDict[int, None] = OrderedDict()
+        """Plans this process announced, oldest first (``_announce``)."""
 
     @property
     def conn(self) -> Connection:
@@ -95,23 +105,32 @@ class Committer:
         self.commit(task.plan_id)
 
     def commit(self, plan_id: int) -> PlanOutcome:
-        """Commit ``plan_id`` if complete and announce it; returns the outcome."""
-        outcome = compaction.commit(self.conn, plan_id)
-        here = with_context(log, plan=plan_id)
-        if outcome.outcome in (PlanOutcome.COMMITTED, PlanOutcome.FAILED):
-            self._observe(outcome)
-        if outcome.outcome in (PlanOutcome.COMMITTED, PlanOutcome.ALREADY):
-            self._announce(plan_id)
-        if outcome.outcome == PlanOutcome.FAILED:
-            here.warning("failed its commit checks: %s", outcome.reason)
-        elif outcome.outcome == PlanOutcome.COMMITTED:
-            here.info(
-                "committed as snapshot %s: %d files in, %d out",
-                outcome.snapshot_id,
-                outcome.removed_files,
-                outcome.added_files,
-            )
-        return outcome.outcome
+        """Commit ``plan_id`` if complete, with every other ready plan of its table
+        (one transaction, one snapshot), and announce them; ``plan_id``'s outcome."""
+        return self._settled(compaction.commit_with_ready(self.conn, plan_id))[0].outcome
+
+    def _settled(self, outcomes: Sequence[PlanCommit]) -> Sequence[PlanCommit]:
+        """Count, log and announce what a commit did to each of its plans."""
+        announce = []
+        for outcome in outcomes:
+            here = with_context(log, plan=outcome.plan_id)
+            if outcome.outcome in (PlanOutcome.COMMITTED, PlanOutcome.FAILED):
+                self._observe(outcome)
+            if outcome.outcome == PlanOutcome.COMMITTED or (
+                outcome.outcome == PlanOutcome.ALREADY and outcome.plan_id not in self._announced
+            ):
+                announce.append(outcome.plan_id)
+            if outcome.outcome == PlanOutcome.FAILED:
+                here.warning("failed its commit checks: %s", outcome.reason)
+            elif outcome.outcome == PlanOutcome.COMMITTED:
+                here.info(
+                    "committed as snapshot %s: %d files in, %d out",
+                    outcome.snapshot_id,
+                    outcome.removed_files,
+                    outcome.added_files,
+                )
+        self._announce(announce)
+        return outcomes
 
     def _observe(self, outcome: PlanCommit) -> None:
         """Count a plan that just committed or failed (once: a repeat finds it
@@ -142,10 +161,10 @@ class Committer:
         """Commit every complete plan (their task-result events may have been lost),
         and apply retention when it is due."""
         plans = committable_plans(self.conn)
-        for plan_id in plans:
-            self.commit(plan_id)
+        for table_plans in plans:
+            self._settled(compaction.commit_all(self.conn, table_plans))
         self._expire_when_due()
-        return plans
+        return [plan_id for table_plans in plans for plan_id in table_plans]
 
     def _expire_when_due(self) -> None:
         """Retention, table by table, for at most ``expiry_turn`` seconds a sweep: a
@@ -179,11 +198,21 @@ class Committer:
         if not self._expiring and self._listing and self._listed_all:
             self._last_sweep = self._round_started
 
-    def _announce(self, plan_id: int) -> None:
-        event = compaction_event(self.conn, plan_id)
-        if event is None:
+    def _announce(self, plan_ids: Sequence[int]) -> None:
+        """One compaction event per plan (plans committed together share a snapshot),
+        remembered once acknowledged: another task-result event of a plan this
+        process announced needs no second announcement. After a restart the memory is
+        empty, so a redelivered event announces its plan again: a crash between a
+        commit and its announcement loses nothing."""
+        events = [e for p in plan_ids if (e := compaction_event(self.conn, p)) is not None]
+        for event in events:
+            key = f"{event.table}/{event.partition_key}".encode()
+            self.producer.produce(self.topic, key=key, value=event.to_json())
+        if not events:
             return
-        key = f"{event.table}/{event.partition_key}".encode()
-        self.producer.produce(self.topic, key=key, value=event.to_json())
         if self.producer.flush(30) > 0:
             raise FirnError("the compaction event was not acknowledged", retryable=True)
+        for event in events:
+            self._announced[event.plan_id] = None
+        while len(self._announced) > ANNOUNCED_REMEMBERED:
+            self._announced.popitem(last=False)

@@ -92,8 +92,11 @@ def test_a_complete_plan_is_committed_and_announced_once(
     assert record_result(catalog.conn, result, max_attempts=3) == "prepared"
     assert committer.sweep() == [record.plan_id]
     assert committer.sweep() == []
-    # A late task-result for it commits nothing new and announces it again.
+    # A late task-result for it commits nothing new; this committer announced it
+    # already, a restarted one (a crash between commit and event) announces it again.
     assert committer.commit(record.plan_id) == "already"
+    restarted = Committer(catalog.db, producer(settings), topics.compactions)
+    assert restarted.commit(record.plan_id) == "already"
 
     assert table.read().sort_by("id").equals(expected)
     events = drain(settings, topics.compactions, f"compactions-{unique}", expect=2)

@@ -23,7 +23,7 @@ from firn.catalog.claiming import (
     stale_waiting_tasks,
     waiting_tasks,
 )
-from firn.catalog.compactions import commit_plan
+from firn.catalog.compactions import commit_plan, compaction_event, plan_summaries
 from firn.catalog.files import current_snapshot, files_at, partitions_of
 from firn.catalog.leasing import expire_leases, extend_lease
 from firn.catalog.metrics import partition_states
@@ -299,6 +299,86 @@ def test_each_task_row_names_its_own_partition(catalog: firn.Catalog) -> None:
     assert len({row[0] for row in rows}) == 3
     assert all(row[0] == row[1] == row[2] for row in rows)
     firn.compact(table, engine="local")
+    model.check(table)
+
+
+def test_the_ready_plans_of_a_table_commit_together_and_a_failing_one_alone(
+    catalog: firn.Catalog,
+) -> None:
+    """Plans of several partitions of one table that are ready commit in one
+    transaction and one snapshot, each advancing its own partition and announced
+    with its own; one failing its checks fails alone; one still running waits."""
+    table = catalog.create_table(
+        f"together_{next(_names)}", SCHEMA, ["day", "id"], ["day"], {"base.buckets": 2}
+    )
+    model = Model()
+    for tag in ("v1", "v2"):
+        for day in (1, 2, 3, 4):
+            model.upsert(table, [day] * 40, np.arange(40 * day, 40 * day + 40), tag)
+    conn = table.catalog.conn
+    keys = sorted(partitions_of(conn, table.table_id))
+    plans = {}
+    for key in keys:
+        record = compaction.plan(conn, table, key, Kind.MAJOR)
+        assert isinstance(record, PlanRecord)
+        compaction.release(conn, record)
+        plans[key] = record
+    first, second, overtaken, waiting = (plans[k] for k in keys)
+    for record in (first, second, overtaken):
+        _run(table, record)
+    # Something else folds the third partition first: its plan then fails its checks.
+    conn.execute(
+        "UPDATE compaction_plan SET state = 'Replaced' WHERE plan_id = %s", (overtaken.plan_id,)
+    )
+    newer = compaction.plan(conn, table, keys[2], Kind.MAJOR)
+    assert isinstance(newer, PlanRecord)
+    compaction.release(conn, newer)
+    _run(table, newer)
+    assert commit_plan(conn, newer.plan_id).outcome == "committed"
+    conn.execute(
+        "UPDATE compaction_plan SET state = 'Executing' WHERE plan_id = %s", (overtaken.plan_id,)
+    )
+    before = table.current_snapshot()
+
+    outcomes = compaction.commit_with_ready(conn, first.plan_id)
+    by_plan = {o.plan_id: o for o in outcomes}
+    assert outcomes[0].plan_id == first.plan_id
+    assert set(by_plan) == {first.plan_id, second.plan_id, overtaken.plan_id}
+    assert by_plan[first.plan_id].outcome == by_plan[second.plan_id].outcome == "committed"
+    assert by_plan[overtaken.plan_id].outcome == "failed"
+    snapshot = table.current_snapshot()
+    assert snapshot == before + 1, "the ready plans share one snapshot"
+    assert by_plan[first.plan_id].snapshot_id == by_plan[second.plan_id].snapshot_id == snapshot
+    merged = conn.execute(
+        "SELECT partition_key FROM partition_merge_history WHERE table_id = %s "
+        "AND snapshot_id = %s ORDER BY partition_key",
+        (table.table_id, snapshot),
+    ).fetchall()
+    assert [m[0] for m in merged] == keys[:2]
+    summary = conn.execute(
+        "SELECT summary FROM snapshot WHERE table_id = %s AND snapshot_id = %s",
+        (table.table_id, snapshot),
+    ).fetchone()
+    assert summary is not None
+    assert [p["partition"] for p in plan_summaries(summary[0])] == keys[:2]
+    for key, record in zip(keys[:2], (first, second), strict=True):
+        event = compaction_event(conn, record.plan_id)
+        assert event is not None
+        assert (event.partition_key, event.snapshot_id) == (key, snapshot)
+        assert event.added_rows == 40  # v2 rewrote the same 40 keys
+    states = dict(
+        conn.execute(
+            "SELECT plan_id, state FROM compaction_plan WHERE plan_id = ANY(%s)",
+            ([overtaken.plan_id, waiting.plan_id],),
+        ).fetchall()
+    )
+    assert states == {overtaken.plan_id: "Failed", waiting.plan_id: "Planned"}
+    model.check(table)
+    # Again: nothing new, and the waiting plan commits once it has run.
+    again = compaction.commit_with_ready(conn, second.plan_id)
+    assert [o.outcome for o in again] == ["already"]
+    _run(table, waiting)
+    assert [o.outcome for o in compaction.commit_with_ready(conn, waiting.plan_id)] == ["committed"]
     model.check(table)
 
 

@@ -2,7 +2,8 @@
 the steps the services take (``firn.engine.compaction``): the policy's draft is
 stored with the state check, tasks are released and claimed through the task state
 machine, executed as one Spark job (or locally), recorded, retried up to
-``task.max-attempts``, and each plan is committed in its own transaction.
+``task.max-attempts``, and the table's plans are committed together, in one
+transaction and one snapshot (each plan still checked, and failing, on its own).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def compact(
         lease=props.task_lease,
         max_attempts=props.task_max_attempts,
     )
-    commits = [compaction.settle(conn, p.plan_id) for p in plans]
+    # The table's plans commit together: one transaction and one snapshot.
+    commits = compaction.settle_all(conn, [p.plan_id for p in plans])
     return _summary(table, kind, plans, skipped, commits, results, time.monotonic() - started)
 
 

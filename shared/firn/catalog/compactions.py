@@ -21,7 +21,7 @@ fails the plan (its outputs become orphans) so the partition can be planned agai
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,31 +70,87 @@ class PlanCommit:
 
 
 class _CheckFailedError(Exception):
-    pass
+    def __init__(self, plan_id: int, reason: str) -> None:
+        super().__init__(reason)
+        self.plan_id = plan_id
+        self.reason = reason
 
 
 def commit_plan(conn: Connection, plan_id: int) -> PlanCommit:
     """Commit ``plan_id`` if every task is Prepared; idempotent."""
-    if _still_running(conn, plan_id):
-        # Most calls (one per prepared task) find the plan incomplete: say so without
-        # taking the table lock that producers' commits wait for.
-        return PlanCommit(plan_id, PlanOutcome.WAITING, reason="not every task is Prepared")
-    try:
-        with conn.transaction():
-            return _commit(conn, plan_id)
-    except _CheckFailedError as exc:
-        fail_plan(conn, plan_id, str(exc), by=Actor.COMMITTER)
-        return PlanCommit(plan_id, PlanOutcome.FAILED, reason=str(exc))
+    return commit_plans(conn, [plan_id])[0]
 
 
-def _still_running(conn: Connection, plan_id: int) -> bool:
-    row = conn.execute(
-        "SELECT p.state, bool_or(t.state <> %s) FROM compaction_plan p "
-        "JOIN compaction_task t USING (plan_id) WHERE p.plan_id = %s GROUP BY p.state",
-        (TaskState.PREPARED.value, plan_id),
-    ).fetchone()
-    open_states = (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)
-    return row is not None and row[0] in open_states and bool(row[1])
+def commit_plans(conn: Connection, plan_ids: Sequence[int]) -> list[PlanCommit]:
+    """Commit those of ``plan_ids`` (plans of ONE table) whose every task is Prepared,
+    in one transaction and one snapshot; what became of each, in order. Idempotent.
+
+    Each plan is still its own partition's: its checks, its files, its partition's
+    merged seq and history row, its own outcome. What they share is the table lock,
+    the snapshot and the transaction, which a fleet of small tables otherwise paid
+    once per partition. A plan that fails its checks fails alone: the transaction
+    is rolled back, that plan failed, and the rest committed again without it."""
+    if not plan_ids:
+        return []
+    answers = _answered_without_locks(conn, plan_ids)
+    todo = [p for p in dict.fromkeys(plan_ids) if p not in answers]
+    while todo:
+        try:
+            with conn.transaction():
+                answers.update(_commit(conn, todo))
+            break
+        except _CheckFailedError as exc:
+            fail_plan(conn, exc.plan_id, exc.reason, by=Actor.COMMITTER)
+            answers[exc.plan_id] = PlanCommit(exc.plan_id, PlanOutcome.FAILED, reason=exc.reason)
+            todo.remove(exc.plan_id)
+    return [answers[p] for p in plan_ids]
+
+
+def ready_plans_beside(conn: Connection, plan_id: int) -> list[int]:
+    """The other plans of ``plan_id``'s table whose every task is Prepared but which
+    are not committed: what may commit in the same transaction (``commit_plans``)."""
+    rows = conn.execute(
+        "SELECT p.plan_id FROM compaction_plan p WHERE p.table_id = "
+        "(SELECT table_id FROM compaction_plan WHERE plan_id = %s) AND p.plan_id <> %s "
+        "AND p.state = ANY(%s) AND NOT EXISTS (SELECT 1 FROM compaction_task t "
+        "WHERE t.plan_id = p.plan_id AND t.state <> %s) ORDER BY p.plan_id",
+        (plan_id, plan_id, _COMMITTABLE_STATES, TaskState.PREPARED.value),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+_COMMITTABLE_STATES = [PlanState.EXECUTING.value, PlanState.COMMITTING.value]
+
+
+def _answered_without_locks(conn: Connection, plan_ids: Sequence[int]) -> dict[int, PlanCommit]:
+    """What can be said of each plan without taking the table lock that producers'
+    commits wait for: gone, committed already, failed or replaced, or still running
+    (most calls, one per prepared task, find their plan incomplete). A plan's state
+    only moves forward and a committed plan's snapshot is set with its state, so
+    these answers stand; the rest are looked at again under the locks."""
+    rows = conn.execute(
+        "SELECT p.plan_id, p.state, p.committed_snapshot, bool_or(t.state <> %s) "
+        "FROM compaction_plan p LEFT JOIN compaction_task t USING (plan_id) "
+        "WHERE p.plan_id = ANY(%s) GROUP BY p.plan_id",
+        (TaskState.PREPARED.value, list(plan_ids)),
+    ).fetchall()
+    found = {int(r[0]): r for r in rows}
+    answers: dict[int, PlanCommit] = {}
+    for plan_id in plan_ids:
+        row = found.get(plan_id)
+        if row is None:
+            answers[plan_id] = PlanCommit(plan_id, PlanOutcome.STALE, reason="no such plan")
+            continue
+        state = PlanState(row[1])
+        if state == PlanState.COMMITTED:
+            answers[plan_id] = PlanCommit(plan_id, PlanOutcome.ALREADY, snapshot_id=row[2])
+        elif state in (PlanState.FAILED, PlanState.REPLACED):
+            answers[plan_id] = PlanCommit(plan_id, PlanOutcome.STALE, reason=f"plan is {state}")
+        elif row[3]:
+            answers[plan_id] = PlanCommit(
+                plan_id, PlanOutcome.WAITING, reason="not every task is Prepared"
+            )
+    return answers
 
 
 @dataclass(frozen=True)
@@ -161,86 +217,116 @@ class _Outputs:
         return [o for o in self.added if o.path in folded_paths]
 
 
-def _commit(conn: Connection, plan_id: int) -> PlanCommit:
-    plan = _lock_open_plan(conn, plan_id)
-    if isinstance(plan, PlanCommit):
-        return plan
-    outputs = _Outputs.of(plan.tasks)
+def _commit(conn: Connection, plan_ids: Sequence[int]) -> dict[int, PlanCommit]:
+    locked = _lock_open_plans(conn, plan_ids)
+    answers = {p: a for p, a in locked.items() if isinstance(a, PlanCommit)}
+    plans = [a for a in locked.values() if isinstance(a, _OpenPlan)]
+    if not plans:
+        return answers
     snapshot_id, now = conn.execute(
         "UPDATE catalog_table SET last_snapshot = last_snapshot + 1 WHERE table_id = %s "
         "RETURNING last_snapshot, now()",
-        (plan.table_id,),
+        (plans[0].table_id,),
     ).fetchone()  # type: ignore[misc]
-    checks = (
-        MergedSeqUnchanged(plan.table_id, plan.partition_key, plan.from_seq),
-        InputsLive(outputs.base_inputs + outputs.change_inputs),
-    )
-    if (failure := first_failure(conn, checks)) is not None:
-        raise _CheckFailedError(failure)
-    removed = _swap_files(conn, plan, outputs, snapshot_id)
-    merged_to = _advance_merged_seq(conn, plan, snapshot_id, now)
-    moved = outputs.moved
-    result = PlanCommit(
-        plan_id,
-        PlanOutcome.COMMITTED,
-        snapshot_id=snapshot_id,
-        merged_seq_advanced=merged_to != plan.from_seq,
-        removed_files=removed,
-        added_files=len(outputs.added),
-        added_bytes=sum(o.size_bytes for o in outputs.added),
-        added_rows=sum(o.record_count for o in outputs.added),
-        moved_files=len(moved),
-        moved_bytes=sum(o.size_bytes for o in moved),
-        kept_files=len(outputs.kept),
-        vector_files=len(outputs.vectors),
-        vector_bytes=sum(v.size_bytes for v in outputs.vectors.values()),
-    )
-    _record_snapshot(conn, plan, result, merged_to, now)
-    _mark_committed(conn, plan, snapshot_id)
-    return result
+    done: list[tuple[_OpenPlan, PlanCommit, int]] = []
+    for plan in plans:
+        outputs = _Outputs.of(plan.tasks)
+        checks = (
+            MergedSeqUnchanged(plan.table_id, plan.partition_key, plan.from_seq),
+            InputsLive(outputs.base_inputs + outputs.change_inputs),
+        )
+        if (failure := first_failure(conn, checks)) is not None:
+            raise _CheckFailedError(plan.plan_id, failure)
+        removed = _swap_files(conn, plan, outputs, snapshot_id)
+        merged_to = _advance_merged_seq(conn, plan, snapshot_id, now)
+        moved = outputs.moved
+        result = PlanCommit(
+            plan.plan_id,
+            PlanOutcome.COMMITTED,
+            snapshot_id=snapshot_id,
+            merged_seq_advanced=merged_to != plan.from_seq,
+            removed_files=removed,
+            added_files=len(outputs.added),
+            added_bytes=sum(o.size_bytes for o in outputs.added),
+            added_rows=sum(o.record_count for o in outputs.added),
+            moved_files=len(moved),
+            moved_bytes=sum(o.size_bytes for o in moved),
+            kept_files=len(outputs.kept),
+            vector_files=len(outputs.vectors),
+            vector_bytes=sum(v.size_bytes for v in outputs.vectors.values()),
+        )
+        done.append((plan, result, merged_to))
+        answers[plan.plan_id] = result
+    _record_snapshot(conn, plans[0].table_id, snapshot_id, done, now)
+    _mark_committed(conn, plans, snapshot_id)
+    return answers
 
 
-def _lock_open_plan(conn: Connection, plan_id: int) -> _OpenPlan | PlanCommit:
-    """The plan and its tasks, locked, when it may commit; else what to answer
+def _lock_open_plans(
+    conn: Connection, plan_ids: Sequence[int]
+) -> dict[int, _OpenPlan | PlanCommit]:
+    """Each plan and its tasks, locked, when it may commit; else what to answer
     (``stale``, ``already``, ``waiting``)."""
     where = conn.execute(
-        "SELECT table_id, partition_key FROM compaction_plan WHERE plan_id = %s", (plan_id,)
-    ).fetchone()
-    if where is None:
-        return PlanCommit(plan_id, PlanOutcome.STALE, reason="no such plan")
-    # Locks in the one order every writer uses (see firn.catalog.transitions): the table row
-    # (as producers do), the partition, the plan, its tasks.
-    conn.execute("SELECT 1 FROM catalog_table WHERE table_id = %s FOR UPDATE", (where[0],))
-    conn.execute(
-        "SELECT 1 FROM catalog_partition WHERE table_id = %s AND partition_key = %s FOR UPDATE",
-        where,
-    )
-    # Stamp the partition changed (migration 0015's trigger): the metrics service's
-    # periodic check reads it again, whatever the plan did to its files.
-    conn.execute(
-        "UPDATE catalog_partition SET changed = 0 WHERE table_id = %s AND partition_key = %s",
-        where,
-    )
-    row = conn.execute(
-        "SELECT table_id, partition_key, kind, state, from_merged_seq, to_seq, "
-        "committed_snapshot FROM compaction_plan WHERE plan_id = %s FOR UPDATE",
-        (plan_id,),
-    ).fetchone()
-    if row is None:
-        return PlanCommit(plan_id, PlanOutcome.STALE, reason="no such plan")
-    table_id, partition, kind, state, from_seq, to_seq, committed = row
-    if state == PlanState.COMMITTED:
-        return PlanCommit(plan_id, PlanOutcome.ALREADY, snapshot_id=committed)
-    if state in (PlanState.FAILED, PlanState.REPLACED):
-        return PlanCommit(plan_id, PlanOutcome.STALE, reason=f"plan is {state}")
-    tasks = conn.execute(
-        "SELECT task_id, state, attempt, spec, outputs FROM compaction_task "
-        "WHERE plan_id = %s ORDER BY ordinal",
-        (plan_id,),
+        "SELECT DISTINCT table_id, partition_key FROM compaction_plan WHERE plan_id = ANY(%s) "
+        "ORDER BY partition_key",
+        (list(plan_ids),),
     ).fetchall()
-    if any(TaskState(t[1]) != TaskState.PREPARED for t in tasks):
-        return PlanCommit(plan_id, PlanOutcome.WAITING, reason="not every task is Prepared")
-    return _OpenPlan(plan_id, table_id, partition, kind, PlanState(state), from_seq, to_seq, tasks)
+    tables = {int(r[0]) for r in where}
+    if len(tables) > 1:
+        raise ValueError(f"plans {list(plan_ids)} are of several tables {sorted(tables)}")
+    answers: dict[int, _OpenPlan | PlanCommit] = {
+        p: PlanCommit(p, PlanOutcome.STALE, reason="no such plan") for p in plan_ids
+    }
+    if not where:
+        return answers
+    table_id, partitions = tables.pop(), [r[1] for r in where]
+    # Locks in the one order every writer uses (see firn.catalog.transitions): the table
+    # row (as producers do), the partitions in key order, the plans, their tasks.
+    conn.execute("SELECT 1 FROM catalog_table WHERE table_id = %s FOR UPDATE", (table_id,))
+    # Stamp the partitions changed (migration 0015's trigger): the metrics service's
+    # periodic check reads them again, whatever the plans did to their files.
+    conn.execute(
+        "WITH locked AS (SELECT partition_key FROM catalog_partition WHERE table_id = %(t)s "
+        "AND partition_key = ANY(%(p)s) ORDER BY partition_key FOR UPDATE) "
+        "UPDATE catalog_partition c SET changed = 0 FROM locked "
+        "WHERE c.table_id = %(t)s AND c.partition_key = locked.partition_key",
+        {"t": table_id, "p": partitions},
+    )
+    rows = conn.execute(
+        "SELECT plan_id, table_id, partition_key, kind, state, from_merged_seq, to_seq, "
+        "committed_snapshot FROM compaction_plan WHERE plan_id = ANY(%s) ORDER BY plan_id "
+        "FOR UPDATE",
+        (list(plan_ids),),
+    ).fetchall()
+    tasks: dict[int, list[Any]] = {}
+    for row in conn.execute(
+        "SELECT plan_id, task_id, state, attempt, spec, outputs FROM compaction_task "
+        "WHERE plan_id = ANY(%s) ORDER BY plan_id, ordinal",
+        (list(plan_ids),),
+    ):
+        tasks.setdefault(int(row[0]), []).append(row[1:])
+    for plan_id, table, partition, kind, state, from_seq, to_seq, committed in rows:
+        if state == PlanState.COMMITTED:
+            answers[plan_id] = PlanCommit(plan_id, PlanOutcome.ALREADY, snapshot_id=committed)
+        elif state in (PlanState.FAILED, PlanState.REPLACED):
+            answers[plan_id] = PlanCommit(plan_id, PlanOutcome.STALE, reason=f"plan is {state}")
+        elif any(TaskState(t[1]) != TaskState.PREPARED for t in tasks.get(plan_id, [])):
+            answers[plan_id] = PlanCommit(
+                plan_id, PlanOutcome.WAITING, reason="not every task is Prepared"
+            )
+        else:
+            answers[plan_id] = _OpenPlan(
+                plan_id,
+                table,
+                partition,
+                kind,
+                PlanState(state),
+                from_seq,
+                to_seq,
+                tasks.get(plan_id, []),
+            )
+    return answers
 
 
 def _swap_files(conn: Connection, plan: _OpenPlan, outputs: _Outputs, snapshot_id: int) -> int:
@@ -255,7 +341,7 @@ def _swap_files(conn: Connection, plan: _OpenPlan, outputs: _Outputs, snapshot_i
     try:
         replace_vectors(conn, plan.table_id, snapshot_id, outputs.vectors)
     except CommitError as exc:
-        raise _CheckFailedError(str(exc)) from exc
+        raise _CheckFailedError(plan.plan_id, str(exc)) from exc
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
@@ -292,61 +378,79 @@ def _advance_merged_seq(conn: Connection, plan: _OpenPlan, snapshot_id: int, now
 
 
 def _record_snapshot(
-    conn: Connection, plan: _OpenPlan, result: PlanCommit, merged_to: int, now: Any
+    conn: Connection,
+    table_id: int,
+    snapshot_id: int,
+    done: Sequence[tuple[_OpenPlan, PlanCommit, int]],
+    now: Any,
 ) -> None:
-    summary = {
-        "plan_id": plan.plan_id,
-        "kind": plan.kind,
-        "partition": plan.partition_key,
-        "max_merged_seq": merged_to,
-        "removed_files": result.removed_files,
-        "added_files": result.added_files,
-        "added_bytes": result.added_bytes,
-        "added_rows": result.added_rows,
-        "moved_files": result.moved_files,
-        "moved_bytes": result.moved_bytes,
-        "kept_files": result.kept_files,
-        "vector_files": result.vector_files,
-        "vector_bytes": result.vector_bytes,
-    }
+    """The snapshot row: one plan's summary as it always was, several plans' as a
+    ``plans`` list of those (``plan_summaries`` reads either)."""
+    summaries = [
+        {
+            "plan_id": plan.plan_id,
+            "kind": plan.kind,
+            "partition": plan.partition_key,
+            "max_merged_seq": merged_to,
+            "removed_files": result.removed_files,
+            "added_files": result.added_files,
+            "added_bytes": result.added_bytes,
+            "added_rows": result.added_rows,
+            "moved_files": result.moved_files,
+            "moved_bytes": result.moved_bytes,
+            "kept_files": result.kept_files,
+            "vector_files": result.vector_files,
+            "vector_bytes": result.vector_bytes,
+        }
+        for plan, result, merged_to in done
+    ]
+    summary = summaries[0] if len(summaries) == 1 else {"plans": summaries}
     conn.execute(
         "INSERT INTO snapshot (table_id, snapshot_id, kind, created_at, summary) "
         "VALUES (%s, %s, 'compaction', %s, %s)",
-        (plan.table_id, result.snapshot_id, now, json.dumps(summary)),
+        (table_id, snapshot_id, now, json.dumps(summary)),
     )
 
 
-def _mark_committed(conn: Connection, plan: _OpenPlan, snapshot_id: int) -> None:
-    """Every task Prepared -> Committed, the plan through Committing to Committed."""
-    for task_id, _, attempt, _, _ in plan.tasks:
-        move_task(
+def plan_summaries(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The per-plan summaries of a compaction snapshot's ``summary``: itself when it
+    is one plan's, its ``plans`` when several committed together."""
+    plans = summary.get("plans")
+    return list(plans) if plans is not None else [summary]
+
+
+def _mark_committed(conn: Connection, plans: Sequence[_OpenPlan], snapshot_id: int) -> None:
+    """Every task Prepared -> Committed, each plan through Committing to Committed."""
+    for plan in plans:
+        for task_id, _, attempt, _, _ in plan.tasks:
+            move_task(
+                conn,
+                task_id,
+                TaskState.PREPARED,
+                TaskState.COMMITTED,
+                by=Actor.COMMITTER,
+                attempt=attempt,
+                reason=f"snapshot {snapshot_id}",
+            )
+        move_plan(
             conn,
-            task_id,
-            TaskState.PREPARED,
-            TaskState.COMMITTED,
+            plan.plan_id,
+            plan.state,
+            PlanState.COMMITTING,
             by=Actor.COMMITTER,
-            attempt=attempt,
-            reason=f"snapshot {snapshot_id}",
+            reason="all tasks prepared",
         )
-    move_plan(
-        conn,
-        plan.plan_id,
-        plan.state,
-        PlanState.COMMITTING,
-        by=Actor.COMMITTER,
-        reason="all tasks prepared",
-    )
-    move_plan(
-        conn,
-        plan.plan_id,
-        PlanState.COMMITTING,
-        PlanState.COMMITTED,
-        by=Actor.COMMITTER,
-        reason="committed",
-    )
+        move_plan(
+            conn,
+            plan.plan_id,
+            PlanState.COMMITTING,
+            PlanState.COMMITTED,
+            by=Actor.COMMITTER,
+            reason="committed",
+        )
     conn.execute(
-        "UPDATE compaction_plan SET committed_snapshot = %s WHERE plan_id = %s",
-        (snapshot_id, plan.plan_id),
+        "UPDATE compaction_plan SET committed_snapshot = %s WHERE plan_id = ANY(%s)",
+        (snapshot_id, [p.plan_id for p in plans]),
     )
 
 
@@ -393,16 +497,20 @@ def _output_row(
     )
 
 
-def committable_plans(conn: Connection) -> list[int]:
-    """Plans whose every task is Prepared but which are not committed: what the
-    committer's sweep commits when a task-result event was lost."""
+def committable_plans(conn: Connection) -> list[list[int]]:
+    """Plans whose every task is Prepared but which are not committed, table by
+    table: what the committer's sweep commits (each table's in one transaction,
+    ``commit_plans``) when a task-result event was lost."""
     rows = conn.execute(
-        "SELECT p.plan_id FROM compaction_plan p WHERE p.state = ANY(%s) "
+        "SELECT p.table_id, p.plan_id FROM compaction_plan p WHERE p.state = ANY(%s) "
         "AND NOT EXISTS (SELECT 1 FROM compaction_task t WHERE t.plan_id = p.plan_id "
-        "AND t.state <> %s) ORDER BY p.plan_id",
-        ([PlanState.EXECUTING.value, PlanState.COMMITTING.value], TaskState.PREPARED.value),
+        "AND t.state <> %s) ORDER BY p.table_id, p.plan_id",
+        (_COMMITTABLE_STATES, TaskState.PREPARED.value),
     ).fetchall()
-    return [int(r[0]) for r in rows]
+    by_table: dict[int, list[int]] = {}
+    for table_id, plan_id in rows:
+        by_table.setdefault(int(table_id), []).append(int(plan_id))
+    return list(by_table.values())
 
 
 def compaction_event(conn: Connection, plan_id: int) -> CompactionEvent | None:
@@ -416,7 +524,10 @@ def compaction_event(conn: Connection, plan_id: int) -> CompactionEvent | None:
     ).fetchone()
     if row is None:
         return None
-    name, table_id, partition, kind, snapshot_id, summary, at = row
+    name, table_id, partition, kind, snapshot_id, snapshot_summary, at = row
+    summary = next(
+        s for s in plan_summaries(snapshot_summary) if s.get("plan_id", plan_id) == plan_id
+    )
     return CompactionEvent(
         table=name,
         table_id=table_id,

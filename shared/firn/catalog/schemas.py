@@ -149,8 +149,12 @@ def rewrite_budget(
     row = conn.execute(
         "WITH began AS (SELECT snapshot_id FROM table_schema WHERE table_id = %(t)s "
         "AND schema_id = %(v)s) "
-        "SELECT (SELECT coalesce(sum((s.summary->>'added_bytes')::bigint), 0) FROM snapshot s "
-        "WHERE s.table_id = %(t)s AND s.kind = 'compaction' AND s.summary->>'partition' = %(p)s "
+        # A compaction snapshot's summary is one plan's, or a list of the plans that
+        # committed together (firn.catalog.compactions.plan_summaries).
+        "SELECT (SELECT coalesce(sum((p.plan->>'added_bytes')::bigint), 0) FROM snapshot s "
+        "CROSS JOIN LATERAL jsonb_array_elements(coalesce(s.summary->'plans', "
+        "jsonb_build_array(s.summary))) AS p(plan) "
+        "WHERE s.table_id = %(t)s AND s.kind = 'compaction' AND p.plan->>'partition' = %(p)s "
         "AND s.snapshot_id > (SELECT snapshot_id FROM began)), "
         "(SELECT coalesce(sum(f.size_bytes), 0) FROM data_file f WHERE f.table_id = %(t)s "
         "AND f.partition_key = %(p)s AND f.store = 'base' AND f.schema_id < %(v)s "

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from firn.catalog.claiming import claim_tasks, release_tasks
-from firn.catalog.compactions import PlanCommit, commit_plan
+from firn.catalog.compactions import PlanCommit, commit_plan, commit_plans, ready_plans_beside
 from firn.catalog.plans import plan_failure
 from firn.catalog.results import record_results, retry_backoff
 from firn.engine.execution import Claim, Runner
@@ -97,13 +97,34 @@ def commit(conn: Connection, plan_id: int) -> PlanCommit:
     return commit_plan(conn, plan_id)
 
 
+def commit_all(conn: Connection, plan_ids: Sequence[int]) -> list[PlanCommit]:
+    """Commit the ready plans among ``plan_ids`` (plans of one table) together, in one
+    transaction and one snapshot; each plan's outcome, in order."""
+    return commit_plans(conn, plan_ids)
+
+
+def commit_with_ready(conn: Connection, plan_id: int) -> list[PlanCommit]:
+    """Commit ``plan_id`` and every other plan of its table that is ready, in one
+    transaction and one snapshot (``commit_plans``); ``plan_id``'s outcome first.
+    The plans of a small table's partitions run together, and committing them
+    together pays for the table lock, the snapshot and the transaction once."""
+    return commit_plans(conn, [plan_id, *ready_plans_beside(conn, plan_id)])
+
+
 def settle(conn: Connection, plan_id: int) -> PlanCommit:
     """Commit a plan whose tasks all have results, or report why it failed: a task
     out of attempts, or an error not worth retrying such as a damaged input file."""
-    failure = plan_failure(conn, plan_id)
-    if failure is not None:
-        return PlanCommit(plan_id, PlanOutcome.FAILED, reason=failure)
-    return commit(conn, plan_id)
+    return settle_all(conn, [plan_id])[0]
+
+
+def settle_all(conn: Connection, plan_ids: Sequence[int]) -> list[PlanCommit]:
+    """``settle`` for plans of one table whose tasks all have results: those that
+    did not fail are committed together, in one transaction and one snapshot."""
+    failed = {p: why for p in plan_ids if (why := plan_failure(conn, p)) is not None}
+    committed = commit_plans(conn, [p for p in plan_ids if p not in failed])
+    outcomes = {c.plan_id: c for c in committed}
+    outcomes.update({p: PlanCommit(p, PlanOutcome.FAILED, reason=why) for p, why in failed.items()})
+    return [outcomes[p] for p in plan_ids]
 
 
 def run_to_results(
