@@ -18,8 +18,9 @@ from confluent_kafka import Producer
 import firn
 from firn.catalog.claiming import waiting_tasks
 from firn.catalog.event_rows import partition_named
+from firn.catalog.files import partitions_of
 from firn.catalog.metrics import partition_metrics
-from firn.catalog.plans import served_by_committed_plan
+from firn.catalog.plans import open_plan, open_plans, served_by_committed_plan
 from firn.catalog.transitions import move_task
 from firn.engine import compaction
 from firn.errors import EventMismatchError, FirnError
@@ -28,9 +29,14 @@ from firn.logs import with_context
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import Actor, TaskState
 from firn.model.tasks import Kind
-from firn.model.triggers import too_many_small_base_files
+from firn.model.triggers import decide, score, too_many_small_base_files
 
 log = logging.getLogger(__name__)
+
+GATHER_MAX_PARTITIONS = 64
+"""Partitions a table may have for a request to gather its other due ones: gathering
+reads every partition's metrics, which a small table's request pays for at once and
+a large table's should not."""
 
 
 class Planner:
@@ -75,6 +81,17 @@ class Planner:
             # Replayed or late: metrics asks again after every compaction if still due.
             here.info("request up to seq %d already served by plan %d", request.max_seq, served)
             return
+        covering = open_plan(self.catalog.conn, table.table_id, request.partition_key)
+        if (
+            covering is not None
+            and covering.kind == request.kind
+            and covering.to_seq >= request.max_seq
+        ):
+            # Planned already (often gathered with another partition's request): what
+            # drafting it again would find, without reading its files to find it.
+            here.info("request up to seq %d covered by plan %d", request.max_seq, covering.plan_id)
+            self._announce(table, [request.partition_key])
+            return
         outcome = compaction.plan(
             self.catalog.conn,
             table,
@@ -96,11 +113,53 @@ class Planner:
                 # Its plan was announced when stored; under a backlog every commit
                 # to the partition asks again, and announcing the same waiting tasks
                 # at each request only woke dispatchers for nothing.
-                self._announce(table, request.partition_key, released_only=True)
+                self._announce(table, [request.partition_key], released_only=True)
                 return
         elif isinstance(outcome, PlanRecord):
             here.info("plan %d with %d task(s)", outcome.plan_id, len(outcome.tasks))
-        self._announce(table, request.partition_key)
+            self._announce(table, [request.partition_key, *self._gather(table, request)])
+            return
+        self._announce(table, [request.partition_key])
+
+    def _gather(self, table: firn.Table, request: PlanRequestEvent) -> list[str]:
+        """Plan the table's other due partitions with the request's, up to
+        ``compaction.gather-partitions`` in all, most in need first; the partitions
+        planned. A small table's partitions fill up together (a commit touches most
+        of them), and their plans, run and committed together, pay a plan's fixed
+        costs (the transactions, the snapshot, the events) once rather than once a
+        partition. A table of more than ``GATHER_MAX_PARTITIONS`` partitions is not
+        read whole for it."""
+        most = table.properties.gather_partitions
+        conn = self.catalog.conn
+        if most <= 1 or len(partitions_of(conn, table.table_id)) > GATHER_MAX_PARTITIONS:
+            return []
+        planned = open_plans(conn, table.table_id)
+        due: list[tuple[float, str, Kind, list[str]]] = []
+        for key, metrics in partition_metrics(conn, table.table_id, table.properties).items():
+            decision = decide(metrics, table.properties)
+            if key in planned or decision.kind is None:
+                continue
+            need = score(metrics, table.properties)
+            due.append((need, key, decision.kind, list(decision.reasons)))
+        gathered = []
+        for need, key, kind, reasons in sorted(due, key=lambda d: (-d[0], d[1]))[: most - 1]:
+            outcome = compaction.plan(
+                conn,
+                table,
+                key,
+                kind,
+                reason={"trigger": "gathered", "with": request.partition_key, "reasons": reasons},
+                score=need,
+                scope="due",
+                replace_waiting=False,
+            )
+            if isinstance(outcome, PlanRecord):
+                gathered.append(key)
+        if gathered:
+            with_context(log, table=table.name).info(
+                "gathered %d partition(s) with %r", len(gathered), request.partition_key
+            )
+        return gathered
 
     def _small_base_due(self, table: firn.Table, request: PlanRequestEvent) -> bool:
         """Whether the partition's small base files pass the small-file rule now: a
@@ -112,28 +171,33 @@ class Planner:
         now = metrics.get(request.partition_key)
         return now is not None and too_many_small_base_files(now, table.properties)
 
-    def _announce(self, table: firn.Table, partition: str, *, released_only: bool = False) -> None:
-        """Release every waiting task of the partition's open plan, then publish them
+    def _announce(
+        self, table: firn.Table, partitions: list[str], *, released_only: bool = False
+    ) -> None:
+        """Release every waiting task of the partitions' open plans, then publish them
         (with ``released_only``, only those released now: a Pending task whose event
         was lost is the dispatcher's sweep's). Released first: an idle dispatcher reads
         the event within milliseconds, and one that found its task still Init would do
         nothing (the event is a wake-up), leaving the task to the sweep a minute later."""
         conn = self.catalog.conn
-        tasks = waiting_tasks(conn, table.table_id, partition)
-        if released_only:
-            tasks = [task for task in tasks if task.state == TaskState.INIT]
-        for task in tasks:
-            if task.state == TaskState.INIT:
-                move_task(
-                    conn,
-                    task.task_id,
-                    TaskState.INIT,
-                    TaskState.PENDING,
-                    by=Actor.PLANNER,
-                    reason="announced",
-                )
-        key = f"{table.name}/{partition}".encode()
-        for task in tasks:
+        announced = []
+        for partition in partitions:
+            tasks = waiting_tasks(conn, table.table_id, partition)
+            if released_only:
+                tasks = [task for task in tasks if task.state == TaskState.INIT]
+            for task in tasks:
+                if task.state == TaskState.INIT:
+                    move_task(
+                        conn,
+                        task.task_id,
+                        TaskState.INIT,
+                        TaskState.PENDING,
+                        by=Actor.PLANNER,
+                        reason="announced",
+                    )
+            announced += tasks
+        for task in announced:
+            key = f"{table.name}/{task.partition_key}".encode()
             event = task.event(table.name, table.table_id)
             self.producer.produce(self.topic, key=key, value=event.to_json())
         if self.producer.flush(30) > 0:

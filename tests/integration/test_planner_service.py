@@ -38,13 +38,19 @@ def drain(settings: FirnSettings, topic: str, group: str, expect: int) -> list[A
 
 
 def plan_request(
-    table: firn.Table, kind: str = "major", max_seq: int = 3, score: float = 1.0, **fields: Any
+    table: firn.Table,
+    kind: str = "major",
+    max_seq: int = 3,
+    score: float = 1.0,
+    partition_key: str = "",
+    **fields: Any,
 ) -> PlanRequestEvent:
-    """A plan request for ``table``'s unpartitioned partition, as metrics sends one."""
+    """A plan request for a partition of ``table`` (the unpartitioned one unless
+    named), as metrics sends one."""
     return PlanRequestEvent(
         table=table.name,
         table_id=table.table_id,
-        partition_key="",
+        partition_key=partition_key,
         kind=kind,  # type: ignore[arg-type]
         max_seq=max_seq,
         score=score,
@@ -221,3 +227,62 @@ def test_small_base_files_are_planned_though_every_seq_is_merged(
         (plan_id,),
     ).fetchone() or (0,)
     assert inputs == 5, "every small base file is rewritten"
+
+
+def test_a_request_gathers_the_tables_other_due_partitions(
+    settings: FirnSettings, catalog: firn.Catalog, unique: str
+) -> None:
+    """With ``compaction.gather-partitions`` a request plans the table's other due
+    partitions with its own, most in need first, up to the number; a later request
+    for a gathered partition finds it planned and plans nothing more."""
+    topics = Topics.from_settings(settings)
+    ensure_topics(settings, topics.all(), partitions=1)
+    schema = pa.schema(
+        [pa.field("region", pa.string(), nullable=False), *(SCHEMA.field(n) for n in ("id", "v"))]
+    )
+    properties = {"base.buckets": 1, "compaction.gather-partitions": 3, "minor.file-count": 2}
+    table = catalog.create_table("gathering", schema, ["region", "id"], ["region"], properties)
+    for n in range(3):
+        # Region d gets one row a commit, the others more: d is the least in need.
+        regions = [r for r in "abcd" for _ in range(1 if r == "d" else 5)]
+        ids = list(range(len(regions)))
+        table.upsert(pa.table({"region": regions, "id": ids, "v": [f"v{n}"] * len(ids)}))
+    due = {p["partition"]: p["due"] for p in table.status()["partitions"]}
+    assert due == dict.fromkeys(("region=a", "region=b", "region=c", "region=d"), "major")
+    planner = Planner(catalog, producer(settings), topics.plan_tasks)
+
+    def request(partition: str) -> Any:
+        event = plan_request(table, partition_key=partition, reasons=["asked"])
+        return as_event(json.loads(event.to_json()))
+
+    def plans() -> dict[str, tuple[str, str]]:
+        rows = catalog.conn.execute(
+            "SELECT partition_key, state, reason->>'trigger' FROM compaction_plan "
+            "WHERE table_id = %s",
+            (table.table_id,),
+        ).fetchall()
+        return {key: (state, trigger) for key, state, trigger in rows}
+
+    planner.plan_request(request("region=b"))
+    assert plans() == {
+        "region=b": ("Planned", "metrics"),
+        "region=a": ("Planned", "gathered"),
+        "region=c": ("Planned", "gathered"),
+    }
+    announced = drain(settings, topics.plan_tasks, f"gathered-{unique}", expect=3)
+    assert sorted(e["partition_key"] for e in announced) == ["region=a", "region=b", "region=c"]
+    tasks = catalog.conn.execute(
+        "SELECT DISTINCT t.state FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
+        "WHERE p.table_id = %s",
+        (table.table_id,),
+    ).fetchall()
+    assert tasks == [("Pending",)], "every gathered task is released before it is announced"
+
+    planner.plan_request(request("region=a"))  # gathered already: covered
+    planner.plan_request(request("region=d"))  # left out: planned on its own request
+    assert plans() == {
+        "region=b": ("Planned", "metrics"),
+        "region=a": ("Planned", "gathered"),
+        "region=c": ("Planned", "gathered"),
+        "region=d": ("Planned", "metrics"),
+    }

@@ -148,6 +148,36 @@ def create_plan(
     return PlanRecord(plan_id, tuple(specs))
 
 
+@dataclass(frozen=True)
+class OpenPlan:
+    """A partition's open plan, as a request is checked against it."""
+
+    plan_id: int
+    kind: str
+    to_seq: int
+
+
+def open_plans(conn: Connection, table_id: int) -> dict[str, OpenPlan]:
+    """The open plan of each partition of the table that has one (at most one a
+    partition: the ``compaction_plan_open`` index)."""
+    rows = conn.execute(
+        "SELECT partition_key, plan_id, kind, to_seq FROM compaction_plan "
+        "WHERE table_id = %s AND state = ANY(%s)",
+        (table_id, [s.value for s in OPEN_PLAN_STATES]),
+    ).fetchall()
+    return {row[0]: OpenPlan(int(row[1]), row[2], int(row[3])) for row in rows}
+
+
+def open_plan(conn: Connection, table_id: int, partition: str) -> OpenPlan | None:
+    """The partition's open plan, if it has one."""
+    row = conn.execute(
+        "SELECT plan_id, kind, to_seq FROM compaction_plan WHERE table_id = %s "
+        "AND partition_key = %s AND state = ANY(%s)",
+        (table_id, partition, [s.value for s in OPEN_PLAN_STATES]),
+    ).fetchone()
+    return None if row is None else OpenPlan(int(row[0]), row[1], int(row[2]))
+
+
 def _replace_open_plan(
     conn: Connection, table_id: int, draft: PlanDraft, replace_waiting: bool
 ) -> PlanSkipped | dt.datetime | None:

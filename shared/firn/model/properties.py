@@ -105,6 +105,7 @@ RANGES: dict[str, Range] = {
     "deletion-vectors.max-ratio": Range(0, 1, "ratio"),
     "deletion-vectors.min-file-bytes": Range(1, 8 * GiB, "bytes"),
     "compaction.quota": Range(0, 10_000, "ratio", above=True),
+    "compaction.gather-partitions": Range(1, 1_000, "count"),
     "compaction.vertical.min-columns": Range(0, 100_000, "count"),
     "compaction.vertical.group-columns": Range(1, 100_000, "count"),
     "schema.rewrite-ratio": Range(0, 100, "ratio"),
@@ -209,6 +210,13 @@ class TableProperties(BaseModel):
         alias="compaction.quota",
         description="executor slots the table may keep busy on average (over 5 min) "
         "before other tables' work goes first",
+    )
+    gather_partitions: _Count = Field(
+        1,
+        alias="compaction.gather-partitions",
+        description="partitions one plan request of the services plans at once: its own "
+        "and the table's other due ones, most in need first (their plans run and commit "
+        "together); 1 plans only the request's",
     )
     vertical_min_columns: _Count = Field(
         32,
