@@ -141,6 +141,17 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
             " every free slot)"
         ),
     ),
+    "compaction.gather-partitions": (
+        "1",
+        (
+            "1 to 1000 (partitions one plan request of the services plans at once: its "
+            "own and, up to this many in all, the table's other due partitions, most in "
+            "need first, for a table of at most 64 partitions; their plans run together "
+            "and commit in one transaction and one snapshot, so a fleet of small tables "
+            "pays a plan's fixed costs once a table rather than once a partition. 1: each "
+            "request plans only its own partition)"
+        ),
+    ),
     "compaction.vertical.min-columns": (
         "32",
         (
