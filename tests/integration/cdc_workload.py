@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 import firn
+from firn.catalog.compactions import plan_summaries
 from firn.errors import CommitStateUnknownError, FirnError
 from firn.postgres.connection import Connection
 
@@ -140,14 +141,24 @@ def due_partitions(table: firn.Table) -> dict[str, tuple[str, ...]]:
 
 
 def assert_committed_once(conn: Connection, table_id: int) -> None:
-    """Every committed plan made exactly one compaction snapshot of its own."""
-    (plans, snapshots, distinct) = conn.execute(
-        "SELECT count(*), (SELECT count(*) FROM snapshot WHERE table_id = %s "
-        "AND kind = 'compaction'), count(DISTINCT committed_snapshot) "
-        "FROM compaction_plan WHERE table_id = %s AND state = 'Committed'",
-        (table_id, table_id),
-    ).fetchone() or (0, 0, 0)
-    assert plans == snapshots == distinct, "a plan was committed twice"
+    """Every committed plan is in exactly one compaction snapshot, the one its row
+    names (plans of several partitions ready at once commit together), and every
+    compaction snapshot's summary names the plans committed as it."""
+    summaries = conn.execute(
+        "SELECT snapshot_id, summary FROM snapshot WHERE table_id = %s AND kind = 'compaction'",
+        (table_id,),
+    ).fetchall()
+    in_snapshots = sorted(
+        (int(p["plan_id"]), snapshot)
+        for snapshot, summary in summaries
+        for p in plan_summaries(summary)
+    )
+    committed = conn.execute(
+        "SELECT plan_id, committed_snapshot FROM compaction_plan WHERE table_id = %s "
+        "AND state = 'Committed'",
+        (table_id,),
+    ).fetchall()
+    assert in_snapshots == sorted(committed), "a plan was committed twice, or not as named"
 
 
 class Watched(Protocol):
