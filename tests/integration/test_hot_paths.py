@@ -21,9 +21,9 @@ import pytest
 
 import firn
 from firn.catalog.claiming import claim_tasks, claimable_tasks, release_tasks
-from firn.catalog.compactions import compaction_event
+from firn.catalog.compactions import compaction_event, ready_plans_beside
 from firn.catalog.metrics import change_stamp
-from firn.catalog.plans import fail_plan
+from firn.catalog.plans import fail_plan, open_plan, open_plans
 from firn.engine.planning import plan_now
 from firn.model.plans import PlanRecord
 from firn.model.states import Actor
@@ -123,6 +123,15 @@ def hot_paths(catalog: firn.Catalog, settings: FirnSettings, name: str) -> dict[
         assert done is not None
         compaction = compaction_event(own, int(done[0]))
         assert compaction is not None
+        # What the committer asks of a plan's table to commit its ready plans together,
+        # and the planner of a partition's open plan and of a table's when gathering.
+        ran["committer: ready plans beside"] = counted(
+            own, lambda: ready_plans_beside(own, int(done[0]))
+        )
+        ran["planner: open plans"] = counted(
+            own,
+            lambda: (open_plan(own, table.table_id, "p=a"), open_plans(own, table.table_id)),
+        )
         ran["metrics: compaction event"] = counted(
             conn, lambda: reader.compaction_readings(compaction)
         )

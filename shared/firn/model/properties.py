@@ -212,7 +212,7 @@ class TableProperties(BaseModel):
         "before other tables' work goes first",
     )
     gather_partitions: _Count = Field(
-        1,
+        8,
         alias="compaction.gather-partitions",
         description="partitions one plan request of the services plans at once: its own "
         "and the table's other due ones, most in need first (their plans run and commit "

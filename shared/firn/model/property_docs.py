@@ -142,7 +142,7 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
         ),
     ),
     "compaction.gather-partitions": (
-        "1",
+        "8",
         (
             "1 to 1000 (partitions one plan request of the services plans at once: its "
             "own and, up to this many in all, the table's other due partitions, most in "
