@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyiceberg.catalog import load_catalog
 
@@ -138,6 +138,7 @@ _examples = itertools.count()
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@example(seed=280)  # left no deletion vector before the last step
 @given(seed=st.integers(0, 2**32 - 1))
 def test_every_publication_equals_the_model_and_old_snapshots_stay_readable(
     settings: FirnSettings, shared_catalog: firn.Catalog, conn: Connection, unique: str, seed: int
@@ -170,6 +171,20 @@ def test_every_publication_equals_the_model_and_old_snapshots_stay_readable(
         again = publisher.publish(table.name)  # a replayed wake-up changes nothing
         assert again.outcome == "unchanged"
         assert again.firn_snapshot == result.firn_snapshot
+    # Whether the random steps leave a base file with a deletion vector depends on
+    # the seed (seed 280 left none): a last step makes one for sure. Twenty keys
+    # beyond the random ones fold into base files, then one of them is deleted alone,
+    # which a fold hides with a vector (1 row of at least 10, under the 0.3 ratio).
+    extra = [(REGIONS[0], 100 + i, f"x{i}") for i in range(20)]
+    table.commit(_change_set([], extra))
+    model.update({(r, k): {"region": r, "k": k, "v": v, "n": len(v)} for r, k, v in extra})
+    _compact(table)
+    table.commit(_change_set([(REGIONS[0], 100)], []))
+    model.pop((REGIONS[0], 100))
+    _compact(table)
+    result = publisher.publish(table.name)
+    _check_published(settings, table, result, model)
+    held.append((result, dict(model)))
     expire(conn, table.name)  # Firn's retention: 0 s, yet retained Iceberg snapshots stay
     props = catalog_properties(settings)
     for result, seen in held:
@@ -177,7 +192,7 @@ def test_every_publication_equals_the_model_and_old_snapshots_stay_readable(
             _keyed(pyiceberg_rows(props, table.name, snapshot_id=result.iceberg_snapshot)) == seen
         )
     vectors = table.files().column("deletion_vector").drop_null()
-    assert len(vectors) > 0 or seed % 4, "no deletion vector was published"
+    assert len(vectors) > 0, "no deletion vector was published"
 
 
 def test_unfolded_changes_are_not_published_until_compaction(
