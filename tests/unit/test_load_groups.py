@@ -166,16 +166,31 @@ def test_a_group_written_one_row_group_at_a_time_is_its_sorted_rows(
 
 
 @given(
-    chunks=st.lists(st.integers(0, 40), min_size=1, max_size=8),
+    chunks=st.lists(st.integers(0, 12), min_size=1, max_size=loading.FEW_CHUNKS + 8),
     positions=st.lists(st.integers(0, 10**6), max_size=60),
+    null_every=st.sampled_from([0, 3, 7]),
 )
 def test_a_gather_takes_rows_of_several_chunks_in_the_order_asked(
-    chunks: list[int], positions: list[int]
+    chunks: list[int], positions: list[int], null_every: int
 ) -> None:
     """A load's rows in several chunks (a big table, a Spark task's batches) come
-    back in the order the positions ask, as one take of the whole table gives them."""
+    back in the order the positions ask, as one take of the whole table gives them:
+    fixed-width columns (moved by numpy when they hold no null), strings, booleans,
+    and columns with nulls (taken chunk by chunk, then put in order); a few chunks
+    and more than ``FEW_CHUNKS`` (found by a search instead of comparisons)."""
+    n = sum(chunks)
     whole = pa.table(
-        {"id": pa.array(range(sum(chunks)), pa.int64()), "v": [f"v{i}" for i in range(sum(chunks))]}
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "v": [f"v{i}" for i in range(n)],
+            "small": pa.array([i % 100 for i in range(n)], pa.int8()),
+            "price": pa.array(
+                [i / 4 if not null_every or i % null_every else None for i in range(n)]
+            ),
+            "at": pa.array(range(n), pa.timestamp("us", "UTC")),
+            "day": pa.array(range(n), pa.date32()),
+            "flag": pa.array([i % 2 == 0 for i in range(n)]),
+        }
     )
     starts = [sum(chunks[:n]) for n in range(len(chunks))]
     batches = [

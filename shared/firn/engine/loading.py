@@ -45,8 +45,13 @@ from firn.model.schema import TableSchema
 from firn.model.tree import ROOT, Node
 from firn.model.values import key_at, key_from_json, partition_path, partition_texts
 
-HASH_SLICE_ROWS = 1 << 20
-"""Rows per slice of the parallel key hash."""
+HASH_SLICE_ROWS = 1 << 16
+"""Rows per slice of the parallel key hash. A slice's dozen temporary arrays (512 KiB
+each) stay in the caches and are reused by the allocator: 20M rows hashed and split
+in 0.6 s, against 1.0 s in slices of 1M rows, whose 8 MiB arrays were fresh memory
+to fault in each time."""
+FEW_CHUNKS = 16
+"""Up to this many chunks, a gather finds each chunk's rows by comparisons."""
 _ROW = "_firn_row"
 _NODE = "_firn_node"
 
@@ -58,11 +63,25 @@ class LoadGroup:
     partition_key: str
     partition_values: dict[str, str]
     node: Node
-    rows: npt.NDArray[np.int64]
-    """Positions in the load's rows."""
+    positions: npt.NDArray[np.int64] | None
+    """Positions in the load's rows, ascending; None when ``packed`` holds them."""
     packed: KeyPositions | None = None
-    """For a table keyed by one integer column: the same rows as key and position
-    packed into one integer each, so one sort orders them (``key_order``)."""
+    """For a table keyed by one integer column: the rows as key and position packed
+    into one integer each, so one sort orders them (``key_order``). Such a group
+    keeps no separate array of positions: at 20M rows that was 160 MB of fresh
+    memory joined from the slices for nothing, and each fresh page costs more here
+    than the arithmetic that fills it."""
+
+    @property
+    def rows(self) -> npt.NDArray[np.int64]:
+        """Positions in the load's rows (ascending unless taken from ``packed``)."""
+        if self.positions is not None:
+            return self.positions
+        assert self.packed is not None
+        return self.packed.positions()
+
+    def __len__(self) -> int:
+        return len(self.positions) if self.positions is not None else len(self.packed or ())
 
 
 @dataclass(frozen=True)
@@ -76,15 +95,29 @@ class KeyPositions:
     bits: int
     """Low bits that hold the position."""
 
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def positions(self) -> npt.NDArray[np.int64]:
+        """The positions, in the order the values are in."""
+        return np.bitwise_and(self.values, self._mask()).view(np.int64)
+
     def ordered(self) -> tuple[npt.NDArray[np.int64], bool]:
-        """The positions in key order, and whether any key appears twice. The sorted
-        copy is unpacked in place: each fresh array of a 20M-row load's group is tens
-        of MB of memory to fault in."""
-        packed = np.sort(self.values)
-        position = np.uint64((1 << self.bits) - 1)
+        """The positions in key order, and whether any key appears twice. Sorted and
+        unpacked in place, so this is called once, last: each fresh array of a
+        20M-row load's group is tens of MB of memory to fault in. Positions are
+        distinct, so the values are too and the result is the same on a repeat."""
+        packed = self.values
+        packed.sort()
+        position = self._mask()
         repeated = bool(np.any((packed[1:] ^ packed[:-1]) <= position))
+        if repeated:
+            return self.positions(), True  # key_order names the repeat from these
         np.bitwise_and(packed, position, out=packed)
-        return packed.view(np.int64), repeated
+        return packed.view(np.int64), False
+
+    def _mask(self) -> np.uint64:
+        return np.uint64((1 << self.bits) - 1)
 
 
 def key_packing(table: TableSchema, rows: pa.Table) -> tuple[int, int] | None:
@@ -109,11 +142,11 @@ def group_rows(table: TableSchema, base_buckets: int, rows: pa.Table) -> list[Lo
     elif table.keyed and not table.partition_by:
         m = base_buckets
         parts = _node_parts(table, rows, m, key_packing(table, rows))
-        return [
-            LoadGroup("", {}, Node(m, i), g, packed)
-            for i, (g, packed) in enumerate(parts)
-            if len(g)
+        groups = [
+            LoadGroup("", {}, Node(m, i), positions, packed)
+            for i, (positions, packed) in enumerate(parts)
         ]
+        return [g for g in groups if len(g)]
     elif table.keyed:
         m = base_buckets
         nodes = node_index(key_hashes(table, rows), m)
@@ -159,7 +192,8 @@ def _hashed_groups(
     table: TableSchema, rows: pa.Table, m: int, slice_rows: int = HASH_SLICE_ROWS
 ) -> list[npt.NDArray[np.int64]]:
     """The positions of each node's rows at level ``m``, ascending."""
-    return [positions for positions, _ in _node_parts(table, rows, m, None, slice_rows)]
+    parts = _node_parts(table, rows, m, None, slice_rows)
+    return [positions for positions, _ in parts if positions is not None]
 
 
 def _node_parts(
@@ -168,26 +202,24 @@ def _node_parts(
     m: int,
     packing: tuple[int, int] | None,
     slice_rows: int = HASH_SLICE_ROWS,
-) -> list[tuple[npt.NDArray[np.int64], KeyPositions | None]]:
-    """The positions of each node's rows at level ``m``, ascending, and with
-    ``packing`` (``key_packing``) the same rows packed with their keys. Each slice of
+) -> list[tuple[npt.NDArray[np.int64] | None, KeyPositions | None]]:
+    """The positions of each node's rows at level ``m``, ascending, or with
+    ``packing`` (``key_packing``) the same rows packed with their keys instead. Each slice of
     rows is hashed, split by node (and packed) in a thread of its own, the slices'
     parts then joined per node. Split after hashing, on one thread, the split held
     the other cores idle for a fifth of a 20M-row load."""
     keys = rows.select(list(table.primary_key))
 
-    def split(start: int) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64] | None]]:
+    def split(start: int) -> list[npt.NDArray[np.int64] | npt.NDArray[np.uint64]]:
         some = keys.slice(start, slice_rows)
         parts = _node_positions(node_index(hash_keys(some.columns), m), m)
         if packing is None:
-            return [(part + start, None) for part in parts]
+            return [part + start for part in parts]
         low, bits = packing
         ints = np.asarray(some.column(0).to_numpy(), dtype=np.int64)
-        shifted = (ints - np.int64(low)).view(np.uint64) << np.uint64(bits)
-        placed = [part + start for part in parts]
-        return [
-            (at, shifted[part] | at.view(np.uint64)) for part, at in zip(parts, placed, strict=True)
-        ]
+        packed = (ints - np.int64(low)).view(np.uint64) << np.uint64(bits)
+        packed |= np.arange(start, start + len(ints), dtype=np.uint64)
+        return [packed[part] for part in parts]
 
     starts = range(0, rows.num_rows, slice_rows)
     if len(starts) <= 1:
@@ -195,13 +227,10 @@ def _node_parts(
     else:
         with ThreadPoolExecutor(min(len(starts), os.cpu_count() or 1), "firn-hash") as pool:
             sliced = list(pool.map(split, starts))
-    out: list[tuple[npt.NDArray[np.int64], KeyPositions | None]] = []
-    for i in range(m):
-        positions = np.concatenate([s[i][0] for s in sliced])
-        packed = [p for s in sliced if (p := s[i][1]) is not None]
-        keys_too = None if packing is None else KeyPositions(np.concatenate(packed), packing[1])
-        out.append((positions, keys_too))
-    return out
+    joined = [np.concatenate([s[i] for s in sliced]) for i in range(m)]
+    if packing is None:
+        return [(part.view(np.int64), None) for part in joined]
+    return [(None, KeyPositions(part.view(np.uint64), packing[1])) for part in joined]
 
 
 def key_hashes(
@@ -253,7 +282,7 @@ def key_order(table: TableSchema, key_rows: Gather, group: LoadGroup) -> npt.NDA
 def sorted_group(table: TableSchema, rows: pa.Table, group: LoadGroup) -> pa.Table:
     """The group's rows in key order; ``ConfigError`` naming a key that appears twice."""
     source = Gather(rows)
-    keys = Gather(source.rows.select(list(table.primary_key)))
+    keys = source.select(table.primary_key)
     return source.take(key_order(table, keys, group))
 
 
@@ -292,8 +321,7 @@ def write_groups(
     written so far are deleted, and the error is raised."""
 
     source = Gather(rows)
-    # The key columns of the joined rows: one chunk each already, nothing copied.
-    keys = Gather(source.rows.select(list(table.primary_key))) if table.keyed else source
+    keys = source.select(table.primary_key) if table.keyed else source
 
     def write(group: LoadGroup) -> list[StagedFile]:
         positions = key_order(table, keys, group)
@@ -305,30 +333,99 @@ def write_groups(
 
 
 class Gather:
-    """Takes rows of a table by position. Arrow's take on a column of several chunks
-    joins the chunks first, on every call (a 50M-row load in 5 chunks took 24 s, where
-    delta-rs took 9). So the chunks are joined once, each column in a thread of its
-    own, and every take is from one chunk: at 50M rows in 5 chunks, gathering a node's
-    12.5M rows a row group at a time took 1.29 s against 2.17 s taking each
-    chunk's rows and putting them back in order (two more copies of every row), and
-    the join 1.0 s on one thread. It holds a copy of the rows while the load runs."""
+    """Takes rows of a table by position, whatever its chunks.
+
+    Arrow's take on a column of several chunks resolves each position's chunk again
+    for every column (three times the cost of a take from one chunk). Joining the
+    chunks once instead (what loads did until 2026-11-29) copies the whole load and
+    holds the copy to the end: 1 GB more at 20M rows (peak 2.96 GB against 1.79),
+    most of its time spent faulting in fresh memory. So positions are resolved to
+    their chunk once per take, and each column is taken chunk by chunk: a
+    fixed-width column without nulls straight into its place in one numpy array, any
+    other column from each chunk, then put in order by one more take of those small
+    pieces. A table of one chunk is taken as it is."""
 
     def __init__(self, rows: pa.Table) -> None:
-        self.rows = _joined(rows)
+        self.rows = rows
+        self._batches = rows.to_batches()  # each column's chunks cut at the same rows
+        sizes = [b.num_rows for b in self._batches]
+        self._starts = np.cumsum([0, *sizes], dtype=np.int64)
+        self._direct = [
+            None if any(b.column(j).null_count for b in self._batches) else _numpy_width(f.type)
+            for j, f in enumerate(rows.schema)
+        ]
+
+    def select(self, columns: Sequence[str]) -> Gather:
+        """The same rows, only ``columns``."""
+        return Gather(self.rows.select(list(columns)))
 
     def take(self, positions: npt.NDArray[np.int64]) -> pa.Table:
         """The rows at ``positions``, in that order."""
-        return self.rows.take(pa.array(positions))
+        if len(self._batches) <= 1 or not len(positions):
+            return self.rows.take(pa.array(positions, pa.int64()))
+        pieces = [
+            (c, where, positions[where] - self._starts[c])
+            for c, where in enumerate(self._by_chunk(positions))
+            if len(where)
+        ]
+        if len(pieces) == 1:
+            c, _, local = pieces[0]
+            return pa.Table.from_batches([self._batches[c].take(pa.array(local))])
+        in_order: pa.Array | None = None  # the take that puts chunk-ordered rows back
+        columns = []
+        for j, width in enumerate(self._direct):
+            field = self.rows.schema.field(j)
+            if width is not None:
+                out = np.empty(len(positions), np.dtype(f"u{width}"))
+                for c, where, local in pieces:
+                    out[where] = np.take(_fixed_values(self._batches[c].column(j), width), local)
+                columns.append(
+                    pa.Array.from_buffers(field.type, len(out), [None, pa.py_buffer(out)])
+                )
+                continue
+            if in_order is None:
+                inverse = np.empty(len(positions), np.int64)
+                inverse[np.concatenate([where for _, where, _ in pieces])] = np.arange(
+                    len(positions), dtype=np.int64
+                )
+                in_order = pa.array(inverse)
+            taken = [self._batches[c].column(j).take(pa.array(local)) for c, _, local in pieces]
+            columns.append(pa.concat_arrays(taken).take(in_order))
+        return pa.Table.from_arrays(columns, schema=self.rows.schema)
+
+    def _by_chunk(self, positions: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int64]]:
+        """For each chunk, where in ``positions`` its rows are, ascending. A few
+        chunks (a big table's) are found by comparisons, a pass each; many (a Spark
+        task's batches) by one search and one stable sort of the chunk numbers."""
+        starts = self._starts
+        if len(self._batches) <= FEW_CHUNKS:
+            return [
+                np.flatnonzero((positions >= lo) & (positions < hi))
+                for lo, hi in itertools.pairwise(starts)
+            ]
+        chunk = np.searchsorted(starts, positions, side="right") - 1
+        by_chunk = np.argsort(chunk.astype(np.int32), kind="stable")
+        bounds = np.searchsorted(chunk[by_chunk], np.arange(len(starts)))
+        return [by_chunk[lo:hi] for lo, hi in itertools.pairwise(bounds)]
 
 
-def _joined(rows: pa.Table) -> pa.Table:
-    """``rows`` with every column in one chunk, columns joined in parallel threads."""
-    if all(c.num_chunks <= 1 for c in rows.columns):
-        return rows
-    threads = min(rows.num_columns, os.cpu_count() or 1)
-    with ThreadPoolExecutor(threads, "firn-join") as pool:
-        columns = list(pool.map(lambda c: c.combine_chunks(), rows.columns))
-    return pa.Table.from_arrays(columns, schema=rows.schema)
+def _numpy_width(data_type: pa.DataType) -> int | None:
+    """Bytes per value of a type whose values numpy can move as plain integers
+    (integers, floats, dates, times, timestamps, durations), or None."""
+    if not (
+        pa.types.is_integer(data_type)
+        or pa.types.is_floating(data_type)
+        or pa.types.is_temporal(data_type)
+    ):
+        return None
+    width = int(data_type.bit_width // 8)
+    return width if width in (1, 2, 4, 8) else None  # not month_day_nano intervals
+
+
+def _fixed_values(column: pa.Array, width: int) -> npt.NDArray[Any]:
+    """A fixed-width column's values as unsigned integers, without a copy."""
+    values = np.frombuffer(column.buffers()[1], dtype=np.dtype(f"u{width}"))
+    return values[column.offset : column.offset + len(column)]
 
 
 def write_sorted(
