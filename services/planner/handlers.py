@@ -5,13 +5,15 @@ Idempotent by construction: a repeated or late request finds the partition's ope
 plan (``covered``/``busy``) or nothing to do. Because a crash can fall between
 storing, releasing and announcing, a skipped request releases the open plan's Init
 tasks and announces them, and re-announces its Pending ones unless the plan is only
-queued (the dispatcher's sweep, a minute on, announces them too): duplicate plan-task
-events are harmless, since only one claim of a Pending task can win.
+queued or this process announced them already (the dispatcher's sweep, a minute on,
+announces them too): duplicate plan-task events are harmless, since only one claim
+of a Pending task can win, but each wakes a dispatcher for nothing.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 
 from confluent_kafka import Producer
 
@@ -33,6 +35,13 @@ from firn.model.triggers import decide, score, too_many_small_base_files
 
 log = logging.getLogger(__name__)
 
+ANNOUNCED_REMEMBERED = 10_000
+"""Task attempts whose announcement the planner remembers: a request its partition's
+open plan covers announces only the tasks this process has not (after a restart, all
+of them again, which covers a crash between releasing and announcing). In a fleet,
+most requests are covered: the plan was gathered with another partition's request,
+and every commit to the partition asks again until it runs."""
+
 GATHER_MAX_PARTITIONS = 64
 """Partitions a table may have for a request to gather its other due ones: gathering
 reads every partition's metrics, which a small table's request pays for at once and
@@ -46,6 +55,8 @@ class Planner:
         self.catalog = catalog
         self.producer = producer
         self.topic = topic
+        self._announced: OrderedDict[tuple[int, int], None] = OrderedDict()
+        """(task, attempt) pairs this process announced, oldest first."""
 
     def plan_request(self, request: PlanRequestEvent) -> None:
         """Plan the partition the request names, from the catalog alone: the request
@@ -174,18 +185,16 @@ class Planner:
     def _announce(
         self, table: firn.Table, partitions: list[str], *, released_only: bool = False
     ) -> None:
-        """Release every waiting task of the partitions' open plans, then publish them
-        (with ``released_only``, only those released now: a Pending task whose event
-        was lost is the dispatcher's sweep's). Released first: an idle dispatcher reads
-        the event within milliseconds, and one that found its task still Init would do
+        """Release every waiting task of the partitions' open plans, then publish the
+        ones released now and the Pending ones this process has not announced (with
+        ``released_only``, only those released now: a Pending task whose event was lost
+        is the dispatcher's sweep's). Released first: an idle dispatcher reads the
+        event within milliseconds, and one that found its task still Init would do
         nothing (the event is a wake-up), leaving the task to the sweep a minute later."""
         conn = self.catalog.conn
         announced = []
         for partition in partitions:
-            tasks = waiting_tasks(conn, table.table_id, partition)
-            if released_only:
-                tasks = [task for task in tasks if task.state == TaskState.INIT]
-            for task in tasks:
+            for task in waiting_tasks(conn, table.table_id, partition):
                 if task.state == TaskState.INIT:
                     move_task(
                         conn,
@@ -195,10 +204,16 @@ class Planner:
                         by=Actor.PLANNER,
                         reason="announced",
                     )
-            announced += tasks
+                elif released_only or (task.task_id, task.attempt) in self._announced:
+                    continue
+                announced.append(task)
         for task in announced:
             key = f"{table.name}/{task.partition_key}".encode()
             event = task.event(table.name, table.table_id)
             self.producer.produce(self.topic, key=key, value=event.to_json())
         if self.producer.flush(30) > 0:
             raise FirnError("plan-task events were not acknowledged", retryable=True)
+        for task in announced:
+            self._announced[(task.task_id, task.attempt)] = None
+        while len(self._announced) > ANNOUNCED_REMEMBERED:
+            self._announced.popitem(last=False)

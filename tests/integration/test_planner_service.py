@@ -90,7 +90,13 @@ def test_a_plan_request_is_planned_announced_and_released_once(
     planner = Planner(catalog, cast(Producer, Watching()), topics.plan_tasks)
     request = plan_request(table, score=1.5, reasons=["small files 24 >= 24"])
     planner.plan_request(as_event(json.loads(request.to_json())))
+    assert claimable_when_sent == ["Pending"] * 2
     planner.plan_request(as_event(json.loads(request.to_json())))  # redelivered: nothing new
+    assert claimable_when_sent == ["Pending"] * 2, "announced again by the same process"
+    # Redelivered after a restart (a crash may have fallen between releasing and
+    # announcing): the new process announces the waiting tasks again.
+    planner = Planner(catalog, cast(Producer, Watching()), topics.plan_tasks)
+    planner.plan_request(as_event(json.loads(request.to_json())))
     assert claimable_when_sent == ["Pending"] * 4
 
     plans = catalog.conn.execute(
@@ -107,7 +113,7 @@ def test_a_plan_request_is_planned_announced_and_released_once(
     assert [s for _, s in tasks] == ["Pending", "Pending"]
 
     events = drain(settings, topics.plan_tasks, f"tasks-{unique}", expect=2 * len(tasks))
-    # Announced by the request and again by its redelivery; claims make that harmless.
+    # Announced by the request and again after the restart; claims make that harmless.
     assert sorted(e["task_id"] for e in events) == sorted([t for t, _ in tasks] * 2)
     assert all(e["plan_id"] == plan_id and e["attempt"] == 0 for e in events)
 
