@@ -16,13 +16,18 @@ int64, float64, 16-char string, timestamp):
    same live rows from plain Parquet (the live rows written once by pyarrow as the
    table's file count in 1M-row row groups; read with ``pq.read_table``, threads on).
 
-Reads are the best of ``--repeat``; loads and compactions are timed once (each
-changes the table). Every read is checked against the rows the model says are live
-(its row count, and the key set at the smallest size). One JSON object on stdout,
-per size: seconds, seconds per million base rows, and each ratio to its floor;
-``--out`` writes it too. The file layout after each stage (base files, deletion
-vectors, row groups) is reported, so the trade a layout makes is visible. Each
-timed stage first touches ``--warm-gib`` of memory (see ``warm``).
+Reads are the best of ``--repeat``; compactions are timed once (each changes the
+table). Loads run in ``--load-rounds`` interleaved rounds, the order of Firn and
+delta-rs swapped each round (a load replaces the table, so it can run again), and the
+best of each counts: on this VM whichever runs first into memory the guest has not
+used lately pays for it (``warm``), and its speed drifts by a third from minute to
+minute; each contender's first load is reported too. Every read is checked against
+the rows the model says are live (its row count, and the key set at the smallest
+size). One JSON object on stdout, per size: seconds, seconds per million base rows,
+and each ratio to its floor; ``--out`` writes it too. The file layout after each
+stage (base files, deletion vectors, row groups) is reported, so the trade a layout
+makes is visible. Each timed stage first touches ``--warm-gib`` of memory (see
+``warm``).
 
     .venv/bin/python bench/scale.py --sizes 5M,20M           # ~5 min
     .venv/bin/python bench/scale.py --sizes 5M,20M,50M --out scale.json
@@ -103,6 +108,12 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return took, out
 
 
+def delta_write(write_deltalake: Callable[..., None], path: Path, rows: pa.Table) -> None:
+    """delta-rs writing ``rows`` as a new Delta table at ``path`` (one there is removed)."""
+    shutil.rmtree(path, ignore_errors=True)
+    write_deltalake(str(path), rows)
+
+
 def peak_rss_gib() -> float:
     """This process's peak resident memory so far (a 100M-row run needs more than
     this 24 GiB machine has: the progress lines say how far it got)."""
@@ -145,18 +156,27 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
     try:
         name = f"scale_{base_rows}_{len(catalog.tables())}"
         table = catalog.create_table(name, ORDERS, ["id"], [], args.properties)
-        out["load_s"], _ = timed(functools.partial(table.load, base))
-        out["layout_loaded"] = layout(table)
-
         try:
             from deltalake import write_deltalake
         except ImportError:
             hint = "scale.py needs delta-rs: .venv/bin/pip install -e '.[bench]'"
             raise SystemExit(hint) from None
 
-        out["delta_load_s"], _ = timed(
-            functools.partial(write_deltalake, str(scratch / "delta"), base)
-        )
+        loads: dict[str, list[float]] = {"load_s": [], "delta_load_s": []}
+        contenders: list[tuple[str, Callable[[], Any]]] = [
+            ("load_s", functools.partial(table.load, base)),
+            (
+                "delta_load_s",
+                functools.partial(delta_write, write_deltalake, scratch / "delta", base),
+            ),
+        ]
+        for round_ in range(args.load_rounds):
+            for key, load in contenders if round_ % 2 == 0 else contenders[::-1]:
+                loads[key].append(timed(load)[0])
+        for key, times in loads.items():
+            out[key] = min(times)
+            out[f"first_{key}"] = times[0]
+        out["layout_loaded"] = layout(table)
         plain_write = functools.partial(
             pq.write_table, base, scratch / "plain.parquet", row_group_size=ROW_GROUP
         )
@@ -227,6 +247,12 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=10)
     parser.add_argument("--changes", type=size, default=100_000, help="rows per commit")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each read (best kept)")
+    parser.add_argument(
+        "--load-rounds",
+        type=int,
+        default=2,
+        help="interleaved rounds of the loads (Firn and delta-rs, order swapped each round)",
+    )
     parser.add_argument("--check-keys-up-to", type=size, default=size("20M"))
     parser.add_argument("--scratch", default=None, help="where the floors' files go")
     parser.add_argument(
