@@ -55,7 +55,14 @@ from pathlib import Path
 from typing import Any
 
 import fleet_statements
-from fleet_members import ExtraMembers, group_members, member_pids, spread, tasks_by_member
+from fleet_members import (
+    ExtraMembers,
+    group_members,
+    member_pids,
+    spread,
+    tasks_by_member,
+    topic_events,
+)
 from fleet_producer import (
     PARTITION_BY,
     PRIMARY_KEY,
@@ -301,6 +308,7 @@ def measure(
             latency["plan_to_compacted"] = plan_to_compacted(conn)
             size = catalog_size(conn)
             tasks = tasks_by_member(conn)
+            events = topic_events(settings.with_local_stack())
         finally:
             conn.close()
         mismatched = verify(catalog, run.models, args.partitions)
@@ -308,6 +316,11 @@ def measure(
     if statements is not None:
         result["statements"] = statements
         print("\n".join(fleet_statements.lines(statements)), file=sys.stderr, flush=True)
+    result["events"] = events
+    claims = sum(tasks.values())
+    result["plan_task_events_per_claim"] = (
+        round(events.get("plan-tasks", 0) / claims, 2) if claims else None
+    )
     stack_pids = (read_state(home) or {}).get("pids", {})
     result["members"] = {
         "per_service": args.members,

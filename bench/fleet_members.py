@@ -14,7 +14,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from firn.kafka.clients import admin_client
+from confluent_kafka import TopicPartition
+
+from firn.kafka.clients import admin_client, consumer
+from firn.kafka.topics import Topics
 from firn.postgres.connection import Connection
 from firn.postgres.registry import live_instances
 from firn.settings import FirnSettings
@@ -101,6 +104,28 @@ def group_members(settings: FirnSettings) -> dict[str, list[dict[str, Any]]]:
             key=lambda m: m["partitions"],
         )
     return found
+
+
+def topic_events(settings: FirnSettings) -> dict[str, int]:
+    """Events each Firn topic holds now (the sum of its partitions' offset ranges):
+    how many plan requests, task announcements and results the fleet cost."""
+    reader = consumer(settings, f"{settings.topic_prefix}bench-watermarks")
+    try:
+        found: dict[str, int] = {}
+        for topic in Topics.from_settings(settings).all():
+            described = reader.list_topics(topic, timeout=30).topics.get(topic)
+            if described is None or described.error is not None:
+                continue
+            total = 0
+            for partition in described.partitions:
+                low, high = reader.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=30
+                )
+                total += high - low
+            found[topic.removeprefix(settings.topic_prefix)] = total
+        return found
+    finally:
+        reader.close()
 
 
 def tasks_by_member(conn: Connection) -> dict[str, int]:
