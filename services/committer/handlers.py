@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from confluent_kafka import Producer
@@ -41,6 +40,7 @@ from firn.observability.instruments import (
 )
 from firn.postgres.connection import Connection, ReconnectingConnection
 from firn.postgres.retry import is_transient
+from firn_services.recent import Recent
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,8 @@ class Committer:
         self._round_started = 0.0
         self._listing = False
         self._listed_all = True
-        self._announced: OrderedDict[int, None] = OrderedDict()
-        """Plans this process announced, oldest first (``_announce``)."""
+        self._announced: Recent[int] = Recent(ANNOUNCED_REMEMBERED)
+        """Plans this process announced (``_announce``)."""
 
     @property
     def conn(self) -> Connection:
@@ -212,7 +212,4 @@ class Committer:
             return
         if self.producer.flush(30) > 0:
             raise FirnError("the compaction event was not acknowledged", retryable=True)
-        for event in events:
-            self._announced[event.plan_id] = None
-        while len(self._announced) > ANNOUNCED_REMEMBERED:
-            self._announced.popitem(last=False)
+        self._announced.add(event.plan_id for event in events)

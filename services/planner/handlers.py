@@ -13,7 +13,6 @@ of a Pending task can win, but each wakes a dispatcher for nothing.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 
 from confluent_kafka import Producer
 
@@ -32,6 +31,7 @@ from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import Actor, TaskState
 from firn.model.tasks import Kind
 from firn.model.triggers import decide, score, too_many_small_base_files
+from firn_services.recent import Recent
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,8 @@ class Planner:
         self.catalog = catalog
         self.producer = producer
         self.topic = topic
-        self._announced: OrderedDict[tuple[int, int], None] = OrderedDict()
-        """(task, attempt) pairs this process announced, oldest first."""
+        self._announced: Recent[tuple[int, int]] = Recent(ANNOUNCED_REMEMBERED)
+        """(task, attempt) pairs this process announced."""
 
     def plan_request(self, request: PlanRequestEvent) -> None:
         """Plan the partition the request names, from the catalog alone: the request
@@ -213,7 +213,4 @@ class Planner:
             self.producer.produce(self.topic, key=key, value=event.to_json())
         if self.producer.flush(30) > 0:
             raise FirnError("plan-task events were not acknowledged", retryable=True)
-        for task in announced:
-            self._announced[(task.task_id, task.attempt)] = None
-        while len(self._announced) > ANNOUNCED_REMEMBERED:
-            self._announced.popitem(last=False)
+        self._announced.add((task.task_id, task.attempt) for task in announced)

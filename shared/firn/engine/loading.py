@@ -81,7 +81,9 @@ class LoadGroup:
         return self.packed.positions()
 
     def __len__(self) -> int:
-        return len(self.positions) if self.positions is not None else len(self.packed or ())
+        if self.positions is not None:
+            return len(self.positions)
+        return len(self.packed) if self.packed is not None else 0
 
 
 @dataclass(frozen=True)
@@ -102,19 +104,19 @@ class KeyPositions:
         """The positions, in the order the values are in."""
         return np.bitwise_and(self.values, self._mask()).view(np.int64)
 
-    def ordered(self) -> tuple[npt.NDArray[np.int64], bool]:
-        """The positions in key order, and whether any key appears twice. Sorted and
+    def ordered(self) -> npt.NDArray[np.int64] | None:
+        """The positions in key order, or None when a key appears twice. Sorted and
         unpacked in place, so this is called once, last: each fresh array of a
         20M-row load's group is tens of MB of memory to fault in. Positions are
-        distinct, so the values are too and the result is the same on a repeat."""
+        distinct, so the values stay distinct and ``positions()`` still holds after
+        a repeat was found."""
         packed = self.values
         packed.sort()
         position = self._mask()
-        repeated = bool(np.any((packed[1:] ^ packed[:-1]) <= position))
-        if repeated:
-            return self.positions(), True  # key_order names the repeat from these
+        if bool(np.any((packed[1:] ^ packed[:-1]) <= position)):
+            return None
         np.bitwise_and(packed, position, out=packed)
-        return packed.view(np.int64), False
+        return packed.view(np.int64)
 
     def _mask(self) -> np.uint64:
         return np.uint64((1 << self.bits) - 1)
@@ -255,8 +257,8 @@ def key_order(table: TableSchema, key_rows: Gather, group: LoadGroup) -> npt.NDA
     if not table.keyed:
         return group.rows
     if group.packed is not None:
-        in_order, repeated = group.packed.ordered()
-        if not repeated:
+        in_order = group.packed.ordered()
+        if in_order is not None:
             return in_order
         # A repeated key: the general path below finds and names it.
     key = list(table.primary_key)
