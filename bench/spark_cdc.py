@@ -10,7 +10,8 @@ keys per commit, a fifth deletes, a tenth of the upserts new keys).
 - **Firn**, in this process (the project's pyspark): the table made with the Python
   API, then ``df.write.format("firn").mode("overwrite")`` (load),
   ``.mode("append")`` with an ``_op`` column (each commit),
-  ``spark.read.format("firn")`` (reads), ``firn.compact(table, engine="spark",
+  ``spark.read.format("firn")`` and ``firn.spark.read`` (reads: the source alone,
+  and compacted splits handed to Spark's Parquet reader), ``firn.compact(table, engine="spark",
   spark=spark)`` (a major compaction as a Spark job in the same session).
 - **Iceberg** (``bench/spark_cdc_iceberg.py``, in ``.firn/spark-4.1``: no Iceberg
   runtime on Maven Central loads in pyspark 4.3), a Hadoop catalog in a temporary
@@ -60,6 +61,7 @@ from spark_cdc_workload import base, changes, read_time, summary, timed
 
 import firn
 import firn.spark
+import firn.spark.native
 from firn.engine.spark_session import spark_session
 from firn.iceberg.names import iceberg_name
 from firn.iceberg.publisher import DEFAULT_CATALOG, Publisher
@@ -170,6 +172,9 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             def read() -> Any:
                 return spark.read.format("firn").options(**options).load(NAME)
 
+            def read_native() -> Any:
+                return firn.spark.read(spark, NAME, **options)
+
             # The session's first write and read start its Python workers and ship
             # Firn's code to them (as Iceberg's side loads its classes): not timed.
             catalog.create_table(f"{NAME}_warm_up", SCHEMA, ["id"])
@@ -192,11 +197,17 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             )
             out["before"] = summary(read())
             out["read_before_s"] = read_time(read, args.runs)
+            out["native_before"] = summary(read_native())
+            out["read_before_native_s"] = read_time(read_native, args.runs)
             out["files_before"] = table.files().num_rows
             compacted = timed(lambda: firn.compact(table, engine="spark", spark=spark))
             out["compact_s"] = compacted
             out["after"] = summary(read())
             out["read_after_s"] = read_time(read, args.runs)
+            out["native_after"] = summary(read_native())
+            out["read_after_native_s"] = read_time(read_native, args.runs)
+            plan = firn.spark.native.plan_read(NAME, **options)
+            out["native_splits_after"] = [len(plan.native), len(plan.merging)]
             files = table.files().to_pylist()
             out["files_after"] = len(files)
             out["vectors_after"] = sum(1 for f in files if f["deletion_vector"])
@@ -320,6 +331,26 @@ def main() -> int:
             f"{f['from_python_s'] / f['read_after_s']:.0%})"
         )
     failures = 0
+    if "firn" in sides:
+        f = sides["firn"]
+        for when in ("before", "after"):
+            native = f[f"read_{when}_native_s"]
+            line = f"{'read_' + when + '_native':<22}{native:11.2f}s"
+            if "iceberg" in sides:
+                line += f"{sides['iceberg'][f'read_{when}_s']:11.2f}s"
+                line += f"   {native / sides['iceberg'][f'read_{when}_s']:.2f}x"
+            print(line)
+            same = f[f"native_{when}"] == f[when]
+            failures += not same
+            print(
+                f'{"PASS" if same else "FAIL"}: firn.spark.read agrees with format("firn") '
+                f"{when} compaction ({f[f'native_{when}']} against {f[when]})"
+            )
+        native, merging = f["native_splits_after"]
+        print(
+            f"  (firn.spark.read: compacted splits by Spark's Parquet reader, the rest by "
+            f"the firn source; after compaction {native} native, {merging} merging)"
+        )
     published = sides.get("firn", {}).get("read_published_s")
     if published is not None:
         f = sides["firn"]

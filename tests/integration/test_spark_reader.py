@@ -28,8 +28,10 @@ from pyspark.sql.types import StructType
 
 import firn
 import firn.spark
+import firn.spark.native
 from firn.catalog.expiry import expire
 from firn.engine.spark_session import spark_session
+from firn.errors import ConfigError
 from firn.settings import FirnSettings
 from firn.spark.reader import SplitPartition, firn_reader, read_schema
 from tests.changesets import (
@@ -227,6 +229,13 @@ def test_spark_reads_equal_the_model(
     older = data.draw(st.sampled_from(sorted(views)), label="snapshot")
     assert as_view(arrow(load(spark, settings, table.name, snapshot=older))) == views[older]
 
+    # firn.spark.read: compacted splits by Spark's Parquet reader, the rest merged.
+    native = firn.spark.read(spark, table.name, **connection(settings))
+    assert native.columns == table.schema.names
+    assert as_view(arrow(native)) == views[latest]
+    at_older = firn.spark.read(spark, table.name, snapshot=older, **connection(settings))
+    assert as_view(arrow(at_older)) == views[older]
+
     # Filters: Spark's, pushed into the scan (a fresh DataFrame per query, see
     # firn.spark.reader), and the same rows when Spark applies them itself.
     for e in scenario[4]:
@@ -406,6 +415,63 @@ def test_executors_skip_the_rows_a_deletion_vector_hides(
     older = keyed(arrow(load(spark, settings, table.name, snapshot=before)))
     assert older == keyed(table.read(snapshot=before))
     assert len(older) > len(model)
+
+
+def scans(df: DataFrame) -> tuple[bool, bool]:
+    """Whether the executed plan reads Parquet natively, and through the firn source."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    return "FileScan parquet" in plan, "PythonDataSource" in plan or "BatchScan" in plan
+
+
+def test_native_read_hands_compacted_splits_to_spark(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    table, model = orders(shared_catalog, f"native_{next(_names)}")
+    options = connection(settings)
+    # Unmerged changes over most splits: those merge in the firn source.
+    plan = firn.spark.native.plan_read(table.name, **options)
+    assert plan.merging
+    assert keyed(arrow(firn.spark.read(spark, table.name, **options))) == model
+
+    # Fully compacted: every split native.
+    firn.compact(table, kind="full", engine="local")
+    plan = firn.spark.native.plan_read(table.name, **options)
+    assert plan.native
+    assert not plan.merging
+    df = firn.spark.read(spark, table.name, **options)
+    assert scans(df) == (True, False)
+    assert keyed(arrow(df)) == model == keyed(table.read())
+
+    # A deletion vector on a base file, and one change: those two splits merge in
+    # the firn source, the others stay native; one snapshot for both.
+    entry = base_entries(table)[0]
+    (row,) = rows_at(table, entry, [0])
+    hide_rows(table, entry, [0])
+    model.pop((row["part"], row["k"]))
+    compacted = dict(model)
+    changed = next(k for k in model if k[0] != row["part"])
+    table.upsert(pa.Table.from_pylist([{**model[changed], "qty": -1}], ORDERS))
+    model[changed] = {**model[changed], "qty": -1}
+    plan = firn.spark.native.plan_read(table.name, **options)
+    assert len(plan.merging) == 2
+    assert plan.native
+    df = firn.spark.read(spark, table.name, **options)
+    assert scans(df) == (True, True)
+    assert keyed(arrow(df)) == model
+
+    # Columns, Spark's filters, and an older snapshot.
+    few = firn.spark.read(spark, table.name, columns=["k", "part"], **options)
+    assert few.columns == ["k", "part"]
+    assert sorted(r.k for r in few.where(F.col("part") == "b").collect()) == sorted(
+        k for (p, k) in model if p == "b"
+    )
+    older = firn.spark.read(spark, table.name, snapshot=plan.snapshot - 1, **options)
+    assert keyed(arrow(older)) == compacted
+
+    with pytest.raises(ConfigError, match=r"filter with \.where"):
+        firn.spark.read(spark, table.name, filter="k = 1", **options)
+    with pytest.raises(Exception, match="option splits must be all or merging"):
+        load(spark, settings, table.name, splits="some").collect()
 
 
 def test_a_loaded_dataframe_reads_the_snapshot_of_its_first_query(

@@ -82,6 +82,9 @@ class ReadOptions:
     """A filter in Firn's string form, applied (and pruned with) by the scan."""
     pushdown: bool = False
     """Take Spark's pushed filters (see the module doc for why not by default)."""
+    merging_only: bool = False
+    """Option ``splits=merging``: only the splits Spark cannot read natively
+    (``firn.spark.native``, which reads the others itself)."""
     settings: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -128,6 +131,16 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
     pushdown = str(lowered.get("pushdown", "false")).strip().lower()
     if pushdown not in ("true", "false"):
         raise ConfigError(f"option pushdown must be true or false, got {lowered['pushdown']!r}")
+    splits = str(lowered.get("splits", "all")).strip().lower()
+    if splits not in ("all", "merging"):
+        raise ConfigError(f"option splits must be all or merging, got {lowered['splits']!r}")
+    merged_rest = start is not None or lowered.get("filter") or pushdown == "true"
+    if splits == "merging" and (snapshot is None or merged_rest):
+        raise ConfigError(
+            "option splits=merging reads the merged view at a pinned snapshot (option "
+            "snapshot), with no filter or pushdown: firn.spark.read reads the other splits "
+            "of that snapshot"
+        )
     columns = None
     if lowered.get("columns"):
         columns = tuple(c.strip() for c in lowered["columns"].split(",") if c.strip())
@@ -139,6 +152,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         columns=columns,
         filter=lowered.get("filter") or None,
         pushdown=pushdown == "true",
+        merging_only=splits == "merging",
         settings={k: lowered[k] for k in SETTINGS if lowered.get(k)},
     )
 
@@ -295,6 +309,11 @@ class FirnReader(DataSourceReader):
             splits = self.plan(table).splits()
         finally:
             catalog.close()
+        if self.opts.merging_only:
+            from firn.spark.native import natively_readable
+
+            schema_id = self.definition.schema_id
+            splits = [s for s in splits if not natively_readable(s, schema_id)]
         return [SplitPartition(s) for s in splits]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
