@@ -158,7 +158,8 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"spark_version": spark.version}
     try:
         with bench_catalog() as catalog:
-            table = catalog.create_table(NAME, SCHEMA, ["id"])
+            properties = dict(p.split("=", 1) for p in args.firn_property)
+            table = catalog.create_table(NAME, SCHEMA, ["id"], properties=properties)
             settings = catalog.settings
             assert settings.database_url is not None
             options = {
@@ -293,11 +294,23 @@ def main() -> int:
     parser.add_argument("--iceberg-runtime", default=ICEBERG_RUNTIME, help="Maven coordinate")
     parser.add_argument("--only", choices=("firn", "iceberg"), help="run one side (no comparison)")
     parser.add_argument(
+        "--firn-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a property of Firn's table (repeatable), e.g. deletion-vectors.max-ratio=0: "
+        "compaction rewrites every base file it touches, so firn.spark.read hands every "
+        "compacted split to Spark's Parquet reader",
+    )
+    parser.add_argument(
         "--no-published",
         action="store_true",
         help="skip reading Firn's published Iceberg table with Iceberg's Spark runtime",
     )
     args = parser.parse_args()
+    malformed = [p for p in args.firn_property if "=" not in p]
+    if malformed:
+        parser.error(f"--firn-property takes KEY=VALUE, got {malformed}")
     sides: dict[str, dict[str, Any]] = {}
     if args.only != "iceberg":
         sides["firn"] = firn_side(args)
