@@ -8,8 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from firn.model.values import (
+    WHOLE_COLUMN_ROWS,
     column_to_json,
+    key_at,
     key_from_json,
+    keys_at,
     partition_path,
     partition_texts,
     to_arrow,
@@ -27,6 +30,26 @@ def test_json_round_trips_exactly_and_orders_like_arrow(kind: KeyKind, ns: list[
     arrow_order = pc.sort_indices(column).to_pylist()
     python_order = sorted(range(len(ns)), key=lambda i: decoded[i])
     assert [decoded[i] for i in python_order] == [decoded[i] for i in arrow_order]
+
+
+@given(
+    kinds=st.lists(st.sampled_from(KEY_KINDS), min_size=1, max_size=3),
+    ns=st.lists(st.integers(0, 200), min_size=1, max_size=30),
+    data=st.data(),
+)
+def test_keys_at_several_rows_equal_key_at_each(
+    kinds: list[KeyKind], ns: list[int], data: st.DataObject
+) -> None:
+    table = pa.table(
+        {f"k{j}": pa.array([k.value(n) for n in ns], k.type) for j, k in enumerate(kinds)}
+    )
+    names = table.column_names
+    rows = data.draw(st.lists(st.integers(0, len(ns) - 1), max_size=20), label="rows")
+    assert keys_at(table, names, rows) == [key_at(table, names, r) for r in rows]
+    # Past WHOLE_COLUMN_ROWS the rows are converted one by one: the same keys.
+    big = pa.concat_tables([table] * (WHOLE_COLUMN_ROWS // len(ns) + 1))
+    assert big.num_rows > WHOLE_COLUMN_ROWS
+    assert keys_at(big, names, rows) == [key_at(table, names, r) for r in rows]
 
 
 def test_nanosecond_timestamps_stay_exact() -> None:

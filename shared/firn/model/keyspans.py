@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from firn.model.values import key_at
+from firn.model.values import keys_at
 
 MAX_SPANS = 8
 """Spans a file records at most: eight pairs of keys is a few hundred bytes of catalog
@@ -52,17 +52,28 @@ def key_spans(
     if numbers is None:
         return None
     gaps = np.diff(numbers)
-    wide = max(float(np.median(gaps)), 1.0) * GAP_FACTOR
-    widest = np.argsort(gaps, kind="stable")[::-1][: limit - 1]
+    # One stable sort gives both the median gap and the widest ones (np.median sorts
+    # again, and its overhead was most of a small file's spans).
+    order = np.argsort(gaps, kind="stable")
+    wide = max(_median(gaps[order]), 1.0) * GAP_FACTOR
+    widest = order[::-1][: limit - 1]
     cuts = sorted(int(i) + 1 for i in widest if gaps[i] > wide)
     if not cuts:
         return None
     starts = [0, *cuts]
     ends = [*(c - 1 for c in cuts), n - 1]
-    return [
-        [key_at(rows, key_columns, s), key_at(rows, key_columns, e), e + 1 - s]
-        for s, e in zip(starts, ends, strict=True)
-    ]
+    keys = keys_at(rows, key_columns, [*starts, *ends])
+    spans = len(starts)
+    return [[keys[j], keys[spans + j], ends[j] + 1 - starts[j]] for j in range(spans)]
+
+
+def _median(ascending: np.ndarray) -> float:
+    """The median of sorted values, as ``np.median`` computes it (the mean of the two
+    middle values when there is an even number)."""
+    middle = len(ascending) // 2
+    if len(ascending) % 2:
+        return float(ascending[middle])
+    return (float(ascending[middle - 1]) + float(ascending[middle])) / 2
 
 
 def _leading_numbers(rows: pa.Table, key_columns: Sequence[str]) -> np.ndarray | None:
