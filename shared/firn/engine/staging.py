@@ -90,14 +90,22 @@ def split_changes(
         rows_in[partition] = rows_in.get(partition, 0) + len(ords)
     if keyed and split_rows:
         files = _small_partitions_whole(files, rows_in, split_rows)
+    # Every row's place in (key, _ord) order, from one sort of the whole change set:
+    # each file's positions are put in that order with numpy, not by a sort of its
+    # own (a sort and two takes per file were most of a small commit's split).
     sort_keys = [(c, "ascending") for c in (*table.primary_key, ORD)]
+    order = pc.sort_indices(changes, sort_keys=sort_keys).to_numpy()
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    upsert_columns = changes.select([*table.schema.names, ORD])
+    delete_columns = changes.select([*table.primary_key, ORD])
     out = []
     for (partition, node, op), parts in files.items():
         is_upsert = op == UPSERT
-        columns = [*table.schema.names, ORD] if is_upsert else [*table.primary_key, ORD]
         # _ord is the row position, so the ord list indexes the change set directly.
-        rows = changes.take(pa.concat_arrays(parts)).select(columns)
-        rows = rows.take(pc.sort_indices(rows, sort_keys=sort_keys))
+        positions = np.concatenate([p.to_numpy() for p in parts])
+        positions = positions[np.argsort(rank[positions], kind="stable")]
+        rows = (upsert_columns if is_upsert else delete_columns).take(positions)
         out.append(
             ChangeGroup(
                 partition_key=partition_path(table.partition_by, list(partition)),

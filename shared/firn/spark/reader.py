@@ -310,7 +310,7 @@ class FirnReader(DataSourceReader):
         finally:
             catalog.close()
         if self.opts.merging_only:
-            from firn.spark.native import natively_readable
+            from firn.spark.handoff import natively_readable
 
             schema_id = self.definition.schema_id
             splits = [s for s in splits if not natively_readable(s, schema_id)]
