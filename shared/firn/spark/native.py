@@ -21,7 +21,7 @@ What ``read`` builds, at one snapshot (the latest unless ``snapshot`` is given):
 Filters: apply them with ``.where`` on the result. Spark pushes them into its Parquet
 scan of the native part; the ``firn`` part gets them as any read without pushdown
 does (the rows are right, read unpruned). The driver's process reaches the catalog
-(to plan the split), as ``firn.spark.register`` does.
+(to plan the read), as ``firn.spark.register`` does.
 """
 
 from __future__ import annotations
