@@ -51,13 +51,8 @@ class ReadPlan:
     snapshot: int
     schema: pa.Schema
     """The columns returned."""
-    schema_id: int
     native: tuple[Split, ...]
     merging: tuple[Split, ...]
-
-    @property
-    def native_files(self) -> int:
-        return sum(1 for s in self.native for e in s.files if e.store == "base")
 
 
 def plan_read(
@@ -80,14 +75,16 @@ def plan_read(
         splits = scan.splits()
     finally:
         catalog.close()
-    native = tuple(s for s in splits if natively_readable(s, definition.schema_id))
+    native: list[Split] = []
+    merging: list[Split] = []
+    for split in splits:
+        (native if natively_readable(split, definition.schema_id) else merging).append(split)
     return ReadPlan(
         table=opts.table,
         snapshot=scan.snapshot,
         schema=_chosen(definition, opts),
-        schema_id=definition.schema_id,
-        native=native,
-        merging=tuple(s for s in splits if not natively_readable(s, definition.schema_id)),
+        native=tuple(native),
+        merging=tuple(merging),
     )
 
 
