@@ -23,11 +23,12 @@ best of each counts: on this VM whichever runs first into memory the guest has n
 used lately pays for it (``warm``), and its speed drifts by a third from minute to
 minute; each contender's first load is reported too. Every read is checked against
 the rows the model says are live (its row count, and the key set at the smallest
-size). One JSON object on stdout, per size: seconds, seconds per million base rows,
-and each ratio to its floor; ``--out`` writes it too. The file layout after each
-stage (base files, deletion vectors, row groups) is reported, so the trade a layout
-makes is visible. Each timed stage first touches ``--warm-gib`` of memory (see
-``warm``).
+size). Each size runs in a fresh process of its own (``--one-process``: all in this
+one), so no size runs in a heap an earlier size grew. One JSON object on stdout, per
+size: seconds, seconds per million base rows, and each ratio to its floor; ``--out``
+writes it too. The file layout after each stage (base files, deletion vectors, row
+groups) is reported, so the trade a layout makes is visible. Each timed stage first
+touches ``--warm-gib`` of memory (see ``warm``).
 
     .venv/bin/python bench/scale.py --sizes 5M,20M           # ~5 min
     .venv/bin/python bench/scale.py --sizes 5M,20M,50M --out scale.json
@@ -47,6 +48,7 @@ import gc
 import json
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -271,17 +273,30 @@ def main() -> None:
         "deletion-vectors.max-ratio=0 to rewrite every base file a fold touches",
     )
     parser.add_argument("--out", default=None)
+    parser.add_argument(
+        "--one-process",
+        action="store_true",
+        help="run every size in this process (default: each size in a fresh one)",
+    )
     args = parser.parse_args()
     args.properties = parse_properties(args.property)
     global WARM_GIB
     largest = max(size(text) for text in args.sizes.split(","))
     WARM_GIB = args.warm_gib if args.warm_gib is not None else 2 * largest * 52 / (1 << 30)
+    sizes = args.sizes.split(",")
     results = []
-    with bench_catalog() as catalog:
-        for text in args.sizes.split(","):
-            result = one_size(catalog, size(text), args)
-            print(json.dumps(result), flush=True)
-            results.append(result)
+    if len(sizes) > 1 and not args.one_process:
+        # Each size in a fresh process: the smaller sizes' work leaves the allocator's
+        # heap and the guest's memory in a state that taxes the next size , and
+        # growth is about the workload, not about what ran before it.
+        for text in sizes:
+            results.append(_size_in_fresh_process(text))
+    else:
+        with bench_catalog() as catalog:
+            for text in sizes:
+                result = one_size(catalog, size(text), args)
+                print(json.dumps(result), flush=True)
+                results.append(result)
     if len(results) > 1:
         first = results[0]
         for r in results[1:]:
@@ -293,6 +308,32 @@ def main() -> None:
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
     sys.exit(0)
+
+
+def _size_in_fresh_process(text: str) -> dict[str, Any]:
+    """One size's result, measured by this script in a process of its own (the same
+    arguments, only that size)."""
+    argv = sys.argv[1:]
+    kept: list[str] = []
+    skip = False
+    for arg in argv:  # drop --sizes and --out (the parent reports and writes)
+        if skip:
+            skip = False
+        elif arg in ("--sizes", "--out"):
+            skip = True
+        elif not arg.startswith(("--sizes=", "--out=")):
+            kept.append(arg)
+    if not any(arg.startswith("--warm-gib") for arg in kept):
+        kept += ["--warm-gib", str(WARM_GIB)]  # as much as the largest size's run warms
+    done = subprocess.run(
+        [sys.executable, __file__, *kept, "--sizes", text, "--one-process"],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    print(json.dumps(result), flush=True)
+    return result
 
 
 if __name__ == "__main__":
