@@ -119,6 +119,7 @@ def test_a_cluster_without_firn_reads_a_table(
             "database_url": settings.database_url.get_secret_value(),  # type: ignore[union-attr]
             "database_schema": settings.database_schema,
             "older": str(older),
+            "partition_rows": "1",  # one split a task: the tasks count the splits
         }
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"

@@ -292,7 +292,10 @@ def test_pushed_filters_prune_splits_and_files(
 ) -> None:
     table, model = orders(shared_catalog, f"pruned_{next(_names)}")
     whole = len(table.scan().splits())
-    assert load(spark, settings, table.name).rdd.getNumPartitions() == whole == 12
+    # One split a Spark task (partition_rows 1), so that the tasks count the splits.
+    one = {"partition_rows": "1"}
+    assert load(spark, settings, table.name, **one).rdd.getNumPartitions() == whole == 12
+    assert load(spark, settings, table.name).rdd.getNumPartitions() == 1  # small: packed
 
     # One partition: its splits only; one whole key: one split.
     for condition, firn_filter, expected_splits in [
@@ -306,15 +309,15 @@ def test_pushed_filters_prune_splits_and_files(
         expected = keyed(scan.to_arrow())
         assert expected == {k: model[k] for k in expected}
         assert expected
-        pushed = load(spark, settings, table.name, pushdown="true").where(condition)
+        pushed = load(spark, settings, table.name, pushdown="true", **one).where(condition)
         assert pushed.rdd.getNumPartitions() == len(scan.splits()), firn_filter
         assert keyed(arrow(pushed)) == expected
         # The same filter as a read option.
-        given = load(spark, settings, table.name, filter=firn_filter)
+        given = load(spark, settings, table.name, filter=firn_filter, **one)
         assert given.rdd.getNumPartitions() == len(scan.splits())
         assert keyed(arrow(given)) == expected
         # Without pushdown Spark reads every split and filters itself: same rows.
-        plain = load(spark, settings, table.name).where(condition)
+        plain = load(spark, settings, table.name, **one).where(condition)
         assert plain.rdd.getNumPartitions() == whole
         assert keyed(arrow(plain)) == expected
 
@@ -329,7 +332,7 @@ def test_pushed_filters_prune_splits_and_files(
     assert [str(f) for f in reader.filters[:2]] == ["part = 'a'", "k = 9"]
     partitions = reader.partitions()
     assert all(isinstance(p, SplitPartition) for p in partitions)
-    files = {e.path for p in partitions for e in p.split.files}  # type: ignore[attr-defined]
+    files = {e.path for p in partitions for s in p.splits for e in s.files}  # type: ignore[attr-defined]
     report = table.scan(filter="part = 'a' and k = 9").explain()
     assert len(files) == report.files_kept < report.files
 
@@ -391,7 +394,7 @@ def test_a_snapshot_read_during_a_compaction(
     assert summary["plans"], summary
     assert table.current_snapshot() > before
     # The planned splits still read `before`, whose files the compaction replaced.
-    replaced = {e.path for p in partitions for e in p.split.files}  # type: ignore[attr-defined]
+    replaced = {e.path for p in partitions for s in p.splits for e in s.files}  # type: ignore[attr-defined]
     assert replaced - set(table.files().column("path").to_pylist())
     rows = [b for p in partitions for b in reader.read(p)]
     assert keyed(pa.Table.from_batches(rows)) == model

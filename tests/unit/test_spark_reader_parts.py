@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyspark.sql import datasource as sds
 from pyspark.sql.types import (
     DateType,
@@ -24,10 +26,14 @@ from pyspark.sql.types import (
 )
 
 from firn.engine.shipping import firn_zip
+from firn.engine.splits import Split
 from firn.errors import ConfigError
+from firn.model.files import FileEntry
 from firn.model.filters import ArrowFilter, Compare, In, IsNull, Not, to_expression
+from firn.model.schema import TableSchema
+from firn.model.tree import ROOT
 from firn.spark.pushdown import always, convert, exact_for_changes, push
-from firn.spark.reader import read_options, spark_type
+from firn.spark.reader import PARTITION_ROWS, packed, read_options, spark_type
 
 SCHEMA = pa.schema(
     [
@@ -119,6 +125,8 @@ def test_read_options() -> None:
     assert changes.changes
     assert changes.end_snapshot is None
     assert changes.pushdown
+    assert opts.partition_rows == PARTITION_ROWS
+    assert read_options({"path": "t", "partition_rows": "1"}).partition_rows == 1
 
 
 @pytest.mark.parametrize(
@@ -130,11 +138,32 @@ def test_read_options() -> None:
         ({"path": "t", "snapshot": "1", "start_snapshot": "0"}, "one or the other"),
         ({"path": "t", "end_snapshot": "3"}, "needs start_snapshot"),
         ({"path": "t", "pushdown": "maybe"}, "true or false"),
+        ({"path": "t", "partition_rows": "0"}, "at least 1"),
+        ({"path": "t", "partition_rows": "1e6"}, "whole number"),
     ],
 )
 def test_bad_read_options_are_refused(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         read_options(options)
+
+
+def split_of(i: int, rows: int) -> Split:
+    table = TableSchema("t", pa.schema([pa.field("id", pa.int64(), False)]), ("id",))
+    entry = FileEntry(i, "", "base", "B", ROOT, 0, f"f{i}", 1, rows, None, None, 1)
+    return Split("/t", table, (entry,), {"": 0}, ("id",))
+
+
+@given(st.lists(st.integers(0, 12), max_size=30), st.integers(1, 20))
+def test_small_splits_are_packed_into_tasks_in_order(sizes: list[int], limit: int) -> None:
+    splits = [split_of(i, rows) for i, rows in enumerate(sizes)]
+    groups = packed(splits, limit)
+    assert [s for g in groups for s in g] == splits  # each split once, in order
+    held = [sum(s.rows for s in g) for g in groups]
+    for group, rows in zip(groups, held, strict=True):
+        assert group
+        assert rows <= limit or len(group) == 1
+    for rows, following in zip(held, groups[1:], strict=False):
+        assert rows + following[0].rows > limit  # a group ends only when full
 
 
 def test_spark_types_of_firn_columns() -> None:

@@ -9,8 +9,8 @@
     df.writeStream.format("firn").option("checkpointLocation", ...).start("orders")
 
 The class only delegates. Reading lives in ``firn.spark.reader``: Spark plans the
-splits in a Python worker on the driver's machine and reads one split per Spark
-partition on executors. Spark calls ``writer``/``streamWriter`` and
+splits in a Python worker on the driver's machine and reads one split (or a few small
+ones) per Spark partition on executors. Spark calls ``writer``/``streamWriter`` and
 ``commit``/``abort`` in Python workers on the driver's machine (``firn.spark.jobs``:
 the catalog is reached there), and ``write`` in tasks on executors
 (``firn.spark.tasks``: files only). The data source class and the writers are
