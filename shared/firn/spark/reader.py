@@ -298,8 +298,8 @@ class SplitPartition(InputPartition):
 
 
 def packed(splits: Sequence[Split], rows: int) -> list[tuple[Split, ...]]:
-    """Consecutive splits grouped while a group holds fewer than ``rows`` rows in its
-    files; a split of ``rows`` or more is a group of its own. Order is kept."""
+    """Consecutive splits grouped as long as a group's files hold at most ``rows``
+    rows; a split of more is a group of its own. Order is kept."""
     groups: list[tuple[Split, ...]] = []
     current: list[Split] = []
     held = 0
