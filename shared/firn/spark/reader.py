@@ -109,30 +109,23 @@ class ReadOptions:
 
 
 def _snapshot(options: Mapping[str, str], name: str) -> int | None:
+    return _integer(options, name, 0, "a snapshot id (an integer)", "a snapshot id (>= 0)")
+
+
+def _integer(
+    options: Mapping[str, str], name: str, least: int, not_integer: str, too_small: str
+) -> int | None:
+    """Option ``name`` as an integer of at least ``least`` (None: not given); the two
+    texts say what it must be when it is not an integer, or is too small."""
     text = options.get(name)
     if text is None or str(text).strip() == "":
         return None
     try:
         value = int(str(text).strip())
     except ValueError:
-        raise ConfigError(
-            f"option {name} must be a snapshot id (an integer), got {text!r}"
-        ) from None
-    if value < 0:
-        raise ConfigError(f"option {name} must be a snapshot id (>= 0), got {value}")
-    return value
-
-
-def _count(options: Mapping[str, str], name: str, default: int) -> int:
-    text = options.get(name)
-    if text is None or str(text).strip() == "":
-        return default
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise ConfigError(f"option {name} must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise ConfigError(f"option {name} must be at least 1, got {value}")
+        raise ConfigError(f"option {name} must be {not_integer}, got {text!r}") from None
+    if value < least:
+        raise ConfigError(f"option {name} must be {too_small}, got {value}")
     return value
 
 
@@ -165,7 +158,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
             "snapshot), with no filter or pushdown: firn.spark.read reads the other splits "
             "of that snapshot"
         )
-    partition_rows = _count(lowered, "partition_rows", PARTITION_ROWS)
+    partition_rows = _integer(lowered, "partition_rows", 1, "a whole number", "at least 1")
     columns = None
     if lowered.get("columns"):
         columns = tuple(c.strip() for c in lowered["columns"].split(",") if c.strip())
@@ -178,7 +171,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         filter=lowered.get("filter") or None,
         pushdown=pushdown == "true",
         merging_only=splits == "merging",
-        partition_rows=partition_rows,
+        partition_rows=PARTITION_ROWS if partition_rows is None else partition_rows,
         settings={k: lowered[k] for k in SETTINGS if lowered.get(k)},
     )
 
