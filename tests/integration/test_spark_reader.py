@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,6 +34,7 @@ from firn.catalog.expiry import expire
 from firn.engine.spark_session import spark_session
 from firn.errors import ConfigError
 from firn.settings import FirnSettings
+from firn.spark import jvm
 from firn.spark.reader import SplitPartition, firn_reader, read_schema
 from tests.changesets import (
     KEY_KINDS,
@@ -250,6 +252,119 @@ def test_spark_reads_equal_the_model(
     assert changes.columns == [*table.schema.names, "_op", "_seq", "_ord"]
     got = arrow(changes).sort_by([("_seq", "ascending"), ("_ord", "ascending")])
     assert got.to_pylist() == table.changes(start, end).to_arrow().to_pylist()
+
+
+# -- the JVM merge reader ------------------------------------------------------------
+
+
+def merged_by_jvm(df: DataFrame) -> bool:
+    """Whether the DataFrame's plan reads splits with the JVM merge reader."""
+    return f"BatchScan {jvm.FORMAT}" in df._jdf.queryExecution().executedPlan().toString()
+
+
+def jvm_splits(name: str, options: dict[str, str], **read: Any) -> int:
+    """How many splits of a read the JVM reader takes (firn.spark.jvm.jvm_mergeable)."""
+    plan = firn.spark.native.plan_read(name, **read, **options)
+    return sum(jvm.jvm_mergeable(s, plan.schema_id) for s in plan.merging)
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    kind=st.sampled_from([k for k in KEY_KINDS if pa.types.is_integer(k.type)]),
+    table=st.data(),
+    data=st.data(),
+)
+def test_the_jvm_reader_merges_as_the_model(
+    spark: SparkSession,
+    settings: FirnSettings,
+    shared_catalog: firn.Catalog,
+    kind: KeyKind,
+    table: st.DataObject,
+    data: st.DataObject,
+) -> None:
+    """Partitioned tables keyed (part, k) with an integer k: every split that merges
+    goes to the JVM reader (files at several tree levels, a small commit's files at
+    the partition's root, same-commit delete-then-insert, deletion vectors, minor
+    compactions' change files with rows of their own seq), at the latest snapshot
+    and an older one, all columns and a few without the key."""
+    assert jvm.loaded(spark), "the JVM merge reader's jar is not built (make setup)"
+    properties, steps = table.draw(evolving_table(kind))
+    steps.append(("commit", table.draw(operations(kind))))
+    played, views = play(shared_catalog, (kind, properties, True, steps, []))
+    options = connection(settings)
+    latest = played.current_snapshot()
+    older = data.draw(st.sampled_from(sorted(views)), label="snapshot")
+    for snapshot in (latest, older):
+        df = firn.spark.read(spark, played.name, snapshot=snapshot, **options)
+        assert merged_by_jvm(df) == (jvm_splits(played.name, options, snapshot=snapshot) > 0)
+        assert as_view(arrow(df)) == views[snapshot]
+    few = firn.spark.read(spark, played.name, columns=["qty", "label"], **options)
+    assert few.columns == ["qty", "label"]
+    expected = Counter((r["qty"], r["label"]) for r in views[latest].values())
+    assert Counter((r.qty, r.label) for r in few.collect()) == expected
+
+
+def test_the_jvm_reader_on_a_table_keyed_by_one_column(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    """Unpartitioned, keyed by one int32 column: a load, a small commit (its files at
+    the root, read by every split), a large one split by node, a compaction that
+    leaves deletion vectors, then more changes; every read by the JVM reader."""
+    schema = pa.schema(
+        [
+            pa.field("k", pa.int32(), nullable=False),
+            pa.field("v", pa.string()),
+            pa.field("x", pa.float64()),
+        ]
+    )
+    table = shared_catalog.create_table(
+        f"jvm_one_key_{next(_names)}",
+        schema,
+        ["k"],
+        properties={
+            "base.buckets": 4,
+            "change.split-rows": 100,
+            "deletion-vectors.max-ratio": 0.9,
+            "deletion-vectors.min-file-bytes": 1,
+        },
+    )
+    model = {k: (f"v{k}", k / 2) for k in range(0, 3000)}
+    table.load(rows(schema, model))
+    options = connection(settings)
+
+    def commit(upserts: dict[int, tuple[str | None, float | None]], deletes: list[int]) -> None:
+        ops = [(k, *v, "U") for k, v in upserts.items()] + [(k, None, None, "D") for k in deletes]
+        table.commit(
+            pa.Table.from_pylist(
+                [{"k": k, "v": v, "x": x, "_op": op} for k, v, x, op in ops],
+                pa.schema([*schema, pa.field("_op", pa.string())]),
+            )
+        )
+        model.update(upserts)  # then the deletes, which come later in the change set
+        for k in deletes:
+            model.pop(k, None)
+
+    def check() -> None:
+        df = firn.spark.read(spark, table.name, **options)
+        assert merged_by_jvm(df)
+        assert {r.k: (r.v, r.x) for r in df.collect()} == model
+
+    commit({5: ("five", None), 4000: ("new", 1.0)}, [6, 7, 99999])  # small: at the root
+    check()
+    commit({k: (f"w{k}", None) for k in range(0, 3000, 7)}, list(range(1, 3000, 11)))  # by node
+    check()
+    firn.compact(table, kind="major", engine="local")
+    assert any(f["deletion_vector"] for f in table.files().to_pylist())
+    commit({6: ("back", 6.0)}, [8])
+    check()
+
+
+def rows(schema: pa.Schema, model: dict[int, tuple[Any, ...]]) -> pa.Table:
+    return pa.Table.from_pylist([{"k": k, "v": v, "x": x} for k, (v, x) in model.items()], schema)
 
 
 # -- pruning, columns, SQL, snapshots, bad input ------------------------------------
@@ -474,7 +589,7 @@ def test_native_read_hands_compacted_splits_to_spark(
 
     with pytest.raises(ConfigError, match=r"filter with \.where"):
         firn.spark.read(spark, table.name, filter="k = 1", **options)
-    with pytest.raises(Exception, match="option splits must be all or merging"):
+    with pytest.raises(Exception, match="option splits must be all, merging or python"):
         load(spark, settings, table.name, splits="some").collect()
 
 

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from firn.engine.jars import merge_jar
 from firn.settings import FirnSettings
 
 if TYPE_CHECKING:
@@ -44,9 +45,16 @@ def is_local(master: str) -> bool:
 
 
 def session_conf(settings: FirnSettings) -> dict[str, str]:
-    """The Spark settings a session for ``settings`` is built with."""
+    """The Spark settings a session for ``settings`` is built with. The JVM merge
+    reader's jar (``firn.spark.jvm``), when built, is added to ``spark.jars`` (Spark
+    ships it to the executors)."""
     local = _LOCAL_DEFAULTS if is_local(settings.spark_master) else {}
-    return {**_DEFAULTS, **local, **settings.spark_conf}
+    conf = {**_DEFAULTS, **local, **settings.spark_conf}
+    jar = merge_jar()
+    if jar is not None:
+        given = conf.get("spark.jars", "")
+        conf["spark.jars"] = f"{given},{jar}" if given else str(jar)
+    return conf
 
 
 def worker_python(settings: FirnSettings) -> str | None:

@@ -5,14 +5,30 @@ the same way."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-
 from firn.engine.scan import unmerged_changes
 from firn.engine.splits import Split
+from firn.spark.jvm import alike, jvm_mergeable
 
 MERGING = "merging"
 """The ``firn`` source's ``splits`` option value that keeps only the splits
 ``natively_readable`` refuses."""
+
+PYTHON = "python"
+"""The ``splits`` option value that keeps only the splits neither Spark's Parquet
+reader nor the JVM merge reader (``firn.spark.jvm``) takes: what ``firn.spark.read``
+asks of the ``firn`` source when the session has the JVM reader."""
+
+
+def kept(split: Split, schema_id: int, splits: str) -> bool:
+    """Whether a ``firn`` read with option ``splits`` (all, merging, python) reads
+    ``split``: the one rule that parts a snapshot's splits among the readers."""
+    if splits == "all":
+        return True
+    if natively_readable(split, schema_id):
+        return False
+    if splits == PYTHON:
+        return not jvm_mergeable(split, schema_id)
+    return True
 
 
 def natively_readable(split: Split, schema_id: int) -> bool:
@@ -23,8 +39,9 @@ def natively_readable(split: Split, schema_id: int) -> bool:
     column types read alike, and a local location (Spark names object stores its own
     way: ``s3a://``).
 
-    A deletion vector keeps its split with the ``firn`` source: dropping its rows in
-    Spark (each row tagged with ``_metadata.row_index``, a broadcast anti join on the
+    A deletion vector keeps its split from Spark's reader (the JVM merge reader or
+    the ``firn`` source read it): dropping its rows in Spark (each row tagged with
+    ``_metadata.row_index``, a broadcast anti join on the
     hidden positions) was slower than the source, not faster: 5M rows in four files,
     200k hidden in each, ``local[2]``: 8-11 s against 3.6 s for the plain Parquet
     read, the tagging alone 5.3 s."""
@@ -37,22 +54,4 @@ def natively_readable(split: Split, schema_id: int) -> bool:
     base = [e for e in split.files if e.store == "base"]
     if any(e.schema_id != schema_id or e.deletion_vector is not None for e in base):
         return False
-    return all(_alike(split.table.schema.field(n).type) for n in split.columns)
-
-
-def _alike(t: pa.DataType) -> bool:
-    """Types Spark's Parquet reader returns as the ``firn`` source does (``spark_type``):
-    not unsigned 64-bit, nanosecond timestamps, nested or dictionary types."""
-    if pa.types.is_timestamp(t):
-        return t.unit in ("ms", "us")
-    return (
-        (pa.types.is_integer(t) and not pa.types.is_uint64(t))
-        or pa.types.is_floating(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_date32(t)
-        or pa.types.is_decimal(t)
-    )
+    return all(alike(split.table.schema.field(n).type) for n in split.columns)

@@ -14,9 +14,12 @@ What ``read`` builds, at one snapshot (the latest unless ``snapshot`` is given):
   current schema version, column types Spark's Parquet reader reads as the source
   would, no deletion vector, on local storage) become one ``spark.read.parquet`` of
   their base files;
+- the splits that merge go to the JVM merge reader (``firn.spark.jvm``) when the
+  session has its jar and ``jvm_mergeable`` accepts them;
 - the other splits are read by the ``firn`` source with option ``splits=merging``
-  (it plans the same scan and keeps exactly those), pinned to the same snapshot;
-- the two are one DataFrame (``unionByName``).
+  (``python`` when the JVM reader takes some; it plans the same scan and keeps
+  exactly those, ``firn.spark.handoff.kept``), pinned to the same snapshot;
+- the parts are one DataFrame (``unionByName``).
 
 Filters: apply them with ``.where`` on the result. Spark pushes them into its Parquet
 scan of the native part; the ``firn`` part gets them as any read without pushdown
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import posixpath
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -37,8 +41,16 @@ import pyarrow as pa
 
 from firn.engine.splits import Split
 from firn.errors import ConfigError
-from firn.spark.handoff import MERGING, natively_readable
-from firn.spark.reader import SETTINGS, ReadOptions, read_options, spark_schema
+from firn.spark import jvm
+from firn.spark.handoff import MERGING, PYTHON, natively_readable
+from firn.spark.reader import (
+    PARTITION_ROWS,
+    SETTINGS,
+    ReadOptions,
+    packed,
+    read_options,
+    spark_schema,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -58,6 +70,8 @@ class ReadPlan:
     """The columns returned."""
     native: tuple[Split, ...]
     merging: tuple[Split, ...]
+    schema_id: int = 0
+    """The schema version the read is of."""
 
 
 def plan_read(
@@ -90,6 +104,7 @@ def plan_read(
         schema=_chosen(definition, opts),
         native=tuple(native),
         merging=tuple(merging),
+        schema_id=definition.schema_id,
     )
 
 
@@ -110,9 +125,18 @@ def read(
     parts = []
     if plan.native:
         parts.append(_native_rows(spark, plan, schema))
-    if plan.merging or not parts:
+    python = plan.merging
+    if plan.merging and jvm.loaded(spark):
+        merged_by_jvm = [s for s in plan.merging if jvm.jvm_mergeable(s, plan.schema_id)]
+        python = tuple(s for s in plan.merging if s not in merged_by_jvm)
+        if merged_by_jvm:
+            parts.append(_jvm_rows(spark, plan, merged_by_jvm))
+    if python or not parts:
+        # The firn source plans the same snapshot and keeps the splits no other part
+        # reads, by the same rule (firn.spark.handoff.kept).
+        which = MERGING if python is plan.merging else PYTHON
         reader = spark.read.format("firn").options(**_settings(options))
-        reader = reader.option("snapshot", str(plan.snapshot)).option("splits", MERGING)
+        reader = reader.option("snapshot", str(plan.snapshot)).option("splits", which)
         parts.append(reader.option("columns", ",".join(plan.schema.names)).load(plan.table))
     return functools.reduce(lambda a, b: a.unionByName(b), parts)
 
@@ -139,6 +163,14 @@ def _options(
 
 def _settings(options: dict[str, str]) -> dict[str, str]:
     return {k: str(v) for k, v in options.items() if k in SETTINGS}
+
+
+def _jvm_rows(spark: SparkSession, plan: ReadPlan, splits: Sequence[Split]) -> DataFrame:
+    """The rows of ``splits``, merged by the JVM reader, several small splits a task
+    as the ``firn`` source packs them."""
+    tasks = packed(splits, PARTITION_ROWS)
+    text = jvm.read_plan(tasks, plan.schema, lambda s: json.loads(spark_schema(s).json()))
+    return spark.read.format(jvm.FORMAT).option("plan", text).load()
 
 
 def _native_rows(spark: SparkSession, plan: ReadPlan, schema: Any) -> DataFrame:

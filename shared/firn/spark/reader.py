@@ -91,9 +91,10 @@ class ReadOptions:
     """A filter in Firn's string form, applied (and pruned with) by the scan."""
     pushdown: bool = False
     """Take Spark's pushed filters (see the module doc for why not by default)."""
-    merging_only: bool = False
-    """Option ``splits=merging``: only the splits Spark cannot read natively
-    (``firn.spark.native``, which reads the others itself)."""
+    splits: str = "all"
+    """Option ``splits``: ``merging``, only the splits Spark cannot read natively
+    (``firn.spark.native``, which reads the others itself); ``python``, only those
+    the JVM merge reader does not take either (``firn.spark.handoff.kept``)."""
     partition_rows: int = PARTITION_ROWS
     """Option ``partition_rows``: smaller splits are read several to a Spark task."""
     settings: dict[str, str] = field(default_factory=dict)
@@ -149,12 +150,14 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
     if pushdown not in ("true", "false"):
         raise ConfigError(f"option pushdown must be true or false, got {lowered['pushdown']!r}")
     splits = str(lowered.get("splits", "all")).strip().lower()
-    if splits not in ("all", "merging"):
-        raise ConfigError(f"option splits must be all or merging, got {lowered['splits']!r}")
-    merged_rest = start is not None or lowered.get("filter") or pushdown == "true"
-    if splits == "merging" and (snapshot is None or merged_rest):
+    if splits not in ("all", "merging", "python"):
         raise ConfigError(
-            "option splits=merging reads the merged view at a pinned snapshot (option "
+            f"option splits must be all, merging or python, got {lowered['splits']!r}"
+        )
+    merged_rest = start is not None or lowered.get("filter") or pushdown == "true"
+    if splits != "all" and (snapshot is None or merged_rest):
+        raise ConfigError(
+            f"option splits={splits} reads the merged view at a pinned snapshot (option "
             "snapshot), with no filter or pushdown: firn.spark.read reads the other splits "
             "of that snapshot"
         )
@@ -170,7 +173,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         columns=columns,
         filter=lowered.get("filter") or None,
         pushdown=pushdown == "true",
-        merging_only=splits == "merging",
+        splits=splits,
         partition_rows=PARTITION_ROWS if partition_rows is None else partition_rows,
         settings={k: lowered[k] for k in SETTINGS if lowered.get(k)},
     )
@@ -350,11 +353,11 @@ class FirnReader(DataSourceReader):
             splits = self.plan(table).splits()
         finally:
             catalog.close()
-        if self.opts.merging_only:
-            from firn.spark.handoff import natively_readable
+        if self.opts.splits != "all":
+            from firn.spark.handoff import kept
 
             schema_id = self.definition.schema_id
-            splits = [s for s in splits if not natively_readable(s, schema_id)]
+            splits = [s for s in splits if kept(s, schema_id, self.opts.splits)]
         return [SplitPartition(group) for group in packed(splits, self.opts.partition_rows)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

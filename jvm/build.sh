@@ -1,0 +1,15 @@
+#!/bin/sh
+# Builds firn-merge.jar (the JVM reader of splits that merge) with javac against the
+# jars of the installed pyspark: no Maven, no download. Usage: jvm/build.sh [python]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+python=${1:-"$here/../.venv/bin/python"}
+jars=$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+out="$here/../shared/firn/spark/jars"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+javac -nowarn --release 17 -d "$work/classes" -cp "$jars/*" $(find "$here/src" -name '*.java')
+cp -r "$here/resources/." "$work/classes/"
+mkdir -p "$out"
+jar --create --file "$out/firn-merge.jar" -C "$work/classes" .
+echo "$out/firn-merge.jar"

@@ -1,0 +1,454 @@
+package org.firn.spark;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.Arrays;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapred.FileSplit;
+import org.apache.hadoop.mapreduce.TaskAttemptID;
+import org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl;
+import org.apache.parquet.hadoop.ParquetInputFormat;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetReadSupport;
+import org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import scala.Option;
+
+/**
+ * The merged rows of one split, by Firn's merge rule: among the change rows of a key whose
+ * seq is above its partition's max_merged_seq, the greatest LSN {@code (seq, _ord)} wins; an
+ * upsert gives its row, a delete gives nothing; a key without such a row keeps its base row.
+ *
+ * <p>How: the change files are read first (they are the small side) and each key's winner
+ * kept in a hash map, its row copied when it is an upsert; then the base files are streamed
+ * with Spark's vectorised Parquet reader, batch by batch, each without the rows whose keys
+ * have a winner ({@link SelectedColumnVector}: nothing copied); then the winning upserts.
+ * The key is one integer column.
+ *
+ * <p>A base file's rows are in key order (loads and compactions write them so), so whether
+ * a base key has a winner is found by walking the winners' sorted keys beside the file, not
+ * by probing the hash map: a probe of a map of a few hundred thousand keys misses the CPU's
+ * caches twice, and 5M such probes were most of a read's time.
+ */
+final class SplitReader implements PartitionReader<ColumnarBatch> {
+  static final String SEQ = "_seq";
+  static final String ORD = "_ord";
+  private static final int BATCH_ROWS = 4096;
+  /** Hadoop's defaults, parsed once per executor JVM and copied per reader. */
+  private static final Configuration DEFAULTS = new Configuration();
+  private static final long[] NONE_HIDDEN = new long[0];
+  private static final StructType VECTOR_SCHEMA =
+      new StructType().add("pos", DataTypes.LongType, false);
+
+  private final ReadPlan.Split split;
+  /** The columns returned. */
+  private final StructType schema;
+  /** What a base file is read as: the returned columns, then the key if not among them. */
+  private final StructType dataSchema;
+  private final int keyColumn;
+  /** What an insert file is read as: the data columns, then _ord and _seq. */
+  private final StructType insertSchema;
+  /** What a delete file is read as: the key, _ord and _seq. */
+  private final StructType deleteSchema;
+  private final UnsafeProjection copy;
+  private final Configuration conf = readerConf();
+
+  private Winners winners;
+  private SortedKeys changed;
+  private InternalRow[] upserts;
+  private int upsertsSent;
+  private int baseFile = -1;
+  private VectorizedParquetRecordReader base;
+  /** The rows of the base file being read that its deletion vector hides, ascending. */
+  private long[] hidden = NONE_HIDDEN;
+  private int hiddenCursor;
+  /** The position in its file of the first row of the next base batch. */
+  private long position;
+  /** The positions of a base batch's rows passed on (the batch is consumed before the next). */
+  private final int[] kept = new int[BATCH_ROWS];
+  private ColumnarBatch current;
+
+  SplitReader(ReadPlan.Split split, StructType schema, StructType dataSchema, String key) {
+    this.split = split;
+    this.schema = schema;
+    this.dataSchema = dataSchema;
+    this.keyColumn = dataSchema.fieldIndex(key);
+    // A producer's file has no _seq: its rows take the file's (the column reads as nulls).
+    this.insertSchema =
+        dataSchema.add(ORD, DataTypes.LongType, false).add(SEQ, DataTypes.LongType, true);
+    this.deleteSchema =
+        new StructType()
+            .add(dataSchema.apply(key))
+            .add(ORD, DataTypes.LongType, false)
+            .add(SEQ, DataTypes.LongType, true);
+    this.copy = UnsafeProjection.create(insertSchema);
+  }
+
+  @Override
+  public boolean next() throws IOException {
+    if (winners == null) {
+      winners = readChanges();
+      changed = new SortedKeys(Arrays.copyOf(winners.keys, winners.size));
+      upserts = winners.upserts();
+    }
+    while (base != null || baseFile + 1 < split.base().length) {
+      if (base == null) {
+        ReadPlan.BaseFile file = split.base()[++baseFile];
+        base = open(file.file(), dataSchema);
+        changed.restart();
+        hidden = file.vector() == null ? NONE_HIDDEN : positions(file);
+        hiddenCursor = 0;
+        position = 0;
+      }
+      if (!base.nextBatch()) {
+        base.close();
+        base = null;
+        continue;
+      }
+      ColumnarBatch rows = base.resultBatch();
+      int n = rows.numRows();
+      int live = keep(rows.column(keyColumn), n);
+      position += n;
+      if (live == 0) {
+        continue;
+      }
+      ColumnVector[] columns = new ColumnVector[schema.size()];
+      for (int c = 0; c < columns.length; c++) {
+        columns[c] = live == n ? rows.column(c) : new SelectedColumnVector(rows.column(c), kept);
+      }
+      current = new ColumnarBatch(columns, live);
+      return true;
+    }
+    if (upsertsSent < upserts.length) {
+      int count = Math.min(BATCH_ROWS, upserts.length - upsertsSent);
+      ColumnVector[] columns = new ColumnVector[schema.size()];
+      for (int c = 0; c < columns.length; c++) {
+        columns[c] =
+            new RowsColumnVector(upserts, upsertsSent, count, c, schema.fields()[c].dataType());
+      }
+      upsertsSent += count;
+      current = new ColumnarBatch(columns, count);
+      return true;
+    }
+    return false;
+  }
+
+  /**
+   * Fills {@code kept} with the positions of the batch's rows that are live (not hidden by
+   * the file's deletion vector) and whose key no change decides.
+   */
+  private int keep(ColumnVector keys, int n) {
+    if (hidden.length > 0) {
+      return keepVisible(keys, n);
+    }
+    int live = 0;
+    if (keys.dataType() == DataTypes.LongType) {
+      for (int i = 0; i < n; i++) {
+        if (!changed.holds(keys.getLong(i))) {
+          kept[live++] = i;
+        }
+      }
+    } else {
+      for (int i = 0; i < n; i++) {
+        if (!changed.holds(keyAt(keys, i))) {
+          kept[live++] = i;
+        }
+      }
+    }
+    return live;
+  }
+
+  private int keepVisible(ColumnVector keys, int n) {
+    int live = 0;
+    for (int i = 0; i < n; i++) {
+      long at = position + i;
+      while (hiddenCursor < hidden.length && hidden[hiddenCursor] < at) {
+        hiddenCursor++;
+      }
+      if (hiddenCursor < hidden.length && hidden[hiddenCursor] == at) {
+        continue;
+      }
+      if (!changed.holds(keyAt(keys, i))) {
+        kept[live++] = i;
+      }
+    }
+    return live;
+  }
+
+  /** The positions a base file's deletion vector hides, checked as the Python side does. */
+  private long[] positions(ReadPlan.BaseFile file) throws IOException {
+    long[] found = new long[(int) file.hidden()];
+    int count = 0;
+    VectorizedParquetRecordReader reader = open(file.vector(), VECTOR_SCHEMA);
+    try {
+      ColumnarBatch rows = reader.resultBatch();
+      while (reader.nextBatch()) {
+        ColumnVector pos = rows.column(0);
+        for (int i = 0; i < rows.numRows(); i++) {
+          long at = pos.getLong(i);
+          if (count == found.length
+              || at < 0
+              || at >= file.rows()
+              || (count > 0 && at <= found[count - 1])) {
+            throw new IOException(
+                "firn-merge: deletion vector "
+                    + file.vector().path()
+                    + " does not match its catalog entry ("
+                    + file.hidden()
+                    + " ascending positions inside "
+                    + file.rows()
+                    + " rows)");
+          }
+          found[count++] = at;
+        }
+      }
+    } finally {
+      reader.close();
+    }
+    if (count != found.length) {
+      throw new IOException(
+          "firn-merge: deletion vector " + file.vector().path() + " holds " + count
+              + " positions, its catalog entry " + found.length);
+    }
+    return found;
+  }
+
+  @Override
+  public ColumnarBatch get() {
+    return current;
+  }
+
+  @Override
+  public void close() throws IOException {
+    if (base != null) {
+      base.close();
+      base = null;
+    }
+  }
+
+  private Winners readChanges() throws IOException {
+    Winners found = new Winners();
+    // Inserts before deletes, as the Python merge stacks them: on an LSN tie (which a
+    // valid table never has) the earlier row stays.
+    for (boolean deletes : new boolean[] {false, true}) {
+      for (ReadPlan.Change change : split.changes()) {
+        if (change.delete() == deletes) {
+          readChange(change, found);
+        }
+      }
+    }
+    return found;
+  }
+
+  private void readChange(ReadPlan.Change change, Winners found) throws IOException {
+    StructType schema = change.delete() ? deleteSchema : insertSchema;
+    int keys = change.delete() ? 0 : keyColumn;
+    int ords = schema.fieldIndex(ORD);
+    int seqs = schema.fieldIndex(SEQ);
+    VectorizedParquetRecordReader reader = open(change.file(), schema);
+    try {
+      ColumnarBatch rows = reader.resultBatch();
+      while (reader.nextBatch()) {
+        ColumnVector key = rows.column(keys);
+        ColumnVector ord = rows.column(ords);
+        ColumnVector seq = rows.column(seqs);
+        for (int i = 0; i < rows.numRows(); i++) {
+          long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
+          if (lsn <= change.floor()) {
+            continue; // merged already
+          }
+          long k = keyAt(key, i);
+          if (change.shared() && !split.holds(k)) {
+            continue; // a sibling node's key
+          }
+          int slot = found.claim(k, lsn, ord.getLong(i));
+          if (slot >= 0) {
+            found.upsert[slot] = !change.delete();
+            found.rows[slot] = change.delete() ? null : copy.apply(rows.getRow(i)).copy();
+          }
+        }
+      }
+    } finally {
+      reader.close();
+    }
+  }
+
+  /**
+   * A Parquet file read through Spark's vectorised reader as {@code schema} (a column the
+   * file lacks, such as {@code _seq} in a producer's file, reads as nulls). One Hadoop
+   * configuration per reader, not per file: building one parses Hadoop's default resources,
+   * about 3 ms, which a split of a few hundred small change files would pay again and again.
+   */
+  private VectorizedParquetRecordReader open(ReadPlan.File file, StructType schema)
+      throws IOException {
+    conf.set(ParquetReadSupport.SPARK_ROW_REQUESTED_SCHEMA(), schema.json());
+    VectorizedParquetRecordReader reader = new VectorizedParquetRecordReader(false, BATCH_ROWS);
+    try {
+      reader.initialize(
+          new FileSplit(new Path(file.path()), 0, file.size(), new String[0]),
+          new TaskAttemptContextImpl(conf, new TaskAttemptID()),
+          Option.empty(),
+          Option.empty(),
+          Option.empty());
+      reader.resultBatch(); // allocates the batch nextBatch fills
+    } catch (IOException | InterruptedException | RuntimeException e) {
+      reader.close();
+      throw new IOException("firn-merge: cannot read " + file.path() + ": " + e.getMessage(), e);
+    }
+    return reader;
+  }
+
+  private static Configuration readerConf() {
+    Configuration conf = new Configuration(DEFAULTS);
+    conf.set(ParquetInputFormat.READ_SUPPORT_CLASS, ParquetReadSupport.class.getName());
+    conf.setBoolean(SQLConf.CASE_SENSITIVE().key(), false);
+    conf.setBoolean(SQLConf.PARQUET_BINARY_AS_STRING().key(), false);
+    conf.setBoolean(SQLConf.PARQUET_INT96_AS_TIMESTAMP().key(), false);
+    conf.setBoolean(SQLConf.PARQUET_INFER_TIMESTAMP_NTZ_ENABLED().key(), false);
+    conf.setBoolean(SQLConf.LEGACY_PARQUET_NANOS_AS_LONG().key(), false);
+    return conf;
+  }
+
+  private static long keyAt(ColumnVector keys, int row) {
+    DataType type = keys.dataType();
+    if (type == DataTypes.LongType) {
+      return keys.getLong(row);
+    }
+    if (type == DataTypes.IntegerType) {
+      return keys.getInt(row);
+    }
+    if (type == DataTypes.ShortType) {
+      return keys.getShort(row);
+    }
+    if (type == DataTypes.ByteType) {
+      return keys.getByte(row);
+    }
+    throw new UncheckedIOException(new IOException("firn-merge: the key must be one integer column, not " + type));
+  }
+
+  /**
+   * The changed keys in order, walked beside a base file's keys: each base key moves a cursor
+   * forward, so a file in key order costs one pass over both. A key smaller than the one
+   * before (a file out of order) is looked up by binary search instead, so the answer holds
+   * for any order.
+   */
+  static final class SortedKeys {
+    private final long[] keys;
+    private int cursor;
+    private long last = Long.MIN_VALUE;
+
+    SortedKeys(long[] keys) {
+      Arrays.sort(keys);
+      this.keys = keys;
+    }
+
+    /** Starts a new file. */
+    void restart() {
+      cursor = 0;
+      last = Long.MIN_VALUE;
+    }
+
+    /** Whether {@code key} is among the changed keys. */
+    boolean holds(long key) {
+      if (key < last) {
+        int found = Arrays.binarySearch(keys, key);
+        cursor = found >= 0 ? found : -found - 1;
+      }
+      last = key;
+      while (cursor < keys.length && keys[cursor] < key) {
+        cursor++;
+      }
+      return cursor < keys.length && keys[cursor] == key;
+    }
+  }
+
+  /** Each changed key's winning change so far: an open-addressing map from key to slot. */
+  static final class Winners {
+    int size;
+    long[] keys = new long[1024];
+    long[] seqs = new long[1024];
+    long[] ords = new long[1024];
+    boolean[] upsert = new boolean[1024];
+    UnsafeRow[] rows = new UnsafeRow[1024];
+    private int[] table = new int[2048]; // slot + 1; 0 is empty
+    private int mask = 2047;
+
+    /** The rows of the winning upserts. */
+    InternalRow[] upserts() {
+      int count = 0;
+      for (int slot = 0; slot < size; slot++) {
+        count += upsert[slot] ? 1 : 0;
+      }
+      InternalRow[] found = new InternalRow[count];
+      int next = 0;
+      for (int slot = 0; slot < size; slot++) {
+        if (upsert[slot]) {
+          found[next++] = rows[slot];
+        }
+      }
+      return found;
+    }
+
+    /** The slot {@code key}'s change now wins in, or -1 when an earlier one has a greater LSN. */
+    int claim(long key, long seq, long ord) {
+      int h = mix(key) & mask;
+      for (; ; h = (h + 1) & mask) {
+        int s = table[h];
+        if (s == 0) {
+          break;
+        }
+        if (keys[s - 1] == key) {
+          int slot = s - 1;
+          if (seq > seqs[slot] || (seq == seqs[slot] && ord > ords[slot])) {
+            seqs[slot] = seq;
+            ords[slot] = ord;
+            return slot;
+          }
+          return -1;
+        }
+      }
+      if (size == keys.length) {
+        grow();
+        return claim(key, seq, ord);
+      }
+      int slot = size++;
+      keys[slot] = key;
+      seqs[slot] = seq;
+      ords[slot] = ord;
+      table[h] = slot + 1;
+      return slot;
+    }
+
+    private void grow() {
+      int n = keys.length * 2;
+      keys = Arrays.copyOf(keys, n);
+      seqs = Arrays.copyOf(seqs, n);
+      ords = Arrays.copyOf(ords, n);
+      upsert = Arrays.copyOf(upsert, n);
+      rows = Arrays.copyOf(rows, n);
+      table = new int[n * 2];
+      mask = n * 2 - 1;
+      for (int slot = 0; slot < size; slot++) {
+        int h = mix(keys[slot]) & mask;
+        while (table[h] != 0) {
+          h = (h + 1) & mask;
+        }
+        table[h] = slot + 1;
+      }
+    }
+
+    private static int mix(long key) {
+      long h = key * 0x9E3779B97F4A7C15L;
+      return (int) (h ^ (h >>> 32));
+    }
+  }
+}

@@ -1,0 +1,52 @@
+package org.firn.spark;
+
+import java.io.IOException;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.types.StructType;
+
+/** One Spark task's rows: its splits' merged rows, one split after another. */
+final class TaskReader implements PartitionReader<ColumnarBatch> {
+  private final ReadPlan.Split[] splits;
+  private final StructType schema;
+  private final StructType read;
+  private final String key;
+  private int next;
+  private SplitReader current;
+
+  TaskReader(ReadPlan.Split[] splits, StructType schema, StructType read, String key) {
+    this.splits = splits;
+    this.schema = schema;
+    this.read = read;
+    this.key = key;
+  }
+
+  @Override
+  public boolean next() throws IOException {
+    while (true) {
+      if (current != null && current.next()) {
+        return true;
+      }
+      if (current != null) {
+        current.close();
+        current = null;
+      }
+      if (next == splits.length) {
+        return false;
+      }
+      current = new SplitReader(splits[next++], schema, read, key);
+    }
+  }
+
+  @Override
+  public ColumnarBatch get() {
+    return current.get();
+  }
+
+  @Override
+  public void close() throws IOException {
+    if (current != null) {
+      current.close();
+    }
+  }
+}
