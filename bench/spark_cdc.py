@@ -61,6 +61,7 @@ from spark_cdc_workload import base, changes, read_time, summary, timed
 
 import firn
 import firn.spark
+import firn.spark.jvm
 import firn.spark.native
 from firn.engine.spark_session import spark_session
 from firn.iceberg.names import iceberg_name
@@ -198,6 +199,7 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             )
             out["before"] = summary(read())
             out["read_before_s"] = read_time(read, args.runs)
+            out["splits_before"] = split_ways(spark, NAME, options)
             out["native_before"] = summary(read_native())
             out["read_before_native_s"] = read_time(read_native, args.runs)
             out["files_before"] = table.files().num_rows
@@ -207,8 +209,7 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["read_after_s"] = read_time(read, args.runs)
             out["native_after"] = summary(read_native())
             out["read_after_native_s"] = read_time(read_native, args.runs)
-            plan = firn.spark.native.plan_read(NAME, **options)
-            out["native_splits_after"] = [len(plan.native), len(plan.merging)]
+            out["splits_after"] = split_ways(spark, NAME, options)
             files = table.files().to_pylist()
             out["files_after"] = len(files)
             out["vectors_after"] = sum(1 for f in files if f["deletion_vector"])
@@ -219,6 +220,16 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         spark.stop()
     return out
+
+
+def split_ways(spark: Any, name: str, options: dict[str, str]) -> list[int]:
+    """How ``firn.spark.read`` reads the table's splits: [by Spark's Parquet reader, by
+    the JVM merge reader, by the firn Python source]."""
+    plan = firn.spark.native.plan_read(name, **options)
+    by_jvm = 0
+    if firn.spark.jvm.loaded(spark):
+        by_jvm = sum(firn.spark.jvm.jvm_mergeable(s, plan.schema_id) for s in plan.merging)
+    return [len(plan.native), by_jvm, len(plan.merging) - by_jvm]
 
 
 def published_read(
@@ -359,10 +370,10 @@ def main() -> int:
                 f'{"PASS" if same else "FAIL"}: firn.spark.read agrees with format("firn") '
                 f"{when} compaction ({f[f'native_{when}']} against {f[when]})"
             )
-        native, merging = f["native_splits_after"]
         print(
-            f"  (firn.spark.read: compacted splits by Spark's Parquet reader, the rest by "
-            f"the firn source; after compaction {native} native, {merging} merging)"
+            "  (firn.spark.read: splits by Spark's Parquet reader / the JVM merge reader / "
+            f"the firn source: before compaction {' / '.join(map(str, f['splits_before']))}, "
+            f"after {' / '.join(map(str, f['splits_after']))})"
         )
     published = sides.get("firn", {}).get("read_published_s")
     if published is not None:

@@ -31,6 +31,7 @@ import firn
 import firn.spark
 import firn.spark.native
 from firn.catalog.expiry import expire
+from firn.catalog.files import files_at
 from firn.engine.spark_session import spark_session
 from firn.errors import ConfigError
 from firn.settings import FirnSettings
@@ -50,7 +51,12 @@ from tests.changesets import (
     table_schema,
 )
 from tests.hash_tree import HASH_TREE
-from tests.integration.table_checks import base_entries, hide_rows, rows_at
+from tests.integration.table_checks import (
+    base_entries,
+    catalog_conn,
+    hide_rows,
+    rows_at,
+)
 
 _names = itertools.count()
 
@@ -361,6 +367,14 @@ def test_the_jvm_reader_on_a_table_keyed_by_one_column(
     assert any(f["deletion_vector"] for f in table.files().to_pylist())
     commit({6: ("back", 6.0)}, [8])
     check()
+
+    # A change file that is not what the catalog recorded is named, never read.
+    entries = files_at(catalog_conn(table), table.table_id, table.current_snapshot())
+    damaged = max((e for e in entries if e.store == "change"), key=lambda e: e.seq)
+    with open(table.storage.full_path(damaged.path), "ab") as file:
+        file.write(b"!")
+    with pytest.raises(Exception, match=f"{damaged.path} is .* bytes, its catalog entry"):
+        firn.spark.read(spark, table.name, **options).collect()
 
 
 def rows(schema: pa.Schema, model: dict[int, tuple[Any, ...]]) -> pa.Table:

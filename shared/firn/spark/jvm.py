@@ -138,6 +138,7 @@ def _split(split: Split) -> dict[str, Any]:
         "changes": [
             {
                 **_file(split.location, e),
+                "rows": e.record_count,
                 "type": e.file_type,
                 "seq": e.seq,
                 "floor": split.merged_seqs.get(e.partition_key, 0),

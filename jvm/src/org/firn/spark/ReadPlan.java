@@ -20,7 +20,7 @@ import org.apache.spark.sql.types.StructType;
  *  "tasks": [[{"node": [m, i], "prefix": n or null,
  *              "base": [{"path": uri, "size": bytes, "rows": n,
  *                        "vector": {"path": uri, "size": bytes, "rows": n} or null}, ...],
- *              "changes": [{"path": uri, "size": bytes, "type": "I" or "D",
+ *              "changes": [{"path": uri, "size": bytes, "rows": n, "type": "I" or "D",
  *                           "seq": n, "floor": n, "shared": bool}, ...]},
  *             ...], ...]}
  * </pre>
@@ -64,6 +64,7 @@ record ReadPlan(String key, StructType schema, StructType read, List<Task> tasks
             changes.add(
                 new Change(
                     file(c),
+                    c.get("rows").asLong(),
                     "D".equals(c.get("type").asText()),
                     c.get("seq").asLong(),
                     c.get("floor").asLong(),
@@ -105,7 +106,7 @@ record ReadPlan(String key, StructType schema, StructType read, List<Task> tasks
   record BaseFile(File file, long rows, File vector, long hidden) implements Serializable {}
 
   /** One change file of a split. */
-  record Change(File file, boolean delete, long seq, long floor, boolean shared)
+  record Change(File file, long rows, boolean delete, long seq, long floor, boolean shared)
       implements Serializable {}
 
   /** One split: its base files and its unmerged change files, of node {@code (m, i)}. */

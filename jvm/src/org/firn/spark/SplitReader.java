@@ -112,6 +112,12 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       if (!base.nextBatch()) {
         base.close();
         base = null;
+        ReadPlan.BaseFile file = split.base()[baseFile];
+        if (position != file.rows()) {
+          throw new IOException(
+              "firn-merge: " + file.file().path() + " holds " + position
+                  + " rows, its catalog entry " + file.rows());
+        }
         continue;
       }
       ColumnarBatch rows = base.resultBatch();
@@ -236,7 +242,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   }
 
   private Winners readChanges() throws IOException {
-    Winners found = new Winners();
+    long rows = 0;
+    for (ReadPlan.Change change : split.changes()) {
+      rows += change.rows();
+    }
+    Winners found = new Winners(rows);
     // Inserts before deletes, as the Python merge stacks them: on an LSN tie (which a
     // valid table never has) the earlier row stays.
     for (boolean deletes : new boolean[] {false, true}) {
@@ -290,11 +300,20 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
    */
   private VectorizedParquetRecordReader open(ReadPlan.File file, StructType schema)
       throws IOException {
+    Path path = new Path(file.path());
+    long size = path.getFileSystem(conf).getFileStatus(path).getLen();
+    if (size != file.size()) {
+      // As the Python side checks (firn.io.integrity): a file that is not what the
+      // catalog recorded is named, never read as if it were.
+      throw new IOException(
+          "firn-merge: " + file.path() + " is " + size + " bytes, its catalog entry "
+              + file.size());
+    }
     conf.set(ParquetReadSupport.SPARK_ROW_REQUESTED_SCHEMA(), schema.json());
     VectorizedParquetRecordReader reader = new VectorizedParquetRecordReader(false, BATCH_ROWS);
     try {
       reader.initialize(
-          new FileSplit(new Path(file.path()), 0, file.size(), new String[0]),
+          new FileSplit(path, 0, file.size(), new String[0]),
           new TaskAttemptContextImpl(conf, new TaskAttemptID()),
           Option.empty(),
           Option.empty(),
@@ -374,13 +393,31 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** Each changed key's winning change so far: an open-addressing map from key to slot. */
   static final class Winners {
     int size;
-    long[] keys = new long[1024];
-    long[] seqs = new long[1024];
-    long[] ords = new long[1024];
-    boolean[] upsert = new boolean[1024];
-    UnsafeRow[] rows = new UnsafeRow[1024];
-    private int[] table = new int[2048]; // slot + 1; 0 is empty
-    private int mask = 2047;
+    long[] keys;
+    long[] seqs;
+    long[] ords;
+    boolean[] upsert;
+    UnsafeRow[] rows;
+    /**
+     * Open addressing, each entry a key and its slot + 1 side by side (0: empty), so that a
+     * probe reads one cache line: with a few hundred thousand keys nearly every probe misses
+     * the caches, and a table of slots alone then needed a second miss for the key.
+     */
+    private long[] table;
+    private int mask;
+
+    /** A map sized for {@code expected} changed keys (the split's change rows). */
+    Winners(long expected) {
+      int capacity = Integer.highestOneBit((int) Math.min(Math.max(expected, 16), 1 << 28));
+      capacity = capacity < expected ? capacity << 1 : capacity;
+      keys = new long[capacity];
+      seqs = new long[capacity];
+      ords = new long[capacity];
+      upsert = new boolean[capacity];
+      rows = new UnsafeRow[capacity];
+      table = new long[capacity * 4]; // twice the capacity, two longs an entry
+      mask = capacity * 2 - 1;
+    }
 
     /** The rows of the winning upserts. */
     InternalRow[] upserts() {
@@ -402,12 +439,12 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     int claim(long key, long seq, long ord) {
       int h = mix(key) & mask;
       for (; ; h = (h + 1) & mask) {
-        int s = table[h];
-        if (s == 0) {
+        long entry = table[2 * h + 1];
+        if (entry == 0) {
           break;
         }
-        if (keys[s - 1] == key) {
-          int slot = s - 1;
+        if (table[2 * h] == key) {
+          int slot = (int) entry - 1;
           if (seq > seqs[slot] || (seq == seqs[slot] && ord > ords[slot])) {
             seqs[slot] = seq;
             ords[slot] = ord;
@@ -424,7 +461,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       keys[slot] = key;
       seqs[slot] = seq;
       ords[slot] = ord;
-      table[h] = slot + 1;
+      table[2 * h] = key;
+      table[2 * h + 1] = slot + 1;
       return slot;
     }
 
@@ -435,14 +473,15 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       ords = Arrays.copyOf(ords, n);
       upsert = Arrays.copyOf(upsert, n);
       rows = Arrays.copyOf(rows, n);
-      table = new int[n * 2];
+      table = new long[n * 4];
       mask = n * 2 - 1;
       for (int slot = 0; slot < size; slot++) {
         int h = mix(keys[slot]) & mask;
-        while (table[h] != 0) {
+        while (table[2 * h + 1] != 0) {
           h = (h + 1) & mask;
         }
-        table[h] = slot + 1;
+        table[2 * h] = keys[slot];
+        table[2 * h + 1] = slot + 1;
       }
     }
 
