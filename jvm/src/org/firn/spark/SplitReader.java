@@ -2,7 +2,9 @@ package org.firn.spark;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapred.FileSplit;
@@ -29,7 +31,8 @@ import scala.Option;
  * upsert gives its row, a delete gives nothing; a key without such a row keeps its base row.
  *
  * <p>How: the change files are read first (they are the small side) and each key's winner
- * kept in a hash map, its row copied when it is an upsert; then the base files are streamed
+ * kept in a hash map, an upsert's row left in its file's last batch (the file's reader kept
+ * open) or copied when the reader moves on; then the base files are streamed
  * with Spark's vectorised Parquet reader, batch by batch, each without the rows whose keys
  * have a winner ({@link SelectedColumnVector}: nothing copied); then the winning upserts.
  * The key is one integer column.
@@ -43,6 +46,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   static final String SEQ = "_seq";
   static final String ORD = "_ord";
   private static final int BATCH_ROWS = 4096;
+  /** Most insert files' readers a split keeps open (each holds a file handle). */
+  private static final int MOST_HELD = 256;
   /** Hadoop's defaults, parsed once per executor JVM and copied per reader. */
   private static final Configuration DEFAULTS = new Configuration();
   private static final long[] NONE_HIDDEN = new long[0];
@@ -64,10 +69,15 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   private Winners winners;
   private SortedKeys changed;
+  /** Insert files' readers kept open: their last batch holds winning upserts. */
+  private final List<FileReader> held = new ArrayList<>();
+  /** The winning upserts still to send: held rows by reader, then copied rows. */
+  private int[][] heldUpserts;
+  private int heldSent;
   private InternalRow[] upserts;
   private int upsertsSent;
   private int baseFile = -1;
-  private VectorizedParquetRecordReader base;
+  private FileReader base;
   /** The rows of the base file being read that its deletion vector hides, ascending. */
   private long[] hidden = NONE_HIDDEN;
   private int hiddenCursor;
@@ -99,11 +109,13 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       winners = readChanges();
       changed = new SortedKeys(Arrays.copyOf(winners.keys, winners.size));
       upserts = winners.upserts();
+      heldUpserts = winners.heldUpserts(held.size());
     }
     while (base != null || baseFile + 1 < split.base().length) {
       if (base == null) {
         ReadPlan.BaseFile file = split.base()[++baseFile];
         base = open(file.file(), dataSchema);
+        checkRows(base, file.file(), file.rows());
         changed.restart();
         hidden = file.vector() == null ? NONE_HIDDEN : positions(file);
         hiddenCursor = 0;
@@ -112,12 +124,6 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       if (!base.nextBatch()) {
         base.close();
         base = null;
-        ReadPlan.BaseFile file = split.base()[baseFile];
-        if (position != file.rows()) {
-          throw new IOException(
-              "firn-merge: " + file.file().path() + " holds " + position
-                  + " rows, its catalog entry " + file.rows());
-        }
         continue;
       }
       ColumnarBatch rows = base.resultBatch();
@@ -132,6 +138,19 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         columns[c] = live == n ? rows.column(c) : new SelectedColumnVector(rows.column(c), kept);
       }
       current = new ColumnarBatch(columns, live);
+      return true;
+    }
+    while (heldSent < heldUpserts.length) {
+      int[] rows = heldUpserts[heldSent];
+      ColumnarBatch batch = held.get(heldSent++).resultBatch();
+      if (rows.length == 0) {
+        continue;
+      }
+      ColumnVector[] columns = new ColumnVector[schema.size()];
+      for (int c = 0; c < columns.length; c++) {
+        columns[c] = new SelectedColumnVector(batch.column(c), rows);
+      }
+      current = new ColumnarBatch(columns, rows.length);
       return true;
     }
     if (upsertsSent < upserts.length) {
@@ -239,6 +258,10 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       base.close();
       base = null;
     }
+    for (FileReader reader : held) {
+      reader.close();
+    }
+    held.clear();
   }
 
   private Winners readChanges() throws IOException {
@@ -264,14 +287,29 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     int keys = change.delete() ? 0 : keyColumn;
     int ords = schema.fieldIndex(ORD);
     int seqs = schema.fieldIndex(SEQ);
-    VectorizedParquetRecordReader reader = open(change.file(), schema);
+    // An insert file's winners stay in its reader's last batch, not copied, when the
+    // reader can be kept open until the split's upserts are sent.
+    boolean holding = !change.delete() && held.size() < MOST_HELD;
+    int holder = held.size();
+    FileReader reader = open(change.file(), schema);
+    checkRows(reader, change.file(), change.rows());
+    boolean kept = false;
     try {
       ColumnarBatch rows = reader.resultBatch();
-      while (reader.nextBatch()) {
+      int[] claimed = new int[0];
+      int claims = 0;
+      long seen = 0;
+      // Never past the last batch: the reader would clear it, and it may hold winners.
+      while (seen < change.rows() && reader.nextBatch()) {
         ColumnVector key = rows.column(keys);
         ColumnVector ord = rows.column(ords);
         ColumnVector seq = rows.column(seqs);
-        for (int i = 0; i < rows.numRows(); i++) {
+        int n = rows.numRows();
+        if (holding && claimed.length < n) {
+          claimed = new int[Math.max(n, BATCH_ROWS)];
+        }
+        claims = 0;
+        for (int i = 0; i < n; i++) {
           long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
           if (lsn <= change.floor()) {
             continue; // merged already
@@ -281,14 +319,43 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
             continue; // a sibling node's key
           }
           int slot = found.claim(k, lsn, ord.getLong(i));
-          if (slot >= 0) {
-            found.upsert[slot] = !change.delete();
-            found.rows[slot] = change.delete() ? null : copy.apply(rows.getRow(i)).copy();
+          if (slot < 0) {
+            continue;
+          }
+          found.upsert[slot] = !change.delete();
+          found.rows[slot] = null;
+          found.holder[slot] = -1;
+          if (holding) {
+            found.holder[slot] = holder;
+            found.heldRow[slot] = i;
+            claimed[claims++] = slot;
+          } else if (!change.delete()) {
+            found.rows[slot] = copy.apply(rows.getRow(i)).copy();
           }
         }
+        seen += n;
+        if (holding && seen < change.rows()) {
+          // The reader refills this batch next: its winners are copied first.
+          for (int c = 0; c < claims; c++) {
+            int slot = claimed[c];
+            if (found.holder[slot] == holder) {
+              found.rows[slot] = copy.apply(rows.getRow(found.heldRow[slot])).copy();
+              found.holder[slot] = -1;
+            }
+          }
+          claims = 0;
+        }
+      }
+      for (int c = 0; c < claims && !kept; c++) {
+        kept = found.holder[claimed[c]] == holder;
+      }
+      if (kept) {
+        held.add(reader);
       }
     } finally {
-      reader.close();
+      if (!kept) {
+        reader.close();
+      }
     }
   }
 
@@ -298,8 +365,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
    * configuration per reader, not per file: building one parses Hadoop's default resources,
    * about 3 ms, which a split of a few hundred small change files would pay again and again.
    */
-  private VectorizedParquetRecordReader open(ReadPlan.File file, StructType schema)
-      throws IOException {
+  private FileReader open(ReadPlan.File file, StructType schema) throws IOException {
     Path path = new Path(file.path());
     long size = path.getFileSystem(conf).getFileStatus(path).getLen();
     if (size != file.size()) {
@@ -310,7 +376,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
               + file.size());
     }
     conf.set(ParquetReadSupport.SPARK_ROW_REQUESTED_SCHEMA(), schema.json());
-    VectorizedParquetRecordReader reader = new VectorizedParquetRecordReader(false, BATCH_ROWS);
+    FileReader reader = new FileReader();
     try {
       reader.initialize(
           new FileSplit(path, 0, file.size(), new String[0]),
@@ -324,6 +390,28 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       throw new IOException("firn-merge: cannot read " + file.path() + ": " + e.getMessage(), e);
     }
     return reader;
+  }
+
+  /** As the Python side checks (firn.io.integrity): a file of other rows than the catalog's. */
+  private static void checkRows(FileReader reader, ReadPlan.File file, long rows)
+      throws IOException {
+    if (reader.rows() != rows) {
+      reader.close();
+      throw new IOException(
+          "firn-merge: " + file.path() + " holds " + reader.rows() + " rows, its catalog entry "
+              + rows);
+    }
+  }
+
+  /** Spark's vectorised Parquet reader, saying how many rows the file holds. */
+  static final class FileReader extends VectorizedParquetRecordReader {
+    FileReader() {
+      super(false, BATCH_ROWS);
+    }
+
+    long rows() {
+      return totalRowCount;
+    }
   }
 
   private static Configuration readerConf() {
@@ -397,7 +485,12 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     long[] seqs;
     long[] ords;
     boolean[] upsert;
+    /** A winning upsert copied out of its file's batch, or null when its file's reader holds it. */
     UnsafeRow[] rows;
+    /** Which held reader's batch has the winning upsert (-1: copied, or a delete). */
+    int[] holder;
+    /** Its row in that batch. */
+    int[] heldRow;
     /**
      * Open addressing, each entry a key and its slot + 1 side by side (0: empty), so that a
      * probe reads one cache line: with a few hundred thousand keys nearly every probe misses
@@ -408,28 +501,52 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
     /** A map sized for {@code expected} changed keys (the split's change rows). */
     Winners(long expected) {
-      int capacity = Integer.highestOneBit((int) Math.min(Math.max(expected, 16), 1 << 28));
-      capacity = capacity < expected ? capacity << 1 : capacity;
+      // A power of two at least expected, at most 2^26 up front (grow takes it further).
+      int capacity = Integer.highestOneBit((int) Math.min(Math.max(expected, 16), 1 << 26));
+      capacity = capacity < expected && capacity < (1 << 26) ? capacity << 1 : capacity;
       keys = new long[capacity];
       seqs = new long[capacity];
       ords = new long[capacity];
       upsert = new boolean[capacity];
       rows = new UnsafeRow[capacity];
+      holder = new int[capacity];
+      heldRow = new int[capacity];
       table = new long[capacity * 4]; // twice the capacity, two longs an entry
       mask = capacity * 2 - 1;
     }
 
-    /** The rows of the winning upserts. */
+    /** The winning upserts copied out of their files' batches. */
     InternalRow[] upserts() {
       int count = 0;
       for (int slot = 0; slot < size; slot++) {
-        count += upsert[slot] ? 1 : 0;
+        count += upsert[slot] && holder[slot] < 0 ? 1 : 0;
       }
       InternalRow[] found = new InternalRow[count];
       int next = 0;
       for (int slot = 0; slot < size; slot++) {
-        if (upsert[slot]) {
+        if (upsert[slot] && holder[slot] < 0) {
           found[next++] = rows[slot];
+        }
+      }
+      return found;
+    }
+
+    /** The rows of each held reader's batch that are winning upserts. */
+    int[][] heldUpserts(int readers) {
+      int[] counts = new int[readers];
+      for (int slot = 0; slot < size; slot++) {
+        if (upsert[slot] && holder[slot] >= 0) {
+          counts[holder[slot]]++;
+        }
+      }
+      int[][] found = new int[readers][];
+      for (int r = 0; r < readers; r++) {
+        found[r] = new int[counts[r]];
+        counts[r] = 0;
+      }
+      for (int slot = 0; slot < size; slot++) {
+        if (upsert[slot] && holder[slot] >= 0) {
+          found[holder[slot]][counts[holder[slot]]++] = heldRow[slot];
         }
       }
       return found;
@@ -473,6 +590,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       ords = Arrays.copyOf(ords, n);
       upsert = Arrays.copyOf(upsert, n);
       rows = Arrays.copyOf(rows, n);
+      holder = Arrays.copyOf(holder, n);
+      heldRow = Arrays.copyOf(heldRow, n);
       table = new long[n * 4];
       mask = n * 2 - 1;
       for (int slot = 0; slot < size; slot++) {
