@@ -5,15 +5,17 @@ Why a JVM piece: handing 5M merged rows from a Python source to Spark costs abou
 Iceberg's connector takes for its whole read, so no Python merge gets a Spark read
 before compaction near Iceberg's (``docs/proposals/jvm-merge-reader.md`` has the
 measurements). The JVM reader opens a split's files with Spark's vectorised Parquet
-reader, keeps each changed key's winning change in a hash map and streams the base
-rows past it: no Python, no Arrow hand-off.
+reader, keeps each changed key's winning change in a hash map, streams the base rows
+past it (the rows a change replaces or a deletion vector hides left out of each batch
+by a selection, not copied) and ends with the winning upserts: no Python, no Arrow
+hand-off.
 
-It takes the splits ``jvm_mergeable`` accepts (one integer key column, no deletion
-vector, every file of the read's schema version, no filter, local files, change files
-at the split's own node or deeper); ``firn.spark.read`` sends the others to the
-``firn`` Python source as before. It is used when the session has the jar: Firn's own
-sessions (``firn.engine.spark_session``) add it; a session of your own adds
-``jar_path()`` to ``spark.jars`` before it starts.
+It takes the splits ``jvm_mergeable`` accepts (one partition, a key of one integer
+column besides the partition columns, every file of the read's schema version, no
+filter, local files), deletion vectors included; ``firn.spark.read`` sends the
+others to the ``firn`` Python source as before. It is used when the session has the
+jar: Firn's own sessions (``firn.engine.spark_session``) add it; a session of your
+own adds ``jar_path()`` to ``spark.jars`` before it starts.
 """
 
 from __future__ import annotations
@@ -151,20 +153,18 @@ def _split(split: Split) -> dict[str, Any]:
 
 def _base(location: str, entry: FileEntry) -> dict[str, Any]:
     vector = entry.deletion_vector
-    return {
-        **_file(location, entry),
-        "rows": entry.record_count,
-        "vector": None
-        if vector is None
-        else {"path": _uri(location, vector.path), "size": vector.size_bytes, "rows": vector.rows},
-    }
+    hidden = None
+    if vector is not None:
+        path = file_uri(location, vector.path)
+        hidden = {"path": path, "size": vector.size_bytes, "rows": vector.rows}
+    return {**_file(location, entry), "rows": entry.record_count, "vector": hidden}
 
 
 def _file(location: str, entry: FileEntry) -> dict[str, Any]:
-    return {"path": _uri(location, entry.path), "size": entry.size_bytes}
+    return {"path": file_uri(location, entry.path), "size": entry.size_bytes}
 
 
-def _uri(location: str, relative: str) -> str:
+def file_uri(location: str, relative: str) -> str:
     """A file's URI as Hadoop's file systems take it."""
     root = location if "://" in location else f"file://{location}"
     return posixpath.join(root.rstrip("/"), relative)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import posixpath
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -176,7 +175,7 @@ def _jvm_rows(spark: SparkSession, plan: ReadPlan, splits: Sequence[Split]) -> D
 def _native_rows(spark: SparkSession, plan: ReadPlan, schema: Any) -> DataFrame:
     """The native splits' rows: their base files, read by Spark."""
     paths = [
-        _uri(split.location, e.path)
+        jvm.file_uri(split.location, e.path)
         for split in plan.native
         for e in split.files
         if e.store == "base"
@@ -205,9 +204,3 @@ def _listed_by_the_driver(spark: SparkSession, paths: int) -> Iterator[None]:
             spark.conf.unset(LISTING_THRESHOLD)
         else:
             spark.conf.set(LISTING_THRESHOLD, given)
-
-
-def _uri(location: str, relative: str) -> str:
-    """A file's URI as Spark's file sources take it."""
-    root = location if "://" in location else f"file://{location}"
-    return posixpath.join(root.rstrip("/"), relative)
