@@ -3,16 +3,13 @@ package org.firn.spark;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.Decimal;
-import org.apache.spark.sql.vectorized.ColumnVector;
-import org.apache.spark.sql.vectorized.ColumnarArray;
-import org.apache.spark.sql.vectorized.ColumnarMap;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * One column of rows held one by one (the winning upserts, copied as they were read): row
  * {@code i} is field {@code ordinal} of {@code rows[offset + i]}.
  */
-final class RowsColumnVector extends ColumnVector {
+final class RowsColumnVector extends FlatColumnVector {
   private final InternalRow[] rows;
   private final int offset;
   private final int count;
@@ -96,20 +93,5 @@ final class RowsColumnVector extends ColumnVector {
   @Override
   public byte[] getBinary(int rowId) {
     return rows[offset + rowId].getBinary(ordinal);
-  }
-
-  @Override
-  public ColumnarArray getArray(int rowId) {
-    throw new UnsupportedOperationException("firn-merge reads no nested columns");
-  }
-
-  @Override
-  public ColumnarMap getMap(int rowId) {
-    throw new UnsupportedOperationException("firn-merge reads no nested columns");
-  }
-
-  @Override
-  public ColumnVector getChild(int ordinal) {
-    throw new UnsupportedOperationException("firn-merge reads no nested columns");
   }
 }

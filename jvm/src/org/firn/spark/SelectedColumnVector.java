@@ -2,8 +2,6 @@ package org.firn.spark;
 
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.vectorized.ColumnVector;
-import org.apache.spark.sql.vectorized.ColumnarArray;
-import org.apache.spark.sql.vectorized.ColumnarMap;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
@@ -12,7 +10,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * change decides (Spark's batches have no selection vector of their own; Iceberg's reader
  * hides deleted rows the same way).
  */
-final class SelectedColumnVector extends ColumnVector {
+final class SelectedColumnVector extends FlatColumnVector {
   private final ColumnVector column;
   private final int[] rows;
 
@@ -96,20 +94,5 @@ final class SelectedColumnVector extends ColumnVector {
   @Override
   public byte[] getBinary(int rowId) {
     return column.getBinary(rows[rowId]);
-  }
-
-  @Override
-  public ColumnarArray getArray(int rowId) {
-    throw new UnsupportedOperationException("firn-merge reads no nested columns");
-  }
-
-  @Override
-  public ColumnarMap getMap(int rowId) {
-    throw new UnsupportedOperationException("firn-merge reads no nested columns");
-  }
-
-  @Override
-  public ColumnVector getChild(int ordinal) {
-    throw new UnsupportedOperationException("firn-merge reads no nested columns");
   }
 }
