@@ -14,14 +14,17 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 import firn
 import firn.spark
 from firn.engine.spark_session import spark_session
+from firn.model.keyhash import hash_keys, node_index
 from firn.settings import FirnSettings
 from tests.changesets import KEY_KINDS, ReferenceModel, as_view, operations, table_schema
 
@@ -421,3 +424,170 @@ def test_a_schema_change_while_a_spark_compaction_runs_loses_nothing(
     assert firn.compact(table, kind="full", engine="spark", spark=spark)["failed_attempts"] == 0
     assert {r["schema_id"] for r in table.files().to_pylist()} == {table.schema_id}
     assert as_view(table.read()) == expected
+
+
+# -- the JVM loader (firn.spark.write, mode overwrite) ------------------------------
+
+LOADER_KINDS = [k for k in KEY_KINDS if k.name in ("int64", "int32", "string", "date", "timestamp")]
+SPARK_KEY_TYPES = {
+    "int64": "long",
+    "int32": "int",
+    "string": "string",
+    "date": "date",
+    "timestamp": "timestamp",
+}
+
+
+def written_by_loader(table: firn.Table, paths: list[str] | None = None) -> bool:
+    """Whether every live file (or every one of ``paths``) was written by the JVM loader
+    (Spark's Parquet writer leaves its schema in the footer; pyarrow does not)."""
+    if paths is None:
+        paths = table.files().column("path").to_pylist()
+    return bool(paths) and all(
+        b"org.apache.spark.sql.parquet.row.metadata"
+        in (pq.read_metadata(table.storage.full_path(p)).metadata or {})
+        for p in paths
+    )
+
+
+def assert_in_their_nodes(table: firn.Table) -> None:
+    """Every row of every base file hashes into the file's node, and each file is in key
+    order with its catalog key range (what the merge of later changes relies on)."""
+    for f in table.files().to_pylist():
+        rows = pq.read_table(table.storage.full_path(f["path"]))
+        keys = rows.select(list(table.definition.primary_key))
+        nodes = node_index(hash_keys(keys.columns), f["node_m"])
+        assert set(nodes.tolist()) == {f["node_i"]}, f["path"]
+        order = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names])
+        assert order.to_pylist() == list(range(rows.num_rows)), f["path"]
+        assert f["records"] == rows.num_rows
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    kind=st.sampled_from(LOADER_KINDS),
+    keys=st.sets(st.tuples(st.sampled_from(["a", "b", "é/x y"]), st.integers(0, 60)), max_size=80),
+    buckets=st.sampled_from([1, 2, 4]),
+    parts=st.integers(1, 3),
+    target=st.sampled_from(["1KiB", "128MiB"]),
+    later=operations(KEY_KINDS[0]),
+)
+def test_the_jvm_loader_loads_as_the_model(
+    spark: SparkSession,
+    catalog: firn.Catalog,
+    options: dict[str, str],
+    kind: Any,
+    keys: set[tuple[str, int]],
+    buckets: int,
+    parts: int,
+    target: str,
+    later: list[dict[str, Any]],
+) -> None:
+    """Loads of every key type the loader takes, partitioned, at several tree levels and
+    file sizes, then changes committed on top and compacted: always the model."""
+    table = catalog.create_table(
+        f"spark_load_{next(_names)}",
+        table_schema(kind),
+        ["part", "k"],
+        ["part"],
+        {"base.buckets": buckets, "change.buckets": 2, "target-file-size": target},
+    )
+    old = {"part": "z", "k": kind.value(1), "qty": 1, "label": "old", "price": 0.5}
+    table.upsert(pa.Table.from_pylist([old], schema=table_schema(kind)))
+    rows = [
+        {
+            "part": p,
+            "k": kind.value(n),
+            "qty": n,
+            "label": f"l{n}" if n % 4 else None,
+            "price": n / 3,
+        }
+        for p, n in sorted(keys)
+    ]
+    schema = f"part string, k {SPARK_KEY_TYPES[kind.name]}, qty long, label string, price double"
+    df = spark.createDataFrame([tuple(r.values()) for r in rows], schema).repartition(parts)
+    firn.spark.write(df, table.name, "overwrite", **options)
+    model = ReferenceModel()
+    model.apply([{**r, "_op": "U"} for r in rows])
+    assert as_view(table.read()) == model.view()
+    assert recorded(table) == set()
+    if rows:
+        assert written_by_loader(table)
+        assert_in_their_nodes(table)
+    ops = [{**op, "k": kind.value(op["k"] + 8)} for op in later]  # KEY_KINDS[0] is n - 8
+    table.commit(
+        pa.Table.from_pylist(ops, schema=table_schema(kind).append(pa.field("_op", pa.string())))
+    )
+    model.apply(ops)
+    assert as_view(table.read()) == model.view()
+    firn.compact(table, engine="local")
+    assert as_view(table.read()) == model.view()
+
+
+def test_the_jvm_loader_refuses_a_key_twice_and_leaves_nothing(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    table = new_table(catalog)
+    table.upsert(pa.table({"part": ["a"], "k": [1], "qty": [1], "label": ["x"]}))
+    before, files = table.current_snapshot(), stored(table)
+    # In one task: the loader finds it as it writes.
+    rows = [{"part": "a", "k": k % 30, "qty": k, "label": "x"} for k in range(60)]
+    with pytest.raises(firn.ConfigError, match=r'key \["a",0\] appears more than once'):
+        firn.spark.write(
+            frame(spark, rows, SPARK_SCHEMA, parts=1), table.name, "overwrite", **options
+        )
+    # Across tasks: the driver finds it among the tasks' files.
+    rows = [{"part": "a", "k": k % 30, "qty": k, "label": "x"} for k in range(30, 90)]
+    df = spark.createDataFrame([tuple(r.values()) for r in rows], SPARK_SCHEMA, verifySchema=False)
+    with pytest.raises(firn.ConfigError, match="appears more than once"):
+        firn.spark.write(df.coalesce(1).repartition(2, "qty"), table.name, "overwrite", **options)
+    # A null key.
+    df = spark.createDataFrame([("a", None, 1, "x")], "part string, k long, qty long, label string")
+    with pytest.raises(Exception, match="null"):
+        firn.spark.write(df, table.name, "overwrite", **options)
+    assert table.current_snapshot() == before
+    assert stored(table) == files
+    assert recorded(table) == set()
+
+
+def test_the_jvm_loader_replaces_only_the_partitions_present_when_dynamic(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    table = new_table(catalog)
+    table.upsert(pa.table({"part": ["a", "c"], "k": [1, 3], "qty": [1, 3], "label": ["o", "o"]}))
+    rows = [{"part": p, "k": k, "qty": k, "label": "load"} for p in "ab" for k in range(50)]
+    firn.spark.write(
+        frame(spark, rows, SPARK_SCHEMA),
+        table.name,
+        "overwrite",
+        partitionOverwriteMode="dynamic",
+        **options,
+    )
+    expected = {(r["part"], r["k"]): r for r in rows}
+    expected[("c", 3)] = {"part": "c", "k": 3, "qty": 3, "label": "o"}
+    assert view_of(table) == expected
+    live = table.files()
+    loaded = live.filter(pc.not_equal(live.column("partition"), "part=c"))
+    assert set(loaded.column("store").to_pylist()) == {"base"}
+    assert written_by_loader(table, loaded.column("path").to_pylist())
+    assert recorded(table) == set()
+
+
+def test_a_load_the_jvm_loader_does_not_take_goes_through_the_firn_source(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    table = new_table(catalog, **{"file.compression": "lz4"})
+    rows = [{"part": "a", "k": k, "qty": k, "label": "x"} for k in range(10)]
+    # An extra column: the loader wants exactly the table's; the firn source says why not.
+    df = frame(spark, rows, SPARK_SCHEMA).withColumn("extra", F.lit(1))
+    with pytest.raises(Exception, match="unexpected"):
+        firn.spark.write(df, table.name, "overwrite", **options)
+    unkeyed = catalog.create_table(f"spark_{next(_names)}", SCHEMA, [], ["part"])
+    firn.spark.write(frame(spark, rows, SPARK_SCHEMA), unkeyed.name, "overwrite", **options)
+    assert sorted(unkeyed.read().column("k").to_pylist()) == list(range(10))
+    assert not written_by_loader(unkeyed)
+    assert recorded(unkeyed) == set()

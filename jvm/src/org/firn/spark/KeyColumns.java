@@ -1,0 +1,158 @@
+package org.firn.spark;
+
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DateType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.types.TimestampNTZType;
+import org.apache.spark.sql.types.TimestampType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Some columns of a row (a key, or the partition columns) read into {@link Values}: integers,
+ * dates (days) and timestamps (microseconds) as longs, strings as copies. Compared as Firn
+ * orders keys (numbers by value, strings by their UTF-8 bytes, as Spark sorts them too),
+ * hashed as FirnHash64 folds a composite key, and put in the JSON form the catalog keeps
+ * ({@code firn.model.values.column_to_json}).
+ */
+final class KeyColumns implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  private final int[] ordinals;
+  private final DataType[] types;
+  private final String[] names;
+
+  KeyColumns(StructType schema, int[] ordinals, String what) {
+    this.ordinals = ordinals;
+    this.types = new DataType[ordinals.length];
+    this.names = new String[ordinals.length];
+    for (int c = 0; c < ordinals.length; c++) {
+      types[c] = schema.fields()[ordinals[c]].dataType();
+      names[c] = schema.fields()[ordinals[c]].name();
+      if (!integral(types[c]) && !(types[c] instanceof StringType)) {
+        throw new IllegalArgumentException(
+            what + " column " + names[c] + " has type " + types[c].simpleString()
+                + ", which format(\"firn-load\") does not take");
+      }
+    }
+  }
+
+  int size() {
+    return ordinals.length;
+  }
+
+  Values values() {
+    return new Values(ordinals.length);
+  }
+
+  /** Reads the row's columns into {@code into}; a null is refused ({@code what} names it). */
+  void read(InternalRow row, Values into, String what) {
+    for (int c = 0; c < ordinals.length; c++) {
+      int o = ordinals[c];
+      if (row.isNullAt(o)) {
+        throw new IllegalArgumentException("firn-load: " + what + " column " + names[c] + " has nulls");
+      }
+      DataType t = types[c];
+      if (t instanceof StringType) {
+        into.strings[c] = row.getUTF8String(o).clone();
+      } else if (t instanceof LongType || t instanceof TimestampType || t instanceof TimestampNTZType) {
+        into.longs[c] = row.getLong(o);
+      } else if (t instanceof IntegerType || t instanceof DateType) {
+        into.longs[c] = row.getInt(o);
+      } else if (t instanceof ShortType) {
+        into.longs[c] = row.getShort(o);
+      } else {
+        into.longs[c] = row.getByte(o);
+      }
+    }
+  }
+
+  /** The first string column whose value holds a NUL byte (the catalog cannot store it), or
+   * -1. */
+  int withNul(Values v) {
+    for (int c = 0; c < ordinals.length; c++) {
+      UTF8String s = v.strings[c];
+      if (s != null && s.indexOf(NUL, 0) >= 0) {
+        return c;
+      }
+    }
+    return -1;
+  }
+
+  private static final UTF8String NUL = UTF8String.fromString("\0");
+
+  String name(int c) {
+    return names[c];
+  }
+
+  /** Negative, zero or positive as {@code a} orders before, with or after {@code b}. */
+  int compare(Values a, Values b) {
+    for (int c = 0; c < ordinals.length; c++) {
+      int order =
+          types[c] instanceof StringType
+              ? a.strings[c].binaryCompare(b.strings[c])
+              : Long.compare(a.longs[c], b.longs[c]);
+      if (order != 0) {
+        return order;
+      }
+    }
+    return 0;
+  }
+
+  /** FirnHash64 of the key {@code v} holds (these columns in key order). */
+  long hash(Values v) {
+    long h = 0;
+    for (int c = 0; c < ordinals.length; c++) {
+      long column =
+          types[c] instanceof StringType
+              ? KeyHash.stringColumn(v.strings[c])
+              : KeyHash.integerColumn(v.longs[c]);
+      h = c == 0 ? KeyHash.first(column) : KeyHash.fold(h, column);
+    }
+    return h;
+  }
+
+  /** The values as the catalog stores a key: numbers (dates in days, timestamps in
+   * microseconds) and strings. */
+  List<Object> json(Values v) {
+    List<Object> out = new ArrayList<>(ordinals.length);
+    for (int c = 0; c < ordinals.length; c++) {
+      out.add(types[c] instanceof StringType ? v.strings[c].toString() : (Object) v.longs[c]);
+    }
+    return out;
+  }
+
+  private static boolean integral(DataType t) {
+    return t instanceof LongType
+        || t instanceof IntegerType
+        || t instanceof ShortType
+        || t instanceof ByteType
+        || t instanceof DateType
+        || t instanceof TimestampType
+        || t instanceof TimestampNTZType;
+  }
+
+  /** One row's values of the columns (strings copied: Spark reuses a row's memory). */
+  static final class Values {
+    final long[] longs;
+    final UTF8String[] strings;
+
+    Values(int n) {
+      longs = new long[n];
+      strings = new UTF8String[n];
+    }
+
+    void copyFrom(Values other) {
+      System.arraycopy(other.longs, 0, longs, 0, longs.length);
+      System.arraycopy(other.strings, 0, strings, 0, strings.length);
+    }
+  }
+}

@@ -1,0 +1,276 @@
+package org.firn.spark;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.UUID;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.parquet.hadoop.ParquetFileWriter;
+import org.apache.parquet.hadoop.ParquetWriter;
+import org.apache.parquet.hadoop.api.WriteSupport;
+import org.apache.parquet.hadoop.metadata.CompressionCodecName;
+import org.apache.spark.TaskContext;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetWriteSupport;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.internal.SQLConf$;
+import org.apache.spark.internal.config.ConfigEntry;
+
+/**
+ * One Spark task of a load: its rows, sorted by partition and key (Spark sorts them, as
+ * {@link LoadTable} asks), written as Firn base files under a directory of the task attempt
+ * of its own: {@code <staged>/p<partition>-a<attempt>-<uuid>/<col>=<value>/B-<m>-<i>-<n>.parquet}.
+ *
+ * <p>Each row goes to the file of its tree node {@code (m, key hash mod m)} in its partition
+ * (one open file per node of the current partition; a partition's files are finished when the
+ * next partition starts). A file is cut once it holds {@code target} bytes less room for its
+ * footer. A key seen twice (adjacent, once sorted) fails the task, naming it. What each file
+ * holds (rows, size, node, partition values, first and last key) goes back to the driver in
+ * the commit message; a failed attempt deletes its directory.
+ */
+final class LoadWriter implements DataWriter<InternalRow> {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  /** Rows between two looks at an open file's size. */
+  private static final int SIZE_CHECK_ROWS = 1024;
+
+  private final LoadPlan plan;
+  private final KeyColumns key;
+  private final KeyColumns partition;
+  private final Configuration conf;
+  private final Path directory;
+  private final String relativeDirectory;
+  private final long limit;
+  private final NodeFile[] open;
+  private final int[] fileCounts;
+  private final List<String> written = new ArrayList<>();
+  private final KeyColumns.Values row;
+  private final KeyColumns.Values previous;
+  private final KeyColumns.Values parts;
+  private final KeyColumns.Values previousParts;
+  private boolean started;
+  private String partitionPath = "";
+  private List<Object> partitionValues = List.of();
+  private long rows;
+
+  LoadWriter(LoadPlan plan, int partitionId) {
+    this.plan = plan;
+    this.key = new KeyColumns(plan.schema(), plan.key(), "key");
+    this.partition = new KeyColumns(plan.schema(), plan.partition(), "partition");
+    TaskContext context = TaskContext.get();
+    int attempt = context == null ? 0 : context.attemptNumber();
+    this.relativeDirectory =
+        String.format(
+            "p%05d-a%d-%s", partitionId, attempt, UUID.randomUUID().toString().replace("-", "").substring(0, 12));
+    this.directory = new Path(URI.create(plan.staged() + relativeDirectory));
+    this.conf = configuration(plan);
+    // Room for the footer, as firn.engine.writer leaves it.
+    long reserve = Math.min(plan.target() / 10, 256 * 1024);
+    this.limit = plan.target() - Math.min(reserve, plan.target() / 2);
+    this.open = new NodeFile[plan.buckets()];
+    this.fileCounts = new int[plan.buckets()];
+    this.row = key.values();
+    this.previous = key.values();
+    this.parts = partition.values();
+    this.previousParts = partition.values();
+  }
+
+  private static Configuration configuration(LoadPlan plan) {
+    Configuration conf = new Configuration();
+    // Spark's Parquet writer reads its settings from the Hadoop configuration, as Spark's own
+    // writes put them there: every spark.sql.parquet setting at its session value (Spark adds
+    // settings between versions, and the writer insists on finding each), then Firn's.
+    SQLConf session = SQLConf.get();
+    for (ConfigEntry<?> entry : SQLConf$.MODULE$.getConfigEntries()) {
+      if (entry.key().startsWith("spark.sql.parquet.")) {
+        try {
+          conf.set(entry.key(), session.getConfString(entry.key()));
+        } catch (NoSuchElementException e) {
+          // A setting without a default that nobody set: the writer does without it.
+        }
+      }
+    }
+    conf.set(ParquetWriteSupport.SPARK_ROW_SCHEMA(), plan.schema().json());
+    conf.set("spark.sql.parquet.writeLegacyFormat", "false");
+    conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS");
+    conf.set("spark.sql.parquet.fieldId.write.enabled", "true");
+    return conf;
+  }
+
+  @Override
+  public void write(InternalRow record) throws IOException {
+    if (partition.size() > 0) {
+      partition.read(record, parts, "partition");
+      if (!started || partition.compare(parts, previousParts) != 0) {
+        startPartition();
+      }
+    } else if (!started) {
+      startPartition();
+    }
+    key.read(record, row, "key");
+    if (started) {
+      int order = key.compare(row, previous);
+      if (order == 0) {
+        throw new IllegalArgumentException(
+            "firn-load: key " + JSON.writeValueAsString(key.json(row)) + " appears more than once; "
+                + plan.duplicateRule());
+      }
+      if (order < 0) {
+        throw new IllegalStateException("rows reached the load out of key order at " + key.json(row));
+      }
+    }
+    int nul = key.withNul(row);
+    if (nul >= 0) {
+      throw new IllegalArgumentException(
+          "firn-load: key column " + key.name(nul) + " has a value with a NUL character, which the catalog cannot store");
+    }
+    started = true;
+    previous.copyFrom(row);
+    int node = (int) (key.hash(row) & (plan.buckets() - 1));
+    NodeFile file = open[node];
+    if (file == null) {
+      file = open[node] = new NodeFile(node, fileCounts[node]++);
+    }
+    file.write(record);
+    rows++;
+  }
+
+  /** The rows from here on belong to the partition {@code parts} holds: finish the previous
+   * partition's files. */
+  private void startPartition() throws IOException {
+    finishAll();
+    Arrays.fill(fileCounts, 0);
+    previousParts.copyFrom(parts);
+    partitionValues = partition.json(parts);
+    StringBuilder path = new StringBuilder();
+    for (int c = 0; c < partition.size(); c++) {
+      path.append(PathText.escape(partition.name(c)))
+          .append('=')
+          .append(PathText.escape(PathText.of(partitionValues.get(c), plan.schema().fields()[plan.partition()[c]])))
+          .append('/');
+    }
+    partitionPath = path.toString();
+    started = false;
+  }
+
+  private void finishAll() throws IOException {
+    for (int i = 0; i < open.length; i++) {
+      if (open[i] != null) {
+        open[i].finish();
+        open[i] = null;
+      }
+    }
+  }
+
+  @Override
+  public WriterCommitMessage commit() throws IOException {
+    finishAll();
+    return new LoadTable.Written(written.toArray(new String[0]), rows);
+  }
+
+  @Override
+  public void abort() throws IOException {
+    for (NodeFile f : open) {
+      if (f != null) {
+        try {
+          f.writer.close();
+        } catch (IOException | RuntimeException e) {
+          // The attempt failed already; its directory goes below.
+        }
+      }
+    }
+    FileSystem fs = directory.getFileSystem(conf);
+    fs.delete(directory, true);
+  }
+
+  @Override
+  public void close() {}
+
+  /** One base file being written: a node's rows of the current partition. */
+  private final class NodeFile {
+    final int node;
+    final String relative;
+    final Path path;
+    final ParquetWriter<InternalRow> writer;
+    final KeyColumns.Values first = key.values();
+    final KeyColumns.Values last = key.values();
+    long count;
+
+    NodeFile(int node, int n) throws IOException {
+      this.node = node;
+      this.relative =
+          relativeDirectory + "/" + partitionPath
+              + String.format("B-%d-%d-%05d.parquet", plan.buckets(), node, n);
+      this.path = new Path(directory, partitionPath + String.format("B-%d-%d-%05d.parquet", plan.buckets(), node, n));
+      RowsBuilder builder =
+          new RowsBuilder(path)
+              .withConf(conf)
+              .withWriteMode(ParquetFileWriter.Mode.CREATE)
+              .withCompressionCodec(CompressionCodecName.valueOf(plan.codec()))
+              .withRowGroupSize(LoadTable.ROW_GROUP_BYTES)
+              .withDictionaryEncoding(false);
+      for (String column : plan.dictionary()) {
+        builder = builder.withDictionaryEncoding(column, true);
+      }
+      this.writer = builder.build();
+    }
+
+    void write(InternalRow record) throws IOException {
+      if (count == 0) {
+        first.copyFrom(row);
+      }
+      writer.write(record);
+      last.copyFrom(row);
+      count++;
+      if (count % SIZE_CHECK_ROWS == 0 && writer.getDataSize() >= limit) {
+        finish();
+        open[node] = null;
+      }
+    }
+
+    void finish() throws IOException {
+      writer.close();
+      long size = path.getFileSystem(conf).getFileStatus(path).getLen();
+      Map<String, Object> out = new LinkedHashMap<>();
+      out.put("path", relative);
+      out.put("partition", partitionValues);
+      out.put("node", List.of(plan.buckets(), node));
+      out.put("rows", count);
+      out.put("size", size);
+      out.put("first", key.json(first));
+      out.put("last", key.json(last));
+      try {
+        written.add(JSON.writeValueAsString(out));
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
+    }
+  }
+
+  /** A Parquet writer of Spark's rows, as Spark's own Parquet writes encode them. */
+  private static final class RowsBuilder extends ParquetWriter.Builder<InternalRow, RowsBuilder> {
+    RowsBuilder(Path path) {
+      super(path);
+    }
+
+    @Override
+    protected RowsBuilder self() {
+      return this;
+    }
+
+    @Override
+    protected WriteSupport<InternalRow> getWriteSupport(Configuration conf) {
+      return new ParquetWriteSupport();
+    }
+  }
+}
