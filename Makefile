@@ -7,8 +7,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-# The JVM merge reader (firn.spark.jvm), compiled against the installed pyspark's jars.
-JAR    := shared/firn/spark/jars/firn-merge.jar
+# The JVM merge reader and loader (firn.spark.jvm, firn.spark.load), compiled against the installed pyspark's jars.
+JAR    := shared/firn/spark/jars/firn-spark.jar
 # Options for `make demo`, e.g. DEMO_ARGS="--duration 120 --rate 5" (see `firn up --help`).
 DEMO_ARGS ?=
 
@@ -28,9 +28,9 @@ $(STAMP): pyproject.toml
 
 $(JAR): $(STAMP) $(wildcard jvm/src/org/firn/spark/*.java) jvm/build.sh
 	@if command -v javac >/dev/null; then jvm/build.sh $(BIN)/python; \
-	else echo "no javac (a JDK 17): the JVM merge reader is not built, Spark reads merge in Python"; fi
+	else echo "no javac (a JDK 17): the JVM merge reader and loader are not built, Spark reads and loads go through Python"; fi
 
-setup: $(STAMP) $(JAR) ## create .venv and install Firn with its dev tools, build the JVM merge reader (re-runs when they change)
+setup: $(STAMP) $(JAR) ## create .venv and install Firn with its dev tools, build the JVM reader and loader (re-runs when they change)
 
 demo: setup ## the main job: Postgres, Kafka, the five services and a synthetic CDC producer, live; Ctrl-C stops and sums up
 	$(BIN)/firn up --demo $(DEMO_ARGS)

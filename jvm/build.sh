@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds firn-merge.jar (the JVM reader of splits that merge) with javac against the
+# Builds firn-spark.jar (the JVM merge reader and loader) with javac against the
 # jars of the installed pyspark: no Maven, no download. Usage: jvm/build.sh [python]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -11,5 +11,5 @@ trap 'rm -rf "$work"' EXIT
 javac -nowarn --release 17 -d "$work/classes" -cp "$jars/*" $(find "$here/src" -name '*.java')
 cp -r "$here/resources/." "$work/classes/"
 mkdir -p "$out"
-jar --create --file "$out/firn-merge.jar" -C "$work/classes" .
-echo "$out/firn-merge.jar"
+jar --create --file "$out/firn-spark.jar" -C "$work/classes" .
+echo "$out/firn-spark.jar"

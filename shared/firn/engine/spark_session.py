@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from firn.engine.jars import merge_jar
+from firn.engine.jars import spark_jar
 from firn.settings import FirnSettings
 
 if TYPE_CHECKING:
@@ -45,12 +45,12 @@ def is_local(master: str) -> bool:
 
 
 def session_conf(settings: FirnSettings) -> dict[str, str]:
-    """The Spark settings a session for ``settings`` is built with. The JVM merge
-    reader's jar (``firn.spark.jvm``), when built, is added to ``spark.jars`` (Spark
-    ships it to the executors)."""
+    """The Spark settings a session for ``settings`` is built with. The jar of the JVM
+    merge reader and loader (``firn.spark.jvm``, ``firn.spark.load``), when built, is
+    added to ``spark.jars`` (Spark ships it to the executors)."""
     local = _LOCAL_DEFAULTS if is_local(settings.spark_master) else {}
     conf = {**_DEFAULTS, **local, **settings.spark_conf}
-    jar = merge_jar()
+    jar = spark_jar()
     if jar is not None:
         given = conf.get("spark.jars", "")
         conf["spark.jars"] = f"{given},{jar}" if given else str(jar)

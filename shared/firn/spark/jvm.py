@@ -1,4 +1,4 @@
-"""The JVM merge reader (``jvm/``, built into ``firn/spark/jars/firn-merge.jar``): the
+"""The JVM merge reader (``jvm/``, built into ``firn/spark/jars/firn-spark.jar``): the
 splits that merge, read inside Spark's JVM instead of a Python worker.
 
 Why a JVM piece: handing 5M merged rows from a Python source to Spark costs about what
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from firn.engine.jars import MERGE_JAR, merge_jar
+from firn.engine.jars import SPARK_JAR, spark_jar
 from firn.engine.scan import unmerged_changes
 from firn.engine.splits import Split
 from firn.model.files import FileEntry
@@ -45,13 +45,13 @@ FORMAT = "firn-merge"
 
 SOURCE_CLASS = "org.firn.spark.MergeSource"
 
-JAR = MERGE_JAR
+JAR = SPARK_JAR
 """Where ``jvm/build.sh`` (run by ``make setup``) puts the jar."""
 
 
 def jar_path() -> Path | None:
     """The built jar, or None when it has not been built (``make setup``)."""
-    return merge_jar()
+    return spark_jar()
 
 
 def loaded(spark: SparkSession) -> bool:

@@ -200,12 +200,6 @@ def load_plan(job: WriteJob, token: str) -> str:
             "buckets": job.base_buckets,
             "target": job.target_file_size,
             "codec": CODECS[job.compression],
-            # Dictionary pages pay off for repeated strings only (firn.engine.writer).
-            "dictionary": [
-                f.name
-                for f in table.schema
-                if pa.types.is_string(f.type) and f.name not in table.primary_key
-            ],
             "rule": LOAD_RULE,
         }
     )

@@ -4,8 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.io.Serializable;
-import java.util.ArrayList;
-import java.util.List;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 
@@ -19,7 +17,7 @@ import org.apache.spark.sql.types.StructType;
  *             id as metadata "parquet.field.id"},
  *  "key": ["id", ...], "partition": ["region", ...],
  *  "buckets": m (the tree level base files are written at), "target": bytes a file,
- *  "codec": "LZ4_RAW" | "ZSTD" | "SNAPPY", "dictionary": [columns to dictionary-encode],
+ *  "codec": "LZ4_RAW" | "ZSTD" | "SNAPPY",
  *  "rule": "what to do about a key seen twice (the end of the error that names it)"}
  * </pre>
  *
@@ -35,7 +33,6 @@ record LoadPlan(
     int buckets,
     long target,
     String codec,
-    List<String> dictionary,
     String duplicateRule)
     implements Serializable {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -51,8 +48,6 @@ record LoadPlan(
       if (buckets < 1 || Integer.bitCount(buckets) != 1) {
         throw new IllegalArgumentException("buckets must be a power of two, got " + buckets);
       }
-      List<String> dictionary = new ArrayList<>();
-      root.get("dictionary").forEach(n -> dictionary.add(n.asText()));
       return new LoadPlan(
           root.get("token").asText(),
           root.get("staged").asText(),
@@ -62,7 +57,6 @@ record LoadPlan(
           buckets,
           root.get("target").asLong(),
           root.get("codec").asText(),
-          dictionary,
           root.get("rule").asText());
     } catch (IOException | RuntimeException e) {
       throw new IllegalArgumentException(
