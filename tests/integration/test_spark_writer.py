@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -591,3 +592,60 @@ def test_a_load_the_jvm_loader_does_not_take_goes_through_the_firn_source(
     assert sorted(unkeyed.read().column("k").to_pylist()) == list(range(10))
     assert not written_by_loader(unkeyed)
     assert recorded(unkeyed) == set()
+
+
+def test_the_jvm_loader_writes_every_type_it_takes_as_the_table_reads_it(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    """Each column type the loader takes (``firn.spark.load.writable``) reads back from
+    its files as the table's type, through Firn's reader and Spark's."""
+    SMALL, WIDE = pa.decimal128(9, 2), pa.decimal128(30, 4)
+    schema = pa.schema(
+        [
+            pa.field("k", pa.string(), nullable=False),
+            pa.field("i8", pa.int8()),
+            pa.field("i16", pa.int16()),
+            pa.field("i32", pa.int32()),
+            pa.field("f32", pa.float32()),
+            pa.field("flag", pa.bool_()),
+            pa.field("raw", pa.binary()),
+            pa.field("day", pa.date32()),
+            pa.field("naive", pa.timestamp("us")),
+            pa.field("zoned", pa.timestamp("us", "UTC")),
+            pa.field("small", SMALL),
+            pa.field("wide", WIDE),
+        ]
+    )
+    rows = pa.table(
+        {
+            "k": ["b", "a", "ключ", ""],
+            "i8": pa.array([1, None, -128, 127], pa.int8()),
+            "i16": pa.array([300, -300, None, 0], pa.int16()),
+            "i32": pa.array([1 << 30, None, -5, 7], pa.int32()),
+            "f32": pa.array([1.5, None, -0.25, 3.0], pa.float32()),
+            "flag": [True, False, None, True],
+            "raw": [b"\x00\xff", None, b"", b"x"],
+            "day": pa.array([19782, -1, None, 0], pa.int32()).cast(pa.date32()),
+            "naive": pa.array([0, 1_700_000_000_123_456, None, -5], pa.timestamp("us")),
+            "zoned": pa.array([None, 1, 2, 3], pa.timestamp("us", "UTC")),
+            "small": pa.array(
+                [Decimal("1.25"), None, Decimal("-9999999.99"), 0], pa.decimal128(9, 2)
+            ),
+            "wide": pa.array(
+                [Decimal("12345678901234567890.1234"), None, 0, 1], pa.decimal128(30, 4)
+            ),
+        }
+    )
+    table = catalog.create_table(f"spark_{next(_names)}", schema, ["k"])
+    ddl = (
+        "k string, i8 tinyint, i16 smallint, i32 int, f32 float, flag boolean, raw binary, "
+        "day date, naive timestamp_ntz, zoned timestamp, small decimal(9,2), wide decimal(30,4)"
+    )
+    df = spark.createDataFrame([tuple(r.values()) for r in rows.to_pylist()], ddl)
+    firn.spark.write(df.repartition(2), table.name, "overwrite", **options)
+    assert written_by_loader(table)
+    expected = rows.cast(table.schema).sort_by("k")
+    assert table.read().sort_by("k").equals(expected)
+    settings = {k: options[k] for k in ("database_url", "database_schema", "warehouse")}
+    back = firn.spark.read(spark, table.name, **settings).toArrow()
+    assert back.cast(table.schema).sort_by("k").to_pylist() == expected.to_pylist()
