@@ -367,6 +367,11 @@ def test_the_jvm_reader_on_a_table_keyed_by_one_column(
     assert any(f["deletion_vector"] for f in table.files().to_pylist())
     commit({6: ("back", 6.0)}, [8])
     check()
+    # Insert files larger than a batch: ~35k rows a node (read a batch at a time, the
+    # winners of earlier batches copied), then ~5k (each read as one batch, all held).
+    commit({k: (f"big{k}", float(k)) for k in range(0, 140_000, 1)}, [])
+    commit({k: (f"mid{k}", None) for k in range(0, 40_000, 2)}, list(range(1, 40_000, 20)))
+    check()
 
     # A change file that is not what the catalog recorded is named, never read.
     entries = files_at(catalog_conn(table), table.table_id, table.current_snapshot())

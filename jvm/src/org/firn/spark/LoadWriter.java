@@ -58,6 +58,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
   private final KeyColumns.Values previous;
   private final KeyColumns.Values parts;
   private final KeyColumns.Values previousParts;
+  /** Whether a row of the current partition was written (its key is in {@code previous}). */
   private boolean started;
   private String partitionPath = "";
   private List<Object> partitionValues = List.of();
@@ -126,6 +127,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
                 + plan.duplicateRule());
       }
       if (order < 0) {
+        // Spark sorted the task's rows (LoadTable.requiredOrdering): a bug if not.
         throw new IllegalStateException("rows reached the load out of key order at " + key.json(row));
       }
     }

@@ -48,6 +48,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private static final int BATCH_ROWS = 4096;
   /** Most insert files' readers a split keeps open (each holds a file handle). */
   private static final int MOST_HELD = 256;
+  /** Most rows those readers' batches hold in all: an insert file of at most {@link
+   * #WHOLE_FILE_ROWS} rows is read as one batch (so none of its winners is copied), and
+   * the batches held stay within this many rows. */
+  private static final long MOST_HELD_ROWS = 1L << 20;
+  private static final int WHOLE_FILE_ROWS = 1 << 15;
   /** Hadoop's defaults, parsed once per executor JVM and copied per reader. */
   private static final Configuration DEFAULTS = new Configuration();
   private static final long[] NONE_HIDDEN = new long[0];
@@ -71,6 +76,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private SortedKeys changed;
   /** Insert files' readers kept open: their last batch holds winning upserts. */
   private final List<FileReader> held = new ArrayList<>();
+  private long heldRows;
   /** The winning upserts still to send: held rows by reader, then copied rows. */
   private int[][] heldUpserts;
   private int heldSent;
@@ -262,6 +268,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       reader.close();
     }
     held.clear();
+    heldRows = 0;
   }
 
   private Winners readChanges() throws IOException {
@@ -289,9 +296,16 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     int seqs = schema.fieldIndex(SEQ);
     // An insert file's winners stay in its reader's last batch, not copied, when the
     // reader can be kept open until the split's upserts are sent.
-    boolean holding = !change.delete() && held.size() < MOST_HELD;
+    boolean holding =
+        !change.delete()
+            && held.size() < MOST_HELD
+            && heldRows + Math.min(change.rows(), BATCH_ROWS) <= MOST_HELD_ROWS;
+    // A small insert file is read as one batch, all of it held; a larger one a batch at a
+    // time, its winners in earlier batches copied.
+    boolean whole =
+        holding && change.rows() <= WHOLE_FILE_ROWS && heldRows + change.rows() <= MOST_HELD_ROWS;
     int holder = held.size();
-    FileReader reader = open(change.file(), schema);
+    FileReader reader = open(change.file(), schema, whole ? (int) change.rows() : BATCH_ROWS);
     checkRows(reader, change.file(), change.rows());
     boolean kept = false;
     try {
@@ -351,6 +365,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       }
       if (kept) {
         held.add(reader);
+        heldRows += whole ? change.rows() : BATCH_ROWS;
       }
     } finally {
       if (!kept) {
@@ -366,6 +381,12 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
    * about 3 ms, which a split of a few hundred small change files would pay again and again.
    */
   private FileReader open(ReadPlan.File file, StructType schema) throws IOException {
+    return open(file, schema, BATCH_ROWS);
+  }
+
+  /** {@link #open(ReadPlan.File, StructType)}, reading up to {@code batchRows} rows a batch. */
+  private FileReader open(ReadPlan.File file, StructType schema, int batchRows)
+      throws IOException {
     Path path = new Path(file.path());
     long size = path.getFileSystem(conf).getFileStatus(path).getLen();
     if (size != file.size()) {
@@ -376,7 +397,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
               + file.size());
     }
     conf.set(ParquetReadSupport.SPARK_ROW_REQUESTED_SCHEMA(), schema.json());
-    FileReader reader = new FileReader();
+    FileReader reader = new FileReader(Math.max(1, batchRows));
     try {
       reader.initialize(
           new FileSplit(path, 0, file.size(), new String[0]),
@@ -405,8 +426,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   /** Spark's vectorised Parquet reader, saying how many rows the file holds. */
   static final class FileReader extends VectorizedParquetRecordReader {
-    FileReader() {
-      super(false, BATCH_ROWS);
+    FileReader(int batchRows) {
+      super(false, batchRows);
     }
 
     long rows() {
