@@ -72,7 +72,9 @@ ERROR = re.compile(r"firn-load: ([^\n]*)")
 def write(df: DataFrame, table: str, mode: str = "append", **options: str) -> None:
     """Write ``df`` to ``table``: ``mode="append"`` commits its rows as one change set,
     ``"overwrite"`` loads them (``Table.load``), as ``df.write.format("firn")`` does;
-    ``options`` are that source's. A load is written by the JVM loader when it can be."""
+    ``options`` are that source's. A load is written by the JVM loader when it can be
+    (``unloadable``); the rest goes through the ``firn`` source, which the session must
+    have registered (``firn.spark.register``)."""
     if mode not in ("append", "overwrite"):
         raise ConfigError(f"mode must be 'append' or 'overwrite', got {mode!r}")
     if mode == "overwrite" and jvm.loaded(df.sparkSession) and _load(df, table, options):
