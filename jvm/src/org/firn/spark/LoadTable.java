@@ -31,7 +31,7 @@ import org.apache.spark.sql.types.StructType;
  * registers them in the catalog, or deletes the staged directory if the job failed.
  */
 final class LoadTable implements SupportsWrite, WriteBuilder, RequiresDistributionAndOrdering, BatchWrite {
-  /** Bytes a row group holds at most (as encoded), short of a smaller target file size. */
+  /** Bytes a row group holds at most (as parquet-mr estimates them while encoding). */
   static final long ROW_GROUP_BYTES = 32L << 20;
 
   /** Each finished load's files (a JSON array), by the plan's token, until the driver takes
