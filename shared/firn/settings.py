@@ -139,8 +139,9 @@ class FirnSettings(BaseSettings):
     commit_event_timeout_seconds: float = Field(
         default=2.0,
         gt=0,
-        description="How long a producer commit waits for Kafka to acknowledge its event; "
-        "the commit is durable either way.",
+        description="How long asking whether a commit's event was acknowledged "
+        "(Table.last_event_delivered), and closing a catalog with events queued, waits "
+        "for Kafka; a commit itself does not wait: it is durable either way.",
     )
     executor_memory_budget: Bytes = Field(
         default=1 << 30,

@@ -1,12 +1,14 @@
-"""A TCP proxy in front of the real Postgres that loses a connection at COMMIT.
+"""A TCP proxy in front of the real Postgres that loses a connection at a commit point.
 
 It relays the wire protocol message by message. Once armed, after the client sent a
-message containing ``after`` (e.g. the INSERT of a commit's files), the next
-``COMMIT`` is where the connection breaks, in one of two ways:
+message containing ``after`` (e.g. the statement registering a commit's files), the
+commit point is where the connection breaks: the next ``COMMIT`` inside an explicit
+transaction (``BEGIN``), or, for a statement outside one (its own transaction on an
+autocommit connection), the statement itself, up to its ``Sync``. In one of two ways:
 
-- ``"lost"``: the COMMIT is never delivered; the server sees the connection close
-  inside the transaction and rolls it back;
-- ``"landed"``: the COMMIT is delivered and the server's answer read to the end
+- ``"lost"``: the COMMIT (or the statement) is never delivered; the server sees the
+  connection close and rolls back whatever it had;
+- ``"landed"``: it is delivered and the server's answer read to the end
   (ReadyForQuery), so the commit is durable, then dropped.
 
 Either way the client sees its connection break while committing and cannot tell
@@ -26,6 +28,8 @@ from typing import Literal
 
 Fault = Literal["lost", "landed"]
 _COMMIT = b"Q" + struct.pack("!i", 11) + b"COMMIT\x00"
+_BEGIN = b"Q" + struct.pack("!i", 10) + b"BEGIN\x00"
+_SYNC = b"S" + struct.pack("!i", 4)
 
 
 class CommitFaultProxy:
@@ -42,16 +46,21 @@ class CommitFaultProxy:
         with self._lock:
             self._fault, self._after = fault, after
 
-    def _take(self, message: bytes, seen_after: bool) -> tuple[Fault | None, bool]:
-        """(the fault to inject now, whether ``after`` has been seen)."""
+    def _take(self, message: bytes, state: _Relay) -> Fault | None:
+        """The fault to inject now that the client sent ``message`` (None: relay it)."""
         with self._lock:
+            if message == _BEGIN:
+                state.in_transaction = True
             if self._fault is None:
-                return None, False
-            seen_after = seen_after or self._after in message
-            if seen_after and message == _COMMIT:
+                return None
+            if not state.seen_after and self._after in message:
+                state.seen_after = True
+                state.autocommit = not state.in_transaction
+            point = _SYNC if state.autocommit else _COMMIT
+            if state.seen_after and message == point:
                 fault, self._fault = self._fault, None
-                return fault, False
-            return None, seen_after
+                return fault
+            return None
 
     def _accept(self) -> None:
         while True:
@@ -64,11 +73,12 @@ class CommitFaultProxy:
 
     def _relay(self, client: socket.socket, server: socket.socket) -> None:
         """Relay both ways in one thread, so when the fault strikes nothing else
-        reads the server's answer."""
+        reads the server's answer. A statement outside a transaction is held from its
+        ``after`` message to its Sync: a lost one never reaches the server."""
         with selectors.DefaultSelector() as selector, client, server:
             selector.register(client, selectors.EVENT_READ)
             selector.register(server, selectors.EVENT_READ)
-            pending, started, seen_after = b"", False, False
+            pending, started, state = b"", False, _Relay()
             try:
                 while True:
                     for key, _ in selector.select():
@@ -82,17 +92,22 @@ class CommitFaultProxy:
                         while (message := _next_message(pending, started)) is not None:
                             pending = pending[len(message) :]
                             started = True
-                            fault, seen_after = self._take(message, seen_after)
+                            fault = self._take(message, state)
                             if fault is not None:
-                                self._break(fault, server)
+                                self._break(fault, server, state.held + message)
                                 return
-                            server.sendall(message)
+                            if message in (_COMMIT, b"Q" + struct.pack("!i", 13) + b"ROLLBACK\x00"):
+                                state.in_transaction = False
+                            if state.seen_after and state.autocommit:
+                                state.held += message
+                            else:
+                                server.sendall(message)
             except OSError:
                 return
 
-    def _break(self, fault: Fault, server: socket.socket) -> None:
+    def _break(self, fault: Fault, server: socket.socket, commit: bytes) -> None:
         if fault == "landed":
-            server.sendall(_COMMIT)
+            server.sendall(commit)
             while True:  # read the answer to its end: the commit is durable
                 kind = _read_exact(server, 1)
                 (length,) = struct.unpack("!i", _read_exact(server, 4))
@@ -100,6 +115,18 @@ class CommitFaultProxy:
                 if kind == b"Z":
                     break
         self.tripped.set()
+
+
+class _Relay:
+    """What one relayed connection has seen."""
+
+    def __init__(self) -> None:
+        self.in_transaction = False
+        self.seen_after = False
+        self.autocommit = False
+        """Whether the armed statement runs outside an explicit transaction."""
+        self.held = b""
+        """Messages of that statement not relayed yet."""
 
 
 def _next_message(data: bytes, started: bool) -> bytes | None:

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import firn
 from firn.errors import ConfigError
 from firn.events.schemas import validate
 from firn.kafka.topics import Topics, ensure_topics
+from firn.model.commits import CommitResult
 from firn.model.keyhash import hash_keys
 from firn.settings import FirnSettings
 from tests.hash_tree import HASH_TREE
@@ -311,3 +316,53 @@ def test_small_partitions_of_a_commit_go_to_their_root_and_count_as_runs_of_ever
     assert sorted_rows(table.read()) == [
         {"region": "eu", "id": i, "amount": -1.0, "note": "big"} for i in range(20)
     ]
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from([1, 2, 4, 8]),  # change.buckets for this commit
+            st.lists(
+                st.tuples(st.sampled_from(["eu", "us", "ap"]), st.integers(0, 60)),
+                min_size=1,
+                max_size=40,
+            ),
+            st.booleans(),  # a major compaction after it
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_the_runs_a_commit_registers_with_are_the_busiest_nodes_of_its_partitions(
+    catalog: firn.Catalog, steps: list[tuple[int, list[tuple[str, int]], bool]]
+) -> None:
+    """The back-pressure look a commit's registration takes in SQL (migration 0021)
+    is ``busiest_nodes``'s: over tree levels (change.buckets changed between
+    commits), root-level small partitions, ancestors' runs and compacted ones."""
+    table = catalog.create_table(
+        f"runs_{uuid.uuid4().hex[:8]}",
+        SCHEMA,
+        ["region", "id"],
+        ["region"],
+        {"change.split-rows": 8, "write.stall-runs": 2},
+    )
+    registered: list[CommitResult] = []
+    register = table.catalog.register_commit
+
+    def spied(*args: Any, **kwargs: Any) -> CommitResult:
+        registered.append(register(*args, **kwargs))
+        return registered[-1]
+
+    table.catalog.register_commit = spied  # type: ignore[method-assign]
+    for buckets, rows, compact in steps:
+        table.set_properties({"change.buckets": buckets})
+        keys = sorted(set(rows))
+        table.commit(changes([("U", region, i, float(i), None) for region, i in keys]))
+        written = sorted({region for region, _ in keys})
+        expected = table.catalog.busiest_nodes(table.table_id, [f"region={r}" for r in written])
+        assert registered[-1].busiest == expected
+        if compact:
+            firn.compact(table, kind="major", engine="local")

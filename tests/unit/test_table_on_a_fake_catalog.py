@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from firn.api.table import Table
 from firn.errors import CommitError, CommitStateUnknownError, ConfigError, SnapshotExpiredError
-from firn.model.commits import CommitResult, StagedFile
+from firn.model.commits import CommitResult, Delivery, StagedFile
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
 from firn.model.schema import SchemaVersion, TableSchema
@@ -33,6 +33,13 @@ SCHEMA = pa.schema(
         pa.field("amount", pa.float64()),
     ]
 )
+
+
+class Acknowledged:
+    """A delivery the broker acknowledged."""
+
+    def delivered(self) -> bool:
+        return True
 
 
 class FakeCatalog:
@@ -54,6 +61,10 @@ class FakeCatalog:
     def stage_paths(self, table_id: int, paths: Sequence[str]) -> None:
         self.staged.update(paths)
 
+    def stage_commit(self, table_id: int, paths: Sequence[str]) -> int:
+        self.stage_paths(table_id, paths)
+        return self.current_schema_id(table_id)
+
     def unstage_paths(self, table_id: int, paths: Sequence[str]) -> None:
         self.staged.difference_update(paths)
 
@@ -69,7 +80,9 @@ class FakeCatalog:
             for part, nodes in runs.items()
         }
 
-    def register_commit(self, table_id: int, staged: Sequence[StagedFile]) -> CommitResult:
+    def register_commit(
+        self, table_id: int, staged: Sequence[StagedFile], busiest: bool = False
+    ) -> CommitResult:
         if self.fail_next is not None:
             failure, self.fail_next = self.fail_next, None
             raise failure("injected by the test")
@@ -94,13 +107,15 @@ class FakeCatalog:
                     schema_id=f.schema_id,
                 )
             )
-        return CommitResult(self.seq, self.snapshot, dt.datetime.now(dt.UTC))
+        written = sorted({f.partition_key for f in staged})
+        runs = self.busiest_nodes(table_id, written) if busiest else None
+        return CommitResult(self.seq, self.snapshot, dt.datetime.now(dt.UTC), runs)
 
     def announce_commit(
         self, table: str, table_id: int, result: CommitResult, staged: Sequence[StagedFile]
-    ) -> bool | None:
+    ) -> Delivery | None:
         self.announced.append(result)
-        return True
+        return Acknowledged()
 
     def save_properties(self, table_id: int, properties: TableProperties) -> bool:
         self.properties = properties

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from firn.api.schema_update import UpdateSchema
 from firn.engine.loading import group_rows, write_groups
-from firn.engine.staging import file_name, split_changes, write_group
+from firn.engine.staging import ChangeGroup, file_name, split_changes, write_group
 from firn.engine.table_scan import Scan, check_columns
 from firn.engine.verify import Progress, VerifyReport, verify_files
 from firn.errors import (
@@ -44,7 +44,14 @@ from firn.errors import (
 )
 from firn.io.storage import Storage
 from firn.model.changes import DELETE, OP, UPSERT, validate_changes, validate_rows
-from firn.model.commits import CommitResult, Committed, StagedFile, Stall, StreamBatch
+from firn.model.commits import (
+    CommitResult,
+    Committed,
+    Delivery,
+    StagedFile,
+    Stall,
+    StreamBatch,
+)
 from firn.model.evolution import SchemaChange, new_columns
 from firn.model.filter_text import as_filter
 from firn.model.partition_names import PartitionName, partition_keys
@@ -65,6 +72,10 @@ asked for; 14,900 with these looks)."""
 MERGE_SCHEMA_ATTEMPTS = 5
 """Schema changes ``merge_schema`` tries before giving up on concurrent ones."""
 
+STAGE_ATTEMPTS = 5
+"""Times a commit checks its change set again after staging found the schema changed
+meanwhile, before giving up on a table whose schema keeps changing."""
+
 
 class Table:
     """A handle on one table; cheap to create, bound to its catalog."""
@@ -83,8 +94,7 @@ class Table:
         self.properties = properties
         self.location = location
         self.storage = Storage(location)
-        self.last_event_delivered: bool | None = None
-        """Whether the last commit's event was acknowledged by Kafka (None: not sent)."""
+        self._last_event: Delivery | None = None
         self._told_stall_before_due = False
         self._versions: dict[int, TableSchema] = {}
         """Schema versions looked up so far, by id (reads of older snapshots)."""
@@ -201,9 +211,54 @@ class Table:
         so a producer that passes it slows down instead of letting reads degrade.
         The commit itself has landed either way."""
         lap = _Laps()
-        self.refresh()
         if merge_schema and isinstance(changes, pa.Table | pa.RecordBatch):
             self.merge_schema(changes.schema)
+        # Checked against the schema version this handle knows; staging answers the
+        # current one, and a change set checked against an older one is checked again.
+        for _ in range(STAGE_ATTEMPTS):
+            groups, paths = self._split(changes, lap)
+            try:
+                current = self.catalog.stage_commit(self.table_id, paths)
+            except CommitError as exc:
+                raise _about(self.name, exc) from exc
+            if current == self.definition.schema_id:
+                break
+            self.catalog.unstage_paths(self.table_id, paths)  # nothing written yet
+            self._adopt(current)
+        else:
+            raise CommitError(
+                f"the schema of {self.name!r} changed during each of {STAGE_ATTEMPTS} tries "
+                "to commit; nothing was written",
+                retryable=True,
+            )
+        lap("stage")
+        try:
+            staged = [
+                write_group(self.definition, self.storage, group, path)
+                for group, path in zip(groups, paths, strict=True)
+            ]
+        except BaseException:
+            self._discard(paths)
+            raise
+        lap("write")
+        look = self.properties.write_stall_runs > 0
+        result = self._register(
+            [f.path for f in staged],
+            lambda: self.catalog.register_commit(self.table_id, staged, busiest=look),
+        )
+        lap("register")
+        self._announce(result, staged)
+        lap("announce")
+        committed = self._back_pressure(
+            result.seq, {f.partition_key for f in staged}, stall_wait, result.busiest
+        )
+        lap("back_pressure")
+        committed.phases = lap.laps
+        return committed
+
+    def _split(self, changes: pa.Table, lap: _Laps) -> tuple[list[ChangeGroup], list[str]]:
+        """The change set checked against this handle's schema version, and its
+        rows split into the files to write (with their paths)."""
         validated = validate_changes(
             self.definition, changes, ignore_dropped=self.properties.schema_ignore_dropped
         )
@@ -218,32 +273,8 @@ class Table:
             validated,
             self.properties.change_split_rows,
         )
-        paths = [file_name(group) for group in groups]
         lap("split")
-        try:
-            self.catalog.stage_paths(self.table_id, paths)
-        except CommitError as exc:
-            raise _about(self.name, exc) from exc
-        lap("stage")
-        try:
-            staged = [
-                write_group(self.definition, self.storage, group, path)
-                for group, path in zip(groups, paths, strict=True)
-            ]
-        except BaseException:
-            self._discard(paths)
-            raise
-        lap("write")
-        result = self._register(
-            [f.path for f in staged], lambda: self.catalog.register_commit(self.table_id, staged)
-        )
-        lap("register")
-        self._announce(result, staged)
-        lap("announce")
-        committed = self._back_pressure(result.seq, {f.partition_key for f in staged}, stall_wait)
-        lap("back_pressure")
-        committed.phases = lap.laps
-        return committed
+        return groups, [file_name(group) for group in groups]
 
     def merge_schema(self, schema: pa.Schema, ignore: Sequence[str] = ()) -> SchemaVersion | None:
         """Add the columns of ``schema`` (a change set's or a DataFrame's) that the
@@ -269,7 +300,16 @@ class Table:
                     raise
         return None
 
-    def _back_pressure(self, seq: int, partitions: set[str], wait: float | None) -> Committed:
+    def _back_pressure(
+        self,
+        seq: int,
+        partitions: set[str],
+        wait: float | None,
+        first: dict[str, tuple[str, int]] | None = None,
+    ) -> Committed:
+        """The stalls the commit found (``first``: the look the commit's registration
+        took, so the first costs no round trip), waiting up to ``wait`` seconds for
+        compaction to clear them."""
         limit = self.properties.write_stall_runs
         if limit == 0:
             return Committed(seq)
@@ -282,7 +322,11 @@ class Table:
             # Only the time spent waiting for compaction counts, not the first look.
             waited = time.monotonic() - started if slept else 0.0
             try:
-                busiest = self.catalog.busiest_nodes(self.table_id, sorted(partitions))
+                busiest = (
+                    first
+                    if first is not None and not slept
+                    else self.catalog.busiest_nodes(self.table_id, sorted(partitions))
+                )
             except FirnError as exc:  # the commit has landed: never fail it for this
                 log.warning("%s: back-pressure not checked after seq %d: %s", self.name, seq, exc)
                 return Committed(seq, waited=round(waited, 3))
@@ -499,15 +543,22 @@ class Table:
             log.warning("staged files of a failed commit to %s left behind: %s", self.name, exc)
 
     def _announce(self, result: CommitResult, staged: list[StagedFile]) -> None:
-        """Best effort: the commit has landed, and nothing here may make it look as
-        if it had not (metrics finds it at its periodic catalog check)."""
+        """Best effort, and not waited for: the commit has landed, and nothing here may
+        make it look as if it had not (metrics finds it at its periodic catalog check)."""
         try:
-            self.last_event_delivered = self.catalog.announce_commit(
+            self._last_event = self.catalog.announce_commit(
                 self.name, self.table_id, result, staged
             )
         except Exception:
             log.exception("%s: commit seq %d landed; its event was not sent", self.name, result.seq)
-            self.last_event_delivered = False
+            self._last_event = _NOT_SENT
+
+    @property
+    def last_event_delivered(self) -> bool | None:
+        """Whether the last commit's event was acknowledged by Kafka (None: there is no
+        Kafka to tell). A commit does not wait for the acknowledgement; asking does,
+        up to ``commit_event_timeout_seconds``."""
+        return None if self._last_event is None else self._last_event.delivered()
 
     def set_properties(self, updates: dict[str, Any]) -> TableProperties:
         """Change some properties (dotted names, design §8); the rest keep their values.
@@ -679,8 +730,19 @@ class Table:
         return self.catalog.status(self.table_id, self.name, self.properties)
 
 
+class _NotSent:
+    """The delivery of an event that could not even be queued."""
+
+    def delivered(self) -> bool:
+        return False
+
+
+_NOT_SENT = _NotSent()
+
+
 class _Laps:
-    """Seconds between successive calls, by name (``Committed.phases``)."""
+    """Seconds between successive calls, by name (``Committed.phases``); a step taken
+    twice (a commit that checks its change set again) adds up."""
 
     def __init__(self) -> None:
         self.laps: dict[str, float] = {}
@@ -688,7 +750,7 @@ class _Laps:
 
     def __call__(self, name: str) -> None:
         now = time.perf_counter()
-        self.laps[name] = round(now - self._last, 6)
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self._last, 6)
         self._last = now
 
 

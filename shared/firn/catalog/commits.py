@@ -31,6 +31,7 @@ import psycopg
 
 from firn.errors import CommitError, ConfigError, FirnError
 from firn.model.commits import CommitResult, StagedFile, StreamBatch
+from firn.model.tree import Node
 from firn.postgres.connection import Connection
 
 STAGED = "staged by a producer commit"
@@ -56,6 +57,23 @@ def stage_paths(
             "commit for longer than orphan.retention); start the query again",
             retryable=True,
         )
+
+
+def stage_commit(conn: Connection, table_id: int, paths: Sequence[str]) -> int:
+    """Record a producer commit's ``paths`` before they are written, as ``stage_paths``
+    does, and return the table's current schema version (what the change set must
+    have been checked against): one round trip for both (migration 0021)."""
+    with contextlib.nullcontext() if conn.autocommit else conn.transaction():
+        try:
+            row = conn.execute(
+                "SELECT firn_stage_commit(%s, %s::text[], %s)", (table_id, list(paths), STAGED)
+            ).fetchone()
+        except psycopg.Error as exc:
+            if exc.sqlstate == "FN404":
+                raise ConfigError(f"table {table_id} no longer exists") from exc
+            raise
+    assert row is not None  # the function returns one row or raises
+    return int(row[0])
 
 
 def unstage_paths(conn: Connection, table_id: int, paths: Sequence[str]) -> None:
@@ -114,15 +132,18 @@ def register_commit(
     *,
     staged_dir: str | None = None,
     stream: StreamBatch | None = None,
+    busiest: bool = False,
 ) -> CommitResult:
     """Allocate seq and snapshot and register ``files`` (staged by ``stage_paths``,
-    each by its path or all under ``staged_dir``); call inside a transaction. With
-    ``stream``, the micro-batch is recorded too (a second commit of it fails here)
-    and ``staged_dir``, the stream's, stays staged for its next batches.
+    each by its path or all under ``staged_dir``). With ``stream``, the micro-batch is
+    recorded too (a second commit of it fails here) and ``staged_dir``, the stream's,
+    stays staged for its next batches. ``busiest``: the result also holds each
+    written partition's busiest change node (``busiest_nodes``), for back-pressure.
 
-    The work is one call of the catalog's ``firn_register_commit`` (migration 0018),
-    which runs as the catalog's owner: a producer's role may commit only through it,
-    only to the tables it was granted, and it is one round trip instead of six."""
+    The work is one statement, a call of the catalog's ``firn_register_commit``
+    (migrations 0018 and 0021), which runs as the catalog's owner: a producer's role
+    may commit only through it, only to the tables it was granted. On an autocommit
+    connection the statement is its own transaction: no BEGIN and COMMIT round trips."""
     if staged_dir is not None:
         if not staged_dir.endswith("/"):
             raise ConfigError(f"a staged directory ends in '/', got {staged_dir!r}")
@@ -131,13 +152,14 @@ def register_commit(
             raise ConfigError(f"files outside the staged directory {staged_dir!r}: {stray[:3]}")
     try:
         row = conn.execute(
-            "SELECT * FROM firn_register_commit(%s, %s::jsonb, %s, %s, %s)",
+            "SELECT * FROM firn_register_commit(%s, %s::jsonb, %s, %s, %s, %s)",
             (
                 table_id,
                 json.dumps([_file_row(f) for f in files]),
                 staged_dir,
                 None if stream is None else stream.query_id,
                 None if stream is None else stream.batch_id,
+                busiest,
             ),
         ).fetchone()
     except psycopg.Error as exc:
@@ -146,7 +168,12 @@ def register_commit(
             raise
         raise refusal from exc
     assert row is not None  # the function returns one row or raises
-    return CommitResult(int(row[0]), int(row[1]), row[2])
+    runs = (
+        None
+        if row[3] is None
+        else {key: (str(Node(int(m), int(i))), int(n)) for key, (m, i, n) in row[3].items()}
+    )
+    return CommitResult(int(row[0]), int(row[1]), row[2], runs)
 
 
 def _file_row(f: StagedFile) -> dict[str, object]:

@@ -21,7 +21,7 @@ from firn.catalog import commits, files, loads, metrics, schemas, status, tables
 from firn.errors import CommitError, CommitStateUnknownError, FirnError
 from firn.events.commits import commit_event
 from firn.events.envelope import EventSink
-from firn.model.commits import CommitResult, StagedFile, StreamBatch
+from firn.model.commits import CommitResult, Delivery, StagedFile, StreamBatch
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
 from firn.model.schema import SchemaVersion, TableSchema
@@ -66,6 +66,13 @@ class PostgresTableCatalog:
             # cleared by orphan cleanup. Trying the commit again is safe.
             raise CommitError(f"staging failed, nothing written: {exc}", retryable=True) from exc
 
+    def stage_commit(self, table_id: int, paths: Sequence[str]) -> int:
+        try:
+            return commits.stage_commit(self.conn, table_id, paths)
+        except psycopg.Error as exc:
+            self._raise_if_refused(exc, "staging files")
+            raise CommitError(f"staging failed, nothing written: {exc}", retryable=True) from exc
+
     def unstage_paths(self, table_id: int, paths: Sequence[str]) -> None:
         try:
             commits.unstage_paths(self.conn, table_id, paths)
@@ -80,13 +87,15 @@ class PostgresTableCatalog:
         *,
         staged_dir: str | None = None,
         stream: StreamBatch | None = None,
+        busiest: bool = False,
     ) -> CommitResult:
         return self._committing(
             "a commit",
             len(staged),
             lambda conn: commits.register_commit(
-                conn, table_id, staged, staged_dir=staged_dir, stream=stream
+                conn, table_id, staged, staged_dir=staged_dir, stream=stream, busiest=busiest
             ),
+            one_statement=True,
         )
 
     def register_load(
@@ -118,10 +127,27 @@ class PostgresTableCatalog:
             raise denied from exc
 
     def _committing(
-        self, what: str, files: int, register: Callable[[Connection], CommitResult]
+        self,
+        what: str,
+        files: int,
+        register: Callable[[Connection], CommitResult],
+        *,
+        one_statement: bool = False,
     ) -> CommitResult:
-        """Run ``register`` as one transaction, its failures as the Table's errors."""
+        """Run ``register`` as one transaction, its failures as the Table's errors.
+        ``one_statement``: ``register`` is a single statement, which on an autocommit
+        connection is its own transaction (two round trips fewer than BEGIN and
+        COMMIT around it); its outcome is then unknown exactly when an answered
+        COMMIT's would be (``_rolled_back``)."""
         conn = self.conn
+        if one_statement and conn.autocommit:
+            try:
+                return register(conn)
+            except psycopg.Error as exc:
+                self._raise_if_refused(exc, what)
+                if not _rolled_back(conn, exc):
+                    raise self._unknown(files, exc) from exc
+                raise CommitError(f"the commit failed: {exc}", retryable=True) from exc
         committing = False
         try:
             with conn.transaction():
@@ -133,20 +159,24 @@ class PostgresTableCatalog:
             # answered with an error rolled back too. Only a COMMIT whose answer was
             # lost leaves the outcome unknown.
             if committing and not _rolled_back(conn, exc):
-                raise CommitStateUnknownError(
-                    f"the catalog connection failed while committing; the commit may or "
-                    f"may not have landed ({files} staged files kept, recorded for "
-                    f"orphan cleanup in case it did not): {exc}"
-                ) from exc
+                raise self._unknown(files, exc) from exc
             raise CommitError(f"the commit failed: {exc}", retryable=True) from exc
         return result
 
+    @staticmethod
+    def _unknown(files: int, exc: psycopg.Error) -> CommitStateUnknownError:
+        return CommitStateUnknownError(
+            f"the catalog connection failed while committing; the commit may or "
+            f"may not have landed ({files} staged files kept, recorded for "
+            f"orphan cleanup in case it did not): {exc}"
+        )
+
     def announce_commit(
         self, table: str, table_id: int, result: CommitResult, staged: Sequence[StagedFile]
-    ) -> bool | None:
+    ) -> Delivery | None:
         if self.publisher is None:
             return None
-        return self.publisher.publish(table, commit_event(table, table_id, result, staged))
+        return self.publisher.send(table, commit_event(table, table_id, result, staged))
 
     def busiest_nodes(
         self, table_id: int, partition_keys: Sequence[str]

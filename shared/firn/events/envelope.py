@@ -13,6 +13,8 @@ from typing import Protocol
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from firn.model.commits import Delivery
+
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
@@ -43,8 +45,8 @@ class EventSink(Protocol):
     ``firn.kafka.publisher.EventPublisher`` on a stack, wired in by ``firn.connect``,
     so the catalog never imports a Kafka client."""
 
-    def publish(self, key: str, event: Event) -> bool:
-        """Send ``event`` keyed by ``key``; whether it was acknowledged in time."""
+    def send(self, key: str, event: Event) -> Delivery:
+        """Send ``event`` keyed by ``key`` without waiting for it to be acknowledged."""
         ...
 
     def close(self) -> None: ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from firn.model.tree import Node
 
@@ -38,6 +38,18 @@ class CommitResult:
     seq: int
     snapshot_id: int
     committed_at: dt.datetime
+    busiest: dict[str, tuple[str, int]] | None = None
+    """When the commit asked for it: per partition it wrote, its change node with the
+    most sorted runs and how many (``busiest_nodes``), as of the commit itself."""
+
+
+class Delivery(Protocol):
+    """What became of a commit's event: asked for only by whoever wants to know (a
+    commit does not wait for it)."""
+
+    def delivered(self) -> bool:
+        """Whether the event was acknowledged, waiting a bounded time to know."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -70,9 +82,11 @@ class Committed(int):
     phases: dict[str, float]
     """Seconds each step of the commit took, in order: ``validate`` (the schema check,
     with ``merge_schema``), ``split`` (hashing rows to partitions and nodes), ``stage``
-    (recording the file names), ``write`` (the change files), ``register`` (the
-    catalog transaction), ``announce`` (the commit event, until Kafka acknowledged
-    it) and ``back_pressure`` (the look at the runs per node, and any wait)."""
+    (recording the file names, which answers the current schema version), ``write``
+    (the change files), ``register`` (the catalog transaction, which also looks at
+    the runs per node), ``announce`` (handing the commit event to the Kafka client,
+    which sends it without the commit waiting) and ``back_pressure`` (any wait for
+    compaction). A step taken again (the schema changed while staging) adds up."""
 
     def __new__(
         cls,

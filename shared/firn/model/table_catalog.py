@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from firn.model.commits import CommitResult, StagedFile, StreamBatch
+from firn.model.commits import CommitResult, Delivery, StagedFile, StreamBatch
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
 from firn.model.schema import SchemaVersion, TableSchema
@@ -30,6 +30,10 @@ class TableCatalog(Protocol):
         (retryable) when that fails, and then nothing is written. ``refresh``: a
         path already staged (a stream's directory) is recorded anew instead."""
 
+    def stage_commit(self, table_id: int, paths: Sequence[str]) -> int:
+        """``stage_paths`` for a producer commit, answering the table's current schema
+        version in the same step (the change set must have been checked against it)."""
+
     def unstage_paths(self, table_id: int, paths: Sequence[str]) -> None:
         """Forget staged paths whose files were deleted after a known failure;
         ``CommitError`` when that fails (orphan cleanup then finds them)."""
@@ -41,11 +45,13 @@ class TableCatalog(Protocol):
         *,
         staged_dir: str | None = None,
         stream: StreamBatch | None = None,
+        busiest: bool = False,
     ) -> CommitResult:
         """Register the staged files as one seq and snapshot (the commit point).
         ``staged_dir``: the files were staged as one directory (``stage_paths`` of a
         path ending in ``/``) instead of by path. ``stream``: record the micro-batch
-        in the same step; ``CommitError`` if it was committed before."""
+        in the same step; ``CommitError`` if it was committed before. ``busiest``:
+        the result holds ``busiest_nodes`` of the partitions written, as of the commit."""
 
     def register_load(
         self,
@@ -66,9 +72,9 @@ class TableCatalog(Protocol):
 
     def announce_commit(
         self, table: str, table_id: int, result: CommitResult, staged: Sequence[StagedFile]
-    ) -> bool | None:
-        """Tell the services about a landed commit: whether the message was
-        acknowledged, ``None`` when there is no one to tell."""
+    ) -> Delivery | None:
+        """Tell the services about a landed commit without waiting for them: what
+        became of the message, ``None`` when there is no one to tell."""
 
     def busiest_nodes(
         self, table_id: int, partition_keys: Sequence[str]
