@@ -142,13 +142,18 @@ def hot_paths(catalog: firn.Catalog, settings: FirnSettings, name: str) -> dict[
     return ran
 
 
+class _Acknowledged:
+    def delivered(self) -> bool:
+        return True
+
+
 class _Capture:
     def __init__(self, into: list[Any]) -> None:
         self.into = into
 
-    def publish(self, _key: str, event: Any) -> bool:
+    def send(self, _key: str, event: Any) -> _Acknowledged:
         self.into.append(event)
-        return True
+        return _Acknowledged()
 
     def close(self) -> None:
         pass

@@ -216,7 +216,15 @@ class Table:
         # Checked against the schema version this handle knows; staging answers the
         # current one, and a change set checked against an older one is checked again.
         for _ in range(STAGE_ATTEMPTS):
-            groups, paths = self._split(changes, lap)
+            try:
+                groups, paths = self._split(changes, lap)
+            except ConfigError:
+                # Refused by the version this handle knows: if the table has moved
+                # on, the change set may fit the current one (a column dropped since).
+                known = self.definition.schema_id
+                if self.refresh().definition.schema_id == known:
+                    raise
+                groups, paths = self._split(changes, lap)
             try:
                 current = self.catalog.stage_commit(self.table_id, paths)
             except CommitError as exc:
