@@ -200,6 +200,34 @@ def test_a_commit_is_staged_written_registered_and_announced(tmp_path: Path) -> 
     assert table.last_event_delivered is True
 
 
+def test_a_commit_checked_against_an_old_schema_version_is_checked_again(
+    tmp_path: Path,
+) -> None:
+    """Staging answers the current schema version: a handle that missed a schema
+    change (another process added a column) stages once, finds it, unstages, checks
+    the change set against the new version and writes its files under that one."""
+    fake = FakeCatalog()
+    table = new_table(tmp_path, fake)
+    other = new_table(tmp_path, fake)
+    with other.update_schema() as update:
+        update.add_column("channel", pa.string(), default="web")
+    staged: list[list[str]] = []
+    stage = fake.stage_commit
+
+    def spied(table_id: int, paths: Sequence[str]) -> int:
+        staged.append(list(paths))
+        return stage(table_id, paths)
+
+    fake.stage_commit = spied  # type: ignore[method-assign]
+    assert table.schema_id == 0
+    table.upsert(pa.table({"region": ["eu"], "id": [1], "amount": [1.0]}))
+    assert len(staged) == 2, "staged, found version 1, staged again"
+    assert fake.staged == set(), "the first paths were unstaged, the second registered"
+    assert table.schema_id == 1
+    assert {e.schema_id for e in fake.entries} == {1}
+    assert table.read().to_pylist() == [{"region": "eu", "id": 1, "amount": 1.0, "channel": "web"}]
+
+
 def test_a_commit_reports_a_node_whose_runs_reach_the_stall_limit(tmp_path: Path) -> None:
     fake = FakeCatalog()
     table = new_table(tmp_path, fake, **{"change.buckets": 1, "write.stall-runs": 3})
