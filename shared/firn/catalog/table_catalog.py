@@ -3,8 +3,9 @@ reconnecting Postgres connection and an optional commit-event publisher.
 
 Here, and only here, database errors become the Table's errors. A commit whose
 outcome is known to be a failure (a statement failed before COMMIT, or Postgres
-answered COMMIT with an error, which means it rolled back) is ``CommitError``. When
-the connection breaks *while* committing, the outcome is unknown:
+answered COMMIT, or a commit that is one statement of its own, with an error, which
+means it rolled back) is ``CommitError``. When the connection breaks *while*
+committing, the outcome is unknown:
 ``CommitStateUnknownError``, and the Table keeps the staged files, because deleting
 them would corrupt the commit if it did land. Their ``orphan_file`` records settle
 it later without asking anyone (``firn.catalog.commits``).
