@@ -69,9 +69,10 @@ def stage_commit(conn: Connection, table_id: int, paths: Sequence[str]) -> int:
                 "SELECT firn_stage_commit(%s, %s::text[], %s)", (table_id, list(paths), STAGED)
             ).fetchone()
         except psycopg.Error as exc:
-            if exc.sqlstate == "FN404":
-                raise ConfigError(f"table {table_id} no longer exists") from exc
-            raise
+            refusal = _commit_refusal(exc, table_id)
+            if refusal is None:
+                raise
+            raise refusal from exc
     assert row is not None  # the function returns one row or raises
     return int(row[0])
 
