@@ -44,6 +44,14 @@ def read(conn: Connection, seconds: float) -> dict[str, Any]:
         "ORDER BY s.total_exec_time DESC LIMIT %s",
         (TOP,),
     ).fetchall()
+    # LLVM compiling a statement whose estimated cost passes jit_above_cost: tens of
+    # milliseconds of CPU for one execution, which an OLTP catalog cannot afford.
+    jit = conn.execute(
+        "SELECT coalesce(sum(jit_functions), 0), coalesce(sum(jit_generation_time "
+        "+ jit_inlining_time + jit_optimization_time + jit_emission_time), 0), "
+        "count(*) FILTER (WHERE jit_functions > 0) FROM pg_stat_statements"
+    ).fetchone()
+    assert jit is not None
     functions = conn.execute(
         "SELECT funcname, calls, self_time, total_time FROM pg_stat_user_functions "
         "ORDER BY total_time DESC LIMIT %s",
@@ -51,6 +59,11 @@ def read(conn: Connection, seconds: float) -> dict[str, Any]:
     ).fetchall()
     return {
         "seconds": round(seconds, 1),
+        "jit": {
+            "functions": int(jit[0]),
+            "ms_per_s": round(float(jit[1]) * per_s, 2),
+            "statements": int(jit[2]),
+        },
         "by_role": [
             {
                 "role": role,
@@ -85,7 +98,12 @@ def read(conn: Connection, seconds: float) -> dict[str, Any]:
 
 def lines(found: dict[str, Any]) -> list[str]:
     """The report for a reader: roles, then the dearest statements."""
-    out = ["catalog load while producing (ms of execution per second):"]
+    jit = found["jit"]
+    out = [
+        f"catalog JIT: {jit['ms_per_s']} ms/s compiling {jit['functions']} functions "
+        f"for {jit['statements']} statements",
+        "catalog load while producing (ms of execution per second):",
+    ]
     out += [
         f"  {r['role']:<28} {r['ms_per_s']:8.1f} ms/s  {r['calls_per_s']:8.1f} calls/s"
         for r in found["by_role"]
