@@ -32,6 +32,7 @@ from firn.model.files import FileEntry
 from firn.model.filters import ArrowFilter, Compare, In, IsNull, Not, to_expression
 from firn.model.schema import TableSchema
 from firn.model.tree import ROOT
+from firn.spark.jvm import jvm_key_type
 from firn.spark.pushdown import always, convert, exact_for_changes, push
 from firn.spark.reader import PARTITION_ROWS, packed, read_options, spark_type
 
@@ -176,6 +177,29 @@ def test_spark_types_of_firn_columns() -> None:
     assert spark_type("a", pa.timestamp("us")) == TimestampNTZType()
     with pytest.raises(ConfigError, match="uint64"):
         spark_type("a", pa.uint64())
+
+
+@pytest.mark.parametrize(
+    ("key", "taken"),
+    [
+        (pa.int64(), True),
+        (pa.int8(), True),
+        (pa.uint32(), True),
+        (pa.date32(), True),
+        (pa.timestamp("us", "UTC"), True),
+        (pa.timestamp("us"), True),
+        (pa.uint64(), False),  # Spark has no type for its upper half
+        (pa.timestamp("ms"), False),  # Spark reads it as microseconds, which hash otherwise
+        (pa.timestamp("ns"), False),
+        (pa.date64(), False),
+        (pa.string(), False),
+        (pa.decimal128(12, 2), False),
+    ],
+)
+def test_the_jvm_reader_takes_keys_it_reads_as_the_integers_they_hash_as(
+    key: pa.DataType, taken: bool
+) -> None:
+    assert jvm_key_type(key) == taken
 
 
 def test_an_executor_imports_the_reader_from_the_zip_without_pydantic_or_postgres(

@@ -10,12 +10,12 @@ past it (the rows a change replaces or a deletion vector hides left out of each 
 by a selection, not copied) and ends with the winning upserts: no Python, no Arrow
 hand-off.
 
-It takes the splits ``jvm_mergeable`` accepts (one partition, a key of one integer
-column besides the partition columns, every file of the read's schema version, no
-filter, local files), deletion vectors included; ``firn.spark.read`` sends the
-others to the ``firn`` Python source as before. It is used when the session has the
-jar: Firn's own sessions (``firn.engine.spark_session``) add it; a session of your
-own adds ``jar_path()`` to ``spark.jars`` before it starts.
+It takes the splits ``jvm_mergeable`` accepts (one partition, a key of one integer,
+date or microsecond timestamp column besides the partition columns, every file of
+the read's schema version, no filter, local files), deletion vectors included;
+``firn.spark.read`` sends the others to the ``firn`` Python source as before. It is
+used when the session has the jar: Firn's own sessions (``firn.engine.spark_session``)
+add it; a session of your own adds ``jar_path()`` to ``spark.jars`` before it starts.
 """
 
 from __future__ import annotations
@@ -72,9 +72,10 @@ def loaded(spark: SparkSession) -> bool:
 def jvm_mergeable(split: Split, schema_id: int) -> bool:
     """Whether the JVM reader returns exactly what ``split.read()`` does: a merged
     (not a change) split of one partition without a filter, of a table whose key is
-    one integer column after the partition columns (the partition's rows differ in
-    that column alone), on local storage, every file written under ``schema_id``,
-    and column types Spark's Parquet reader reads as the source would."""
+    one integer, date or microsecond timestamp column after the partition columns (the
+    partition's rows differ in that column alone), on local storage, every file
+    written under ``schema_id``, and column types Spark's Parquet reader reads as the
+    source would."""
     table = split.table
     if split.changes or split.filter is not None or not table.keyed:
         return False
@@ -82,8 +83,7 @@ def jvm_mergeable(split: Split, schema_id: int) -> bool:
     # Within one partition its columns are constant: the key's last column alone decides.
     if split.partition is None or any(c not in table.partition_by for c in key[:-1]):
         return False
-    key_type = table.schema.field(key[-1]).type
-    if not pa.types.is_integer(key_type) or pa.types.is_uint64(key_type):
+    if not jvm_key_type(table.schema.field(key[-1]).type):
         return False
     if "://" in split.location and not split.location.startswith("file://"):
         return False
@@ -94,6 +94,16 @@ def jvm_mergeable(split: Split, schema_id: int) -> bool:
     if len(key) > 1 and _prefix(split) is None:
         return False
     return all(alike(table.schema.field(n).type) for n in split.columns)
+
+
+def jvm_key_type(t: pa.DataType) -> bool:
+    """Whether the JVM reader takes a key column of this type: one it reads as the integer
+    FirnHash64 hashes (``firn.model.keyhash``) and Firn orders by: an integer (not
+    unsigned 64-bit), a date (days) or a microsecond timestamp. A millisecond timestamp
+    is not: Spark reads it as microseconds, which hash otherwise."""
+    if pa.types.is_timestamp(t):
+        return t.unit == "us"
+    return (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_date32(t)
 
 
 def _prefix(split: Split) -> int | None:

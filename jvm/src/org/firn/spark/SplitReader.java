@@ -458,12 +458,18 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     return conf;
   }
 
+  /**
+   * A key as the long FirnHash64 hashes and Firn orders: an integer's value, a date's days,
+   * a timestamp's microseconds (Spark reads all three as the integers Parquet stores).
+   */
   private static long keyAt(ColumnVector keys, int row) {
     DataType type = keys.dataType();
-    if (type == DataTypes.LongType) {
+    if (type == DataTypes.LongType
+        || type == DataTypes.TimestampType
+        || type == DataTypes.TimestampNTZType) {
       return keys.getLong(row);
     }
-    if (type == DataTypes.IntegerType) {
+    if (type == DataTypes.IntegerType || type == DataTypes.DateType) {
       return keys.getInt(row);
     }
     if (type == DataTypes.ShortType) {
@@ -472,7 +478,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if (type == DataTypes.ByteType) {
       return keys.getByte(row);
     }
-    throw new UncheckedIOException(new IOException("firn-merge: the key must be one integer column, not " + type));
+    throw new UncheckedIOException(new IOException("firn-merge: the key must be one integer, date or timestamp column, not " + type));
   }
 
   /**
