@@ -102,7 +102,7 @@ def jvm_key_type(t: pa.DataType) -> bool:
     unsigned 64-bit), a date (days) or a microsecond timestamp. A millisecond timestamp
     is not: Spark reads it as microseconds, which hash otherwise."""
     if pa.types.is_timestamp(t):
-        return t.unit == "us"
+        return bool(t.unit == "us")
     return (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_date32(t)
 
 
