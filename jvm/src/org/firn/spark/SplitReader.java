@@ -295,9 +295,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   private void readChange(ReadPlan.Change change, Winners found) throws IOException {
     StructType schema = change.delete() ? deleteSchema : insertSchema;
-    int keys = change.delete() ? 0 : keyColumn;
-    int ords = schema.fieldIndex(ORD);
-    int seqs = schema.fieldIndex(SEQ);
+    int[] columns = {
+      change.delete() ? 0 : keyColumn, schema.fieldIndex(ORD), schema.fieldIndex(SEQ)
+    };
     // An insert file's winners stay in its reader's last batch, not copied, when the
     // reader can be kept open until the split's upserts are sent.
     boolean holding =
@@ -319,38 +319,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       long seen = 0;
       // Never past the last batch: the reader would clear it, and it may hold winners.
       while (seen < change.rows() && reader.nextBatch()) {
-        ColumnVector key = rows.column(keys);
-        ColumnVector ord = rows.column(ords);
-        ColumnVector seq = rows.column(seqs);
         int n = rows.numRows();
         if (holding && claimed.length < n) {
           claimed = new int[Math.max(n, BATCH_ROWS)];
         }
-        claims = 0;
-        for (int i = 0; i < n; i++) {
-          long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
-          if (lsn <= change.floor()) {
-            continue; // merged already
-          }
-          long k = keyAt(key, i);
-          if (change.shared() && !split.holds(k)) {
-            continue; // a sibling node's key
-          }
-          int slot = found.claim(k, lsn, ord.getLong(i));
-          if (slot < 0) {
-            continue;
-          }
-          found.upsert[slot] = !change.delete();
-          found.rows[slot] = null;
-          found.holder[slot] = -1;
-          if (holding) {
-            found.holder[slot] = holder;
-            found.heldRow[slot] = i;
-            claimed[claims++] = slot;
-          } else if (!change.delete()) {
-            found.rows[slot] = copy.apply(rows.getRow(i)).copy();
-          }
-        }
+        claims = claimBatch(change, rows, columns, found, holding ? holder : -1, claimed);
         seen += n;
         if (holding && seen < change.rows()) {
           // The reader refills this batch next: its winners are copied first.
@@ -376,6 +349,51 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         reader.close();
       }
     }
+  }
+
+  /**
+   * Claims the winners among one batch of a change file's rows ({@code columns}: the
+   * key's, _ord's and _seq's positions in the batch); with a {@code holder}
+   * (not -1), a winner stays in the batch and its slot is listed in {@code claimed} (how
+   * many is returned), otherwise an upsert's row is copied. A method of its own, small,
+   * so the JIT compiles this loop early, not with the whole file's reading around it.
+   */
+  private int claimBatch(
+      ReadPlan.Change change,
+      ColumnarBatch rows,
+      int[] columns,
+      Winners found,
+      int holder,
+      int[] claimed) {
+    ColumnVector key = rows.column(columns[0]);
+    ColumnVector ord = rows.column(columns[1]);
+    ColumnVector seq = rows.column(columns[2]);
+    int n = rows.numRows();
+    int claims = 0;
+    for (int i = 0; i < n; i++) {
+      long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
+      if (lsn <= change.floor()) {
+        continue; // merged already
+      }
+      long k = keyAt(key, i);
+      if (change.shared() && !split.holds(k)) {
+        continue; // a sibling node's key
+      }
+      int slot = found.claim(k, lsn, ord.getLong(i));
+      if (slot < 0) {
+        continue;
+      }
+      found.upsert[slot] = !change.delete();
+      found.rows[slot] = null;
+      found.holder[slot] = holder;
+      if (holder >= 0) {
+        found.heldRow[slot] = i;
+        claimed[claims++] = slot;
+      } else if (!change.delete()) {
+        found.rows[slot] = copy.apply(rows.getRow(i)).copy();
+      }
+    }
+    return claims;
   }
 
   /**
