@@ -48,6 +48,13 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   static final String SEQ = "_seq";
   static final String ORD = "_ord";
   private static final int BATCH_ROWS = 4096;
+
+  /**
+   * Rows of a change batch whose map entries are loaded before they are claimed: their
+   * cache lines (one each) stay well within a core's L2 until the claims reach them.
+   */
+  private static final int CHUNK_ROWS = 256;
+
   /** Most insert files' readers a split keeps open (each holds a file handle). */
   private static final int MOST_HELD = 256;
   /** Most rows those readers' batches hold in all: an insert file of at most {@link
@@ -75,6 +82,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private final Configuration conf = readerConf();
   /** A task context per schema read (each carries a copy of the configuration). */
   private final Map<StructType, TaskAttemptContextImpl> contexts = new IdentityHashMap<>();
+
+  /** A chunk's keys, read once for the load ahead and for the claims. */
+  private final long[] chunkKeys = new long[CHUNK_ROWS];
 
   private Winners winners;
   private SortedKeys changed;
@@ -370,27 +380,39 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     ColumnVector seq = rows.column(columns[2]);
     int n = rows.numRows();
     int claims = 0;
-    for (int i = 0; i < n; i++) {
-      long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
-      if (lsn <= change.floor()) {
-        continue; // merged already
+    long[] keys = chunkKeys;
+    // A chunk's keys are read and their map entries loaded first, then claimed: the
+    // loads do not wait on one another, so their cache misses overlap (a probe of a map
+    // of a few hundred thousand keys nearly always misses, and claiming row by row
+    // waited out each miss in turn: a sixth of the read before compaction's CPU).
+    for (int start = 0; start < n; start += CHUNK_ROWS) {
+      int end = Math.min(n, start + CHUNK_ROWS);
+      for (int i = start; i < end; i++) {
+        keys[i - start] = keyAt(key, i);
       }
-      long k = keyAt(key, i);
-      if (change.shared() && !split.holds(k)) {
-        continue; // a sibling node's key
-      }
-      int slot = found.claim(k, lsn, ord.getLong(i));
-      if (slot < 0) {
-        continue;
-      }
-      found.upsert[slot] = !change.delete();
-      found.rows[slot] = null;
-      found.holder[slot] = holder;
-      if (holder >= 0) {
-        found.heldRow[slot] = i;
-        claimed[claims++] = slot;
-      } else if (!change.delete()) {
-        found.rows[slot] = copy.apply(rows.getRow(i)).copy();
+      found.touch(keys, end - start);
+      for (int i = start; i < end; i++) {
+        long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
+        if (lsn <= change.floor()) {
+          continue; // merged already
+        }
+        long k = keys[i - start];
+        if (change.shared() && !split.holds(k)) {
+          continue; // a sibling node's key
+        }
+        int slot = found.claim(k, lsn, ord.getLong(i));
+        if (slot < 0) {
+          continue;
+        }
+        found.upsert[slot] = !change.delete();
+        found.rows[slot] = null;
+        found.holder[slot] = holder;
+        if (holder >= 0) {
+          found.heldRow[slot] = i;
+          claimed[claims++] = slot;
+        } else if (!change.delete()) {
+          found.rows[slot] = copy.apply(rows.getRow(i)).copy();
+        }
       }
     }
     return claims;
@@ -555,6 +577,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
      */
     private long[] table;
     private int mask;
+    /** What {@link #touch} loaded, summed: never read, kept so the loads stay. */
+    long touched;
 
     /** A map sized for {@code expected} changed keys (the split's change rows). */
     Winners(long expected) {
@@ -607,6 +631,19 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         }
       }
       return found;
+    }
+
+    /**
+     * Loads the map entries the first {@code n} {@code keys} probe first (their sum is kept
+     * so the loads are not optimised away): independent loads, so their misses overlap,
+     * and the claims that follow find the entries in the caches.
+     */
+    void touch(long[] keys, int n) {
+      long sum = 0;
+      for (int i = 0; i < n; i++) {
+        sum += table[2 * (mix(keys[i]) & mask) + 1];
+      }
+      touched += sum;
     }
 
     /** The slot {@code key}'s change now wins in, or -1 when an earlier one has a greater LSN. */
