@@ -3,6 +3,7 @@ package org.firn.spark;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
+import java.lang.ref.SoftReference;
 import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -86,7 +87,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** A chunk's keys, read once for the load ahead and for the claims. */
   private final long[] chunkKeys = new long[CHUNK_ROWS];
 
-  private Winners winners;
+  /** Whether the split's changes have been read (their winners sorted and listed). */
+  private boolean merged;
   private SortedKeys changed;
   /** Insert files' readers kept open: their last batch holds winning upserts. */
   private final List<FileReader> held = new ArrayList<>();
@@ -125,11 +127,13 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   @Override
   public boolean next() throws IOException {
-    if (winners == null) {
-      winners = readChanges();
+    if (!merged) {
+      Winners winners = readChanges();
       changed = new SortedKeys(Arrays.copyOf(winners.keys, winners.size));
       upserts = winners.upserts();
       heldUpserts = winners.heldUpserts(held.size());
+      winners.release();
+      merged = true;
     }
     while (base != null || baseFile + 1 < split.base().length) {
       if (base == null) {
@@ -290,7 +294,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     for (ReadPlan.Change change : split.changes()) {
       rows += change.rows();
     }
-    Winners found = new Winners(rows);
+    Winners found = Winners.forRows(rows);
     // Inserts before deletes, as the Python merge stacks them: on an LSN tie (which a
     // valid table never has) the earlier row stays.
     for (boolean deletes : new boolean[] {false, true}) {
@@ -559,6 +563,47 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   /** Each changed key's winning change so far: an open-addressing map from key to slot. */
   static final class Winners {
+    /**
+     * Most slots a map kept for its thread's next split may have (its arrays then take about
+     * 80 MB): a larger one is left to the collector.
+     */
+    static final int MOST_KEPT = 1 << 20;
+
+    /**
+     * The map of the last split this thread read, emptied, for its next one. A split's map
+     * runs to tens of megabytes, which G1 allocates as humongous objects in the old
+     * generation: a map per split started a concurrent collection every few splits. Softly
+     * held, so memory short elsewhere in the executor takes it back.
+     */
+    private static final ThreadLocal<SoftReference<Winners>> SPARE = new ThreadLocal<>();
+
+    /** A map for a split of {@code expected} change rows: this thread's spare, if it fits. */
+    static Winners forRows(long expected) {
+      SoftReference<Winners> kept = SPARE.get();
+      Winners spare = kept == null ? null : kept.get();
+      if (kept != null) {
+        SPARE.remove();
+      }
+      if (spare != null) {
+        // Not one far larger than needed: emptying its table would cost more than a new one.
+        if (spare.keys.length >= expected && spare.keys.length <= 4 * Math.max(expected, 1024)) {
+          return spare;
+        }
+      }
+      return new Winners(expected);
+    }
+
+    /** Empties the map and keeps it for this thread's next split (once its rows are sent on). */
+    void release() {
+      if (keys.length > MOST_KEPT) {
+        return;
+      }
+      Arrays.fill(rows, 0, size, null); // the copied upserts now belong to the split alone
+      Arrays.fill(table, 0L);
+      size = 0;
+      SPARE.set(new SoftReference<>(this));
+    }
+
     int size;
     long[] keys;
     long[] seqs;
