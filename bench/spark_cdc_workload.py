@@ -60,10 +60,19 @@ def timed(fn: Callable[[], object]) -> float:
 
 def read_time(df: Callable[[], DataFrame], runs: int) -> float:
     """A full read into Spark's ``noop`` sink: best of ``runs`` after a warm-up."""
-    df().write.format("noop").mode("overwrite").save()
-    return min(
-        timed(lambda: df().write.format("noop").mode("overwrite").save()) for _ in range(runs)
-    )
+    return read_times(df, runs)[1]
+
+
+def read_times(df: Callable[[], DataFrame], runs: int) -> tuple[float, float]:
+    """A full read into Spark's ``noop`` sink: the warm-up read's time (what a job
+    reading once sees: the JIT has compiled little of the read's code yet) and the best
+    of ``runs`` after it."""
+
+    def once() -> float:
+        return timed(lambda: df().write.format("noop").mode("overwrite").save())
+
+    first = once()
+    return first, min(once() for _ in range(runs))
 
 
 def report(values: dict[str, object]) -> None:
