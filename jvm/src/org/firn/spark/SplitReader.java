@@ -2,8 +2,8 @@ package org.firn.spark;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.util.ArrayList;
 import java.lang.ref.SoftReference;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -388,7 +388,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     // A chunk's keys are read and their map entries loaded first, then claimed: the
     // loads do not wait on one another, so their cache misses overlap (a probe of a map
     // of a few hundred thousand keys nearly always misses, and claiming row by row
-    // waited out each miss in turn: a sixth of the read before compaction's CPU).
+    // waited out each miss in turn: a profile of the read before compaction put a sixth
+    // of its samples on that one load).
     for (int start = 0; start < n; start += CHUNK_ROWS) {
       int end = Math.min(n, start + CHUNK_ROWS);
       for (int i = start; i < end; i++) {
