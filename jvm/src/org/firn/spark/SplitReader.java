@@ -566,7 +566,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   static final class Winners {
     /**
      * Most slots a map kept for its thread's next split may have (its arrays then take about
-     * 80 MB): a larger one is left to the collector.
+     * 70 MB): a larger one is left to the collector.
      */
     static final int MOST_KEPT = 1 << 20;
 
