@@ -568,7 +568,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
      * Most slots a map kept for its thread's next split may have (its arrays then take about
      * 70 MB): a larger one is left to the collector.
      */
-    static final int MOST_KEPT = 1 << 20;
+    private static final int MOST_KEPT = 1 << 20;
 
     /**
      * The map of the last split this thread read, emptied, for its next one. A split's map
@@ -581,17 +581,14 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     /** A map for a split of {@code expected} change rows: this thread's spare, if it fits. */
     static Winners forRows(long expected) {
       SoftReference<Winners> kept = SPARE.get();
+      SPARE.remove();
       Winners spare = kept == null ? null : kept.get();
-      if (kept != null) {
-        SPARE.remove();
-      }
-      if (spare != null) {
-        // Not one far larger than needed: emptying its table would cost more than a new one.
-        if (spare.keys.length >= expected && spare.keys.length <= 4 * Math.max(expected, 1024)) {
-          return spare;
-        }
-      }
-      return new Winners(expected);
+      // Not one far larger than needed: emptying its table would cost more than a new one.
+      boolean fits =
+          spare != null
+              && spare.keys.length >= expected
+              && spare.keys.length <= 4 * Math.max(expected, 1024);
+      return fits ? spare : new Winners(expected);
     }
 
     /** Empties the map and keeps it for this thread's next split (once its rows are sent on). */
