@@ -8,6 +8,7 @@ import itertools
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -21,12 +22,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType
 
 import firn
 import firn.spark
 from firn.engine.spark_session import spark_session
 from firn.model.keyhash import hash_keys, node_index
+from firn.model.schema import TableSchema
 from firn.settings import FirnSettings
+from firn.spark.clustering import FUNCTION, FUNCTION_CLASS, key_lanes
 from tests.changesets import KEY_KINDS, ReferenceModel, as_view, operations, table_schema
 
 _names = itertools.count()
@@ -649,3 +653,82 @@ def test_the_jvm_loader_writes_every_type_it_takes_as_the_table_reads_it(
     settings = {k: options[k] for k in ("database_url", "database_schema", "warehouse")}
     back = firn.spark.read(spark, table.name, **settings).toArrow()
     assert back.cast(table.schema).sort_by("k").to_pylist() == expected.to_pylist()
+
+
+# -- appends shuffled by change node (firn.spark.write, mode append) -----------------
+
+
+def test_the_spark_change_node_is_the_key_hash_node(spark: SparkSession) -> None:
+    """``firn_change_node`` (the jar's port, fed ``key_lanes``) puts every key of every
+    type the shuffle takes in the node ``firn.model.keyhash`` does, composite keys too."""
+    spark.udf.registerJavaFunction(FUNCTION, FUNCTION_CLASS, IntegerType())
+    for kind in LOADER_KINDS:
+        definition = table_schema(kind)
+        keys = [("é/x y" if n % 2 else "a", kind.value(n)) for n in range(-40, 200, 7)]
+        df = spark.createDataFrame(keys, f"part string, k {SPARK_KEY_TYPES[kind.name]}")
+        stub = _KeyedStub(definition, ("part", "k"))
+        lanes = key_lanes(df, stub)  # type: ignore[arg-type]
+        assert lanes is not None, kind.name
+        for level in (2, 4, 16):
+            got = df.select(F.call_function(FUNCTION, F.struct(*lanes), F.lit(level))).collect()
+            columns = [pa.array([p for p, _ in keys]), pa.array([k for _, k in keys], kind.type)]
+            expected = node_index(hash_keys(columns), level)
+            assert [r[0] for r in got] == expected.tolist(), (kind.name, level)
+
+
+class _KeyedStub:
+    """What ``key_lanes`` reads of a table: its definition and name."""
+
+    def __init__(self, schema: pa.Schema, key: tuple[str, ...]) -> None:
+        self.name = "stub"
+        self.definition = TableSchema.build("stub", schema, list(key), [])
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    kind=st.sampled_from([*LOADER_KINDS, next(k for k in KEY_KINDS if k.name == "decimal")]),
+    commits=st.lists(operations(KEY_KINDS[0]), min_size=1, max_size=2),
+    buckets=st.sampled_from([2, 4]),
+    parts=st.integers(2, 4),
+)
+def test_an_append_shuffled_by_change_node_writes_a_file_per_node_and_reads_as_the_model(
+    spark: SparkSession,
+    catalog: firn.Catalog,
+    options: dict[str, str],
+    kind: Any,
+    commits: list[list[dict[str, Any]]],
+    buckets: int,
+    parts: int,
+) -> None:
+    """``firn.spark.write(df, name, "append")`` of a DataFrame of several tasks: each
+    (partition, node, operation) of a change set is one file (a decimal key, which the
+    shuffle does not take, is written unshuffled), and the table is the model."""
+    table = catalog.create_table(
+        f"spark_append_{next(_names)}",
+        table_schema(kind),
+        ["part", "k"],
+        ["part"],
+        {"change.buckets": buckets, "change.split-rows": 0},
+    )
+    spark_key = SPARK_KEY_TYPES.get(kind.name, "decimal(12,2)")
+    model = ReferenceModel()
+    for number, later in enumerate(commits, start=1):
+        ops = [{**op, "k": kind.value(op["k"] + 8), "ts": n} for n, op in enumerate(later)]
+        df = spark.createDataFrame(
+            [tuple(r.values()) for r in ops],
+            f"part string, k {spark_key}, qty long, label string, price double, _op string, "
+            "ts long",
+        ).repartition(parts)
+        firn.spark.write(df, table.name, "append", order_by="ts", **options)
+        model.apply([{c: v for c, v in op.items() if c != "ts"} for op in ops])
+        assert table.current_snapshot() == number
+        assert as_view(table.read()) == model.view()
+    files = table.files().to_pylist()
+    groups = Counter((f["seq"], f["partition"], f["node_m"], f["node_i"], f["type"]) for f in files)
+    if kind.name in SPARK_KEY_TYPES:
+        assert set(groups.values()) == {1}, groups
+    assert recorded(table) == set()

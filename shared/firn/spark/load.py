@@ -20,7 +20,8 @@ How a load goes:
 
 ``write`` takes this path for ``mode="overwrite"`` when the session has Firn's jar
 and ``loadable`` accepts the table and DataFrame; otherwise (and for appends) it is
-``df.write.format("firn")``. Either way the table ends the same.
+``df.write.format("firn")``, an append's rows first shuffled by change node
+(``firn.spark.clustering``). Either way the table ends the same.
 """
 
 from __future__ import annotations
@@ -74,12 +75,28 @@ def write(df: DataFrame, table: str, mode: str = "append", **options: str) -> No
     ``"overwrite"`` loads them (``Table.load``), as ``df.write.format("firn")`` does;
     ``options`` are that source's. A load is written by the JVM loader when it can be
     (``unloadable``); the rest goes through the ``firn`` source, which the session must
-    have registered (``firn.spark.register``)."""
+    have registered (``firn.spark.register``), an append's rows shuffled by change node
+    first when the session has the jar (``firn.spark.clustering``: one change file per
+    partition, node and operation instead of one per task too)."""
     if mode not in ("append", "overwrite"):
         raise ConfigError(f"mode must be 'append' or 'overwrite', got {mode!r}")
     if mode == "overwrite" and jvm.loaded(df.sparkSession) and _load(df, table, options):
         return
+    if mode == "append" and jvm.loaded(df.sparkSession):
+        df = _by_change_node(df, table, options)
     df.write.format(NAME).mode(mode).options(**options).save(table)
+
+
+def _by_change_node(df: DataFrame, table: str, options: dict[str, str]) -> DataFrame:
+    """The append's rows shuffled by change node (``firn.spark.clustering``)."""
+    from firn.spark.clustering import by_change_node
+    from firn.spark.jobs import opened
+    from firn.spark.options import write_options
+
+    opts = write_options({**options, "path": table})
+    with opened(opts.settings) as catalog:
+        found = catalog.table(opts.table)
+    return by_change_node(df, found)
 
 
 def _load(df: DataFrame, table: str, options: dict[str, str]) -> bool:
