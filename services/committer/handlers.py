@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from firn.catalog.compactions import PlanCommit, committable_plans, compaction_event
 from firn.catalog.event_rows import task_named
 from firn.catalog.expiry import expire
-from firn.catalog.observed import compaction_latencies
+from firn.catalog.observed import compaction_latencies, merge_latencies
 from firn.catalog.plans import plan_place
 from firn.catalog.tables import table_names
 from firn.engine import compaction
@@ -119,7 +119,7 @@ class Committer:
             if outcome.outcome == PlanOutcome.COMMITTED or (
                 outcome.outcome == PlanOutcome.ALREADY and outcome.plan_id not in self._announced
             ):
-                announce.append(outcome.plan_id)
+                announce.append(outcome)
             if outcome.outcome == PlanOutcome.FAILED:
                 here.warning("failed its commit checks: %s", outcome.reason)
             elif outcome.outcome == PlanOutcome.COMMITTED:
@@ -137,19 +137,34 @@ class Committer:
         ``already`` committed or ``stale``). The plan's fate is durable whatever
         happens here, so a failure to read its figures only loses them."""
         try:
-            place = plan_place(self.conn, outcome.plan_id)
-            if place is None:
-                return
-            table, kind = place.table, place.kind
             if outcome.outcome == PlanOutcome.FAILED:
-                PLANS_FAILED.labels(table, "commit").inc()
+                place = plan_place(self.conn, outcome.plan_id)
+                if place is not None:
+                    PLANS_FAILED.labels(place.table, "commit").inc()
                 return
-            PLANS_COMMITTED.labels(table, kind).inc()
+            # A plan this process committed carries its event: nothing to read back.
+            event = outcome.event or compaction_event(self.conn, outcome.plan_id)
+            if event is None:
+                return
+            table = event.table
+            PLANS_COMMITTED.labels(table, event.kind).inc()
             REWRITTEN_BYTES.labels(table).inc(outcome.written_bytes)
             if not outcome.merged_seq_advanced:
                 return  # a merge of runs, or a fold that left runs: no commit compacted
             latency = COMPACTION_LATENCY.labels(table)
-            for seconds in compaction_latencies(self.conn, outcome.plan_id):
+            waits = (
+                compaction_latencies(self.conn, outcome.plan_id)
+                if outcome.event is None
+                else merge_latencies(
+                    self.conn,
+                    event.table_id,
+                    event.partition_key,
+                    outcome.from_merged_seq,
+                    event.max_merged_seq,
+                    event.committed_at,
+                )
+            )
+            for seconds in waits:
                 latency.observe(seconds)
         except Exception as exc:  # a metric must never undo the handling of a commit
             kind = "transient" if is_transient(exc) else "unexpected"
@@ -198,13 +213,18 @@ class Committer:
         if not self._expiring and self._listing and self._listed_all:
             self._last_sweep = self._round_started
 
-    def _announce(self, plan_ids: Sequence[int]) -> None:
+    def _announce(self, outcomes: Sequence[PlanCommit]) -> None:
         """One compaction event per plan (plans committed together share a snapshot),
         remembered once acknowledged: another task-result event of a plan this
         process announced needs no second announcement. After a restart the memory is
         empty, so a redelivered event announces its plan again: a crash between a
-        commit and its announcement loses nothing."""
-        events = [e for p in plan_ids if (e := compaction_event(self.conn, p)) is not None]
+        commit and its announcement loses nothing. A plan just committed carries its
+        event; one committed earlier has it read back."""
+        events = [
+            e
+            for o in outcomes
+            if (e := o.event or compaction_event(self.conn, o.plan_id)) is not None
+        ]
         for event in events:
             key = f"{event.table}/{event.partition_key}".encode()
             self.producer.produce(self.topic, key=key, value=event.to_json())

@@ -437,6 +437,14 @@ def test_committing_a_plan_twice_changes_nothing(catalog: firn.Catalog) -> None:
     first = commit_plan(catalog.conn, record.plan_id)
     assert first.outcome == "committed"
     assert first.merged_seq_advanced  # the committer observes the commits' waits
+    # The event the commit made is the one read back later (a redelivery announces that).
+    read_back = compaction_event(catalog.conn, record.plan_id)
+    assert first.event is not None
+    assert read_back is not None
+    each_its_own = {"event_id", "produced_at"}
+    assert first.event.model_dump(exclude=each_its_own) == read_back.model_dump(
+        exclude=each_its_own
+    )
     snapshot = table.current_snapshot()
     again = commit_plan(catalog.conn, record.plan_id)
     assert (again.outcome, again.snapshot_id) == ("already", first.snapshot_id)
@@ -453,6 +461,15 @@ def test_committing_a_plan_twice_changes_nothing(catalog: firn.Catalog) -> None:
         ("Executing", 1),
         ("Prepared", 1),
         ("Committed", 1),
+    ]
+    steps = catalog.conn.execute(
+        "SELECT from_state, to_state, reason FROM state_transition WHERE machine = 'plan' "
+        "AND entity_id = %s ORDER BY transition_id",
+        (record.plan_id,),
+    ).fetchall()
+    assert steps[-2:] == [
+        ("Executing", "Committing", "all tasks prepared"),
+        ("Committing", "Committed", "committed"),
     ]
 
 

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 import firn
-from firn.catalog.compactions import PlanCommit
+from firn.catalog.compactions import PlanCommit, compaction_event
 from firn.catalog.metrics import partition_metrics
 from firn.catalog.observed import compaction_latencies
 from firn.catalog.progress import commit_points, latency_summary, merge_points
@@ -216,10 +216,21 @@ def test_the_committer_counts_a_plan_and_the_wait_of_each_commit_it_merged(
                 merged_seq_advanced=True,
             )
         )
+        assert value("firn_commit_to_compacted_seconds_count") == before + 3
+        # As the committer's own commit reports it: with its event, nothing read back.
+        committer._observe(
+            PlanCommit(
+                plan["plan_id"],
+                PlanOutcome.COMMITTED,
+                merged_seq_advanced=True,
+                from_merged_seq=0,
+                event=compaction_event(catalog.conn, plan["plan_id"]),
+            )
+        )
     finally:
         db.close()
-    assert value("firn_commit_to_compacted_seconds_count") == before + 3
-    assert value("firn_plans_committed_total", kind="major") == committed + 2
+    assert value("firn_commit_to_compacted_seconds_count") == before + 6
+    assert value("firn_plans_committed_total", kind="major") == committed + 3
     assert value("firn_rewritten_bytes_total") >= 1234
 
 

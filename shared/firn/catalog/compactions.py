@@ -20,6 +20,7 @@ fails the plan (its outputs become orphans) so the partition can be planned agai
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from typing import Any
 
 from firn.catalog.commit_checks import InputsLive, MergedSeqUnchanged, first_failure
 from firn.catalog.plans import fail_plan
-from firn.catalog.transitions import move_plan, move_task
+from firn.catalog.transitions import move_plans, move_tasks
 from firn.catalog.vectors import replace_vectors
 from firn.errors import CommitError
 from firn.events.compactions import CompactionEvent
@@ -61,6 +62,12 @@ class PlanCommit:
     merged_seq_advanced: bool = False
     """Whether the commit moved its partition's ``max_merged_seq`` (a fold that left
     no change behind): only then did producer commits become compacted."""
+    from_merged_seq: int = 0
+    """The partition's ``max_merged_seq`` the plan started from."""
+    event: CompactionEvent | None = None
+    """The compaction event announcing the plan, when this call committed it: made
+    from the commit itself, so announcing it reads nothing back (``compaction_event``
+    does, for a plan committed earlier)."""
 
     @property
     def written_bytes(self) -> int:
@@ -159,6 +166,7 @@ class _OpenPlan:
 
     plan_id: int
     table_id: int
+    table_name: str
     partition_key: str
     kind: str
     state: PlanState
@@ -254,12 +262,33 @@ def _commit(conn: Connection, plan_ids: Sequence[int]) -> dict[int, PlanCommit]:
             kept_files=len(outputs.kept),
             vector_files=len(outputs.vectors),
             vector_bytes=sum(v.size_bytes for v in outputs.vectors.values()),
+            from_merged_seq=plan.from_seq,
         )
+        result = dataclasses.replace(result, event=_event(plan, result, merged_to, now))
         done.append((plan, result, merged_to))
         answers[plan.plan_id] = result
     _record_snapshot(conn, plans[0].table_id, snapshot_id, done, now)
     _mark_committed(conn, plans, snapshot_id)
     return answers
+
+
+def _event(plan: _OpenPlan, result: PlanCommit, merged_to: int, now: Any) -> CompactionEvent:
+    """The event announcing ``plan``, as ``compaction_event`` reads it back once
+    committed (the snapshot's summary and time are these)."""
+    return CompactionEvent(
+        table=plan.table_name,
+        table_id=plan.table_id,
+        partition_key=plan.partition_key,
+        plan_id=plan.plan_id,
+        kind=plan.kind,  # type: ignore[arg-type]
+        snapshot_id=result.snapshot_id,  # type: ignore[arg-type]
+        max_merged_seq=merged_to,
+        removed_files=result.removed_files,
+        added_files=result.added_files,
+        added_bytes=result.added_bytes,
+        added_rows=result.added_rows,
+        committed_at=now,
+    )
 
 
 def _lock_open_plans(
@@ -283,7 +312,9 @@ def _lock_open_plans(
     table_id, partitions = tables.pop(), [r[1] for r in where]
     # Locks in the one order every writer uses (see firn.catalog.transitions): the table
     # row (as producers do), the partitions in key order, the plans, their tasks.
-    conn.execute("SELECT 1 FROM catalog_table WHERE table_id = %s FOR UPDATE", (table_id,))
+    (table_name,) = conn.execute(
+        "SELECT name FROM catalog_table WHERE table_id = %s FOR UPDATE", (table_id,)
+    ).fetchone()  # type: ignore[misc]
     # Stamp the partitions changed (migration 0015's trigger): the metrics service's
     # periodic check reads them again, whatever the plans did to their files.
     conn.execute(
@@ -319,6 +350,7 @@ def _lock_open_plans(
             answers[plan_id] = _OpenPlan(
                 plan_id,
                 table,
+                table_name,
                 partition,
                 kind,
                 PlanState(state),
@@ -420,38 +452,35 @@ def plan_summaries(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _mark_committed(conn: Connection, plans: Sequence[_OpenPlan], snapshot_id: int) -> None:
-    """Every task Prepared -> Committed, each plan through Committing to Committed."""
-    for plan in plans:
-        for task_id, _, attempt, _, _ in plan.tasks:
-            move_task(
-                conn,
-                task_id,
-                TaskState.PREPARED,
-                TaskState.COMMITTED,
-                by=Actor.COMMITTER,
-                attempt=attempt,
-                reason=f"snapshot {snapshot_id}",
-            )
-        move_plan(
-            conn,
-            plan.plan_id,
-            plan.state,
-            PlanState.COMMITTING,
-            by=Actor.COMMITTER,
-            reason="all tasks prepared",
-        )
-        move_plan(
-            conn,
-            plan.plan_id,
-            PlanState.COMMITTING,
-            PlanState.COMMITTED,
-            by=Actor.COMMITTER,
-            reason="committed",
-        )
-    conn.execute(
-        "UPDATE compaction_plan SET committed_snapshot = %s WHERE plan_id = ANY(%s)",
-        (snapshot_id, [p.plan_id for p in plans]),
+    """Every task Prepared -> Committed, each plan through Committing to Committed:
+    one statement for the tasks and one for the plans (per state they were in), their
+    history rows with them, however many plans commit together."""
+    tasks = [(task_id, attempt) for plan in plans for task_id, _, attempt, _, _ in plan.tasks]
+    moved = move_tasks(
+        conn,
+        tasks,
+        TaskState.PREPARED,
+        TaskState.COMMITTED,
+        by=Actor.COMMITTER,
+        reason=f"snapshot {snapshot_id}",
     )
+    if len(moved) != len(tasks):
+        # Every task was locked and seen Prepared by this transaction: a bug, not weather.
+        raise CommitError(f"tasks {sorted({t for t, _ in tasks} - moved)} did not move")
+    by_state: dict[PlanState, list[int]] = {}
+    for plan in plans:
+        by_state.setdefault(plan.state, []).append(plan.plan_id)
+    for state, plan_ids in by_state.items():
+        committed = move_plans(
+            conn,
+            plan_ids,
+            [state, PlanState.COMMITTING, PlanState.COMMITTED],
+            by=Actor.COMMITTER,
+            reasons=["all tasks prepared", "committed"],
+            committed_snapshot=snapshot_id,
+        )
+        if len(committed) != len(plan_ids):
+            raise CommitError(f"plans {sorted(set(plan_ids) - committed)} did not move")
 
 
 def _unfolded_at_or_below(conn: Connection, table_id: int, partition: str, seq: int) -> bool:

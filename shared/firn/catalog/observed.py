@@ -125,7 +125,20 @@ def compaction_latencies(conn: Connection, plan_id: int) -> list[float]:
     ).fetchone()
     if plan is None:
         return []
-    table_id, partition, from_seq, to_seq, merged_at = plan
+    return merge_latencies(conn, *plan)
+
+
+def merge_latencies(
+    conn: Connection,
+    table_id: int,
+    partition: str,
+    from_seq: int,
+    to_seq: int,
+    merged_at: datetime,
+) -> list[float]:
+    """``compaction_latencies`` of a plan known already: it moved ``partition``'s
+    ``max_merged_seq`` from ``from_seq`` to ``to_seq`` in a snapshot made at
+    ``merged_at`` (the committer has these from the commit, and skips the lookup)."""
     commits: dict[int, datetime] = dict(
         conn.execute(
             "SELECT snapshot_id, created_at FROM snapshot WHERE table_id = %s "

@@ -19,6 +19,7 @@ transient error: the whole transaction is retried by its caller.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,15 +53,10 @@ def move_task(
     unknown = set(updates) - _TASK_COLUMNS
     if unknown:
         raise ValueError(f"not a task column: {sorted(unknown)}")
-    sets = ["state = %s", "updated_at = now()"]
+    sets = ["state = %s", "updated_at = now()", *_timing_sets(old, new)]
     params: list[Any] = [new.value]
     if new_attempt:
         sets.append("attempt = attempt + 1")
-    # Executor time per table, for the dispatchers' quotas (firn.catalog.claiming).
-    if new is TaskState.EXECUTING:
-        sets += ["started_at = now()", "finished_at = NULL"]
-    elif old is TaskState.EXECUTING:
-        sets.append("finished_at = now()")
     for column, value in updates.items():
         sets.append(f"{column} = %s")
         params.append(value)
@@ -83,6 +79,50 @@ def move_task(
     return None if row is None else int(row[0])
 
 
+def move_tasks(
+    conn: Connection,
+    tasks: Sequence[tuple[int, int]],
+    old: TaskState,
+    new: TaskState,
+    *,
+    by: Actor,
+    reason: str = "",
+) -> set[int]:
+    """``move_task`` for several tasks, each ``(task_id, attempt)`` moved only if it is
+    in ``old`` at that attempt, in one statement with their history rows (a commit of
+    several plans moved their tasks one statement each); the ids of those that moved."""
+    TASK.accept(old, new, by=by)
+    if not tasks:
+        return set()
+    sets = ", ".join(["state = %s", "updated_at = now()", *_timing_sets(old, new)])
+    rows = conn.execute(
+        "WITH wanted AS (SELECT * FROM unnest(%s::bigint[], %s::int[]) AS w(task_id, attempt)), "
+        f"moved AS (UPDATE compaction_task t SET {sets} FROM wanted w "
+        "WHERE t.task_id = w.task_id AND t.attempt = w.attempt AND t.state = %s "
+        "RETURNING t.task_id, t.attempt), "
+        f"{_HISTORY.format(machine='task', entity='task_id')} SELECT task_id FROM moved",
+        (
+            [t for t, _ in tasks],
+            [a for _, a in tasks],
+            new.value,
+            old.value,
+            str(old),
+            new.value,
+            reason,
+        ),
+    ).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def _timing_sets(old: TaskState, new: TaskState) -> list[str]:
+    """Executor time per table, for the dispatchers' quotas (firn.catalog.claiming)."""
+    if new is TaskState.EXECUTING:
+        return ["started_at = now()", "finished_at = NULL"]
+    if old is TaskState.EXECUTING:
+        return ["finished_at = now()"]
+    return []
+
+
 def move_plan(
     conn: Connection,
     plan_id: int,
@@ -103,6 +143,51 @@ def move_plan(
         (new.value, error, plan_id, old.value, str(old), new.value, reason),
     ).fetchone()
     return row is not None
+
+
+def move_plans(
+    conn: Connection,
+    plan_ids: Sequence[int],
+    path: Sequence[PlanState],
+    *,
+    by: Actor,
+    reasons: Sequence[str],
+    committed_snapshot: int | None = None,
+) -> set[int]:
+    """Move the plans that are in ``path[0]`` along ``path`` to its last state in one
+    statement, a history row per step (``reasons``, one a step), setting
+    ``committed_snapshot`` when given; the ids of those that moved. A commit of
+    several plans moved each through Committing to Committed in two statements."""
+    steps = list(itertools.pairwise(path))
+    if len(reasons) != len(steps):
+        raise ValueError(f"{len(steps)} steps along {list(path)}, {len(reasons)} reasons")
+    for old, new in steps:
+        PLAN.accept(old, new, by=by)
+    if not plan_ids or not steps:
+        return set()
+    rows = conn.execute(
+        "WITH moved AS (UPDATE compaction_plan SET state = %s, updated_at = now(), "
+        "committed_snapshot = coalesce(%s, committed_snapshot) "
+        "WHERE plan_id = ANY(%s) AND state = %s RETURNING plan_id), "
+        "steps AS (SELECT * FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[]) "
+        "AS s(step, from_state, to_state, reason)), "
+        "history AS (INSERT INTO state_transition "
+        "(machine, entity_id, from_state, to_state, attempt, reason) "
+        "SELECT 'plan', m.plan_id, s.from_state, s.to_state, 0, s.reason "
+        "FROM moved m CROSS JOIN steps s ORDER BY m.plan_id, s.step) "
+        "SELECT plan_id FROM moved",
+        (
+            path[-1].value,
+            committed_snapshot,
+            list(plan_ids),
+            path[0].value,
+            list(range(len(steps))),
+            [str(old) for old, _ in steps],
+            [new.value for _, new in steps],
+            list(reasons),
+        ),
+    ).fetchall()
+    return {int(r[0]) for r in rows}
 
 
 _HISTORY = (
