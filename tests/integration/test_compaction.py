@@ -302,6 +302,50 @@ def test_each_task_row_names_its_own_partition(catalog: firn.Catalog) -> None:
     model.check(table)
 
 
+def test_a_plan_whose_input_another_commit_removed_fails_alone(catalog: firn.Catalog) -> None:
+    """Plans committing together whose inputs another commit removed meanwhile: that
+    plan fails its checks, the other commits, and the failed one's partition keeps its
+    files and merged seq."""
+    table = catalog.create_table(
+        f"removed_{next(_names)}", SCHEMA, ["day", "id"], ["day"], {"base.buckets": 2}
+    )
+    model = Model()
+    for tag in ("v1", "v2"):
+        for day in (1, 2):
+            model.upsert(table, [day] * 40, np.arange(40 * day, 40 * day + 40), tag)
+    conn = table.catalog.conn
+    keys = sorted(partitions_of(conn, table.table_id))
+    plans = []
+    for key in keys:
+        record = compaction.plan(conn, table, key, Kind.MAJOR)
+        assert isinstance(record, PlanRecord)
+        compaction.release(conn, record)
+        _run(table, record)
+        plans.append(record)
+    kept, robbed = plans
+    # Another commit removed one of the second plan's inputs (by hand here: what a load
+    # replacing the partition does to the file's row), then restores it below.
+    victim = robbed.tasks[0].change_files[0].file_id
+    conn.execute(
+        "UPDATE data_file SET removed_snapshot = %s WHERE file_id = %s",
+        (table.current_snapshot(), victim),
+    )
+    outcomes = {o.plan_id: o for o in compaction.commit_with_ready(conn, kept.plan_id)}
+    assert outcomes[kept.plan_id].outcome == "committed"
+    assert outcomes[robbed.plan_id].outcome == "failed"
+    assert outcomes[robbed.plan_id].reason == "an input file was removed by another commit"
+    merged = dict(
+        conn.execute(
+            "SELECT partition_key, max_merged_seq FROM catalog_partition WHERE table_id = %s",
+            (table.table_id,),
+        ).fetchall()
+    )
+    assert merged[keys[0]] > 0
+    assert merged[keys[1]] == 0
+    conn.execute("UPDATE data_file SET removed_snapshot = NULL WHERE file_id = %s", (victim,))
+    model.check(table)
+
+
 def test_the_ready_plans_of_a_table_commit_together_and_a_failing_one_alone(
     catalog: firn.Catalog,
 ) -> None:

@@ -3,21 +3,45 @@
 After pyiceberg's commit requirements (``AssertRefSnapshotId``,
 ``AssertCurrentSchemaId``, ...): each check states one fact the plan was made under,
 and says, inside the commit's transaction and under its locks, whether the catalog
-still agrees. A check that fails fails the plan (``firn.catalog.compactions``); the
+still agrees, against facts read once for all the plans of a commit
+(``CommitFacts``). A check that fails fails the plan (``firn.catalog.compactions``); the
 partition is then free to be planned again from what is there now.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from firn.postgres.connection import Connection
 
 
+@dataclass(frozen=True)
+class CommitFacts:
+    """What the checks of every plan of one commit look at, read once under the
+    commit's locks (a commit of a table's four plans made a statement per check and
+    plan before): each locked partition's ``max_merged_seq`` and which of the plans'
+    input files are live."""
+
+    merged_seqs: Mapping[str, int]
+    live_files: frozenset[int]
+
+    @classmethod
+    def read(
+        cls, conn: Connection, merged_seqs: Mapping[str, int], file_ids: Sequence[int]
+    ) -> CommitFacts:
+        """The facts, given the merged seqs the partition locks returned; the live
+        files in one statement."""
+        rows = conn.execute(
+            "SELECT file_id FROM data_file WHERE file_id = ANY(%s) AND removed_snapshot IS NULL",
+            (sorted(set(file_ids)),),
+        ).fetchall()
+        return cls(dict(merged_seqs), frozenset(int(r[0]) for r in rows))
+
+
 class CommitCheck(Protocol):
-    def failure(self, conn: Connection) -> str | None:
+    def failure(self, facts: CommitFacts) -> str | None:
         """Why the plan may not commit, or None when the fact still holds."""
         ...
 
@@ -27,19 +51,14 @@ class MergedSeqUnchanged:
     """No other fold moved the partition's ``max_merged_seq`` since the plan was
     made: its merge rule (seq above ``from_seq`` wins) is still the partition's."""
 
-    table_id: int
     partition_key: str
     from_seq: int
 
-    def failure(self, conn: Connection) -> str | None:
-        row = conn.execute(
-            "SELECT max_merged_seq FROM catalog_partition WHERE table_id = %s "
-            "AND partition_key = %s FOR UPDATE",
-            (self.table_id, self.partition_key),
-        ).fetchone()
-        if row is not None and int(row[0]) == self.from_seq:
+    def failure(self, facts: CommitFacts) -> str | None:
+        now = facts.merged_seqs.get(self.partition_key)
+        if now == self.from_seq:
             return None
-        return f"max_merged_seq moved from {self.from_seq} to {None if row is None else row[0]}"
+        return f"max_merged_seq moved from {self.from_seq} to {now}"
 
 
 @dataclass(frozen=True)
@@ -49,19 +68,15 @@ class InputsLive:
 
     file_ids: Sequence[int]
 
-    def failure(self, conn: Connection) -> str | None:
-        row = conn.execute(
-            "SELECT count(*) FROM data_file WHERE file_id = ANY(%s) AND removed_snapshot IS NULL",
-            (list(self.file_ids),),
-        ).fetchone()
-        if row is not None and int(row[0]) == len(self.file_ids):
+    def failure(self, facts: CommitFacts) -> str | None:
+        if facts.live_files.issuperset(self.file_ids):
             return None
         return "an input file was removed by another commit"
 
 
-def first_failure(conn: Connection, checks: Sequence[CommitCheck]) -> str | None:
+def first_failure(facts: CommitFacts, checks: Sequence[CommitCheck]) -> str | None:
     """The first check that fails, in order, or None when all hold."""
     for check in checks:
-        if (why := check.failure(conn)) is not None:
+        if (why := check.failure(facts)) is not None:
             return why
     return None

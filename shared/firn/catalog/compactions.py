@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from firn.catalog.commit_checks import InputsLive, MergedSeqUnchanged, first_failure
+from firn.catalog.commit_checks import CommitFacts, InputsLive, MergedSeqUnchanged, first_failure
 from firn.catalog.plans import fail_plan
 from firn.catalog.transitions import move_plans, move_tasks
 from firn.catalog.vectors import replace_vectors
@@ -226,48 +226,57 @@ class _Outputs:
 
 
 def _commit(conn: Connection, plan_ids: Sequence[int]) -> dict[int, PlanCommit]:
-    locked = _lock_open_plans(conn, plan_ids)
+    """The commit of the plans that may commit, under their locks. Each plan's checks,
+    file swap and merged seq are its own; each step is one statement for all the plans
+    (a table's gathered plans commit together, and a statement per step and plan was
+    most of a fold's catalog round trips)."""
+    locked, merged_seqs = _lock_open_plans(conn, plan_ids)
     answers = {p: a for p, a in locked.items() if isinstance(a, PlanCommit)}
     plans = [a for a in locked.values() if isinstance(a, _OpenPlan)]
     if not plans:
         return answers
+    table_id = plans[0].table_id
     snapshot_id, now = conn.execute(
         "UPDATE catalog_table SET last_snapshot = last_snapshot + 1 WHERE table_id = %s "
         "RETURNING last_snapshot, now()",
-        (plans[0].table_id,),
+        (table_id,),
     ).fetchone()  # type: ignore[misc]
+    outputs = {plan.plan_id: _Outputs.of(plan.tasks) for plan in plans}
+    inputs = {p: o.base_inputs + o.change_inputs for p, o in outputs.items()}
+    facts = CommitFacts.read(conn, merged_seqs, [f for ids in inputs.values() for f in ids])
+    for plan in plans:
+        checks = (
+            MergedSeqUnchanged(plan.partition_key, plan.from_seq),
+            InputsLive(inputs[plan.plan_id]),
+        )
+        if (failure := first_failure(facts, checks)) is not None:
+            raise _CheckFailedError(plan.plan_id, failure)
+    removed = _swap_files(conn, plans, outputs, snapshot_id)
+    merged = _advance_merged_seqs(conn, plans, snapshot_id, now)
     done: list[tuple[_OpenPlan, PlanCommit, int]] = []
     for plan in plans:
-        outputs = _Outputs.of(plan.tasks)
-        checks = (
-            MergedSeqUnchanged(plan.table_id, plan.partition_key, plan.from_seq),
-            InputsLive(outputs.base_inputs + outputs.change_inputs),
-        )
-        if (failure := first_failure(conn, checks)) is not None:
-            raise _CheckFailedError(plan.plan_id, failure)
-        removed = _swap_files(conn, plan, outputs, snapshot_id)
-        merged_to = _advance_merged_seq(conn, plan, snapshot_id, now)
-        moved = outputs.moved
+        out, merged_to = outputs[plan.plan_id], merged[plan.plan_id]
+        moved = out.moved
         result = PlanCommit(
             plan.plan_id,
             PlanOutcome.COMMITTED,
             snapshot_id=snapshot_id,
             merged_seq_advanced=merged_to != plan.from_seq,
-            removed_files=removed,
-            added_files=len(outputs.added),
-            added_bytes=sum(o.size_bytes for o in outputs.added),
-            added_rows=sum(o.record_count for o in outputs.added),
+            removed_files=removed[plan.plan_id],
+            added_files=len(out.added),
+            added_bytes=sum(o.size_bytes for o in out.added),
+            added_rows=sum(o.record_count for o in out.added),
             moved_files=len(moved),
             moved_bytes=sum(o.size_bytes for o in moved),
-            kept_files=len(outputs.kept),
-            vector_files=len(outputs.vectors),
-            vector_bytes=sum(v.size_bytes for v in outputs.vectors.values()),
+            kept_files=len(out.kept),
+            vector_files=len(out.vectors),
+            vector_bytes=sum(v.size_bytes for v in out.vectors.values()),
             from_merged_seq=plan.from_seq,
         )
         result = dataclasses.replace(result, event=_event(plan, result, merged_to, now))
         done.append((plan, result, merged_to))
         answers[plan.plan_id] = result
-    _record_snapshot(conn, plans[0].table_id, snapshot_id, done, now)
+    _record_snapshot(conn, table_id, snapshot_id, done, now)
     _mark_committed(conn, plans, snapshot_id)
     return answers
 
@@ -293,9 +302,9 @@ def _event(plan: _OpenPlan, result: PlanCommit, merged_to: int, now: Any) -> Com
 
 def _lock_open_plans(
     conn: Connection, plan_ids: Sequence[int]
-) -> dict[int, _OpenPlan | PlanCommit]:
+) -> tuple[dict[int, _OpenPlan | PlanCommit], dict[str, int]]:
     """Each plan and its tasks, locked, when it may commit; else what to answer
-    (``stale``, ``already``, ``waiting``)."""
+    (``stale``, ``already``, ``waiting``); and the locked partitions' ``max_merged_seq``."""
     where = conn.execute(
         "SELECT DISTINCT table_id, partition_key FROM compaction_plan WHERE plan_id = ANY(%s) "
         "ORDER BY partition_key",
@@ -308,7 +317,7 @@ def _lock_open_plans(
         p: PlanCommit(p, PlanOutcome.STALE, reason="no such plan") for p in plan_ids
     }
     if not where:
-        return answers
+        return answers, {}
     table_id, partitions = tables.pop(), [r[1] for r in where]
     # Locks in the one order every writer uses (see firn.catalog.transitions): the table
     # row (as producers do), the partitions in key order, the plans, their tasks.
@@ -317,13 +326,17 @@ def _lock_open_plans(
     ).fetchone()  # type: ignore[misc]
     # Stamp the partitions changed (migration 0015's trigger): the metrics service's
     # periodic check reads them again, whatever the plans did to their files.
-    conn.execute(
-        "WITH locked AS (SELECT partition_key FROM catalog_partition WHERE table_id = %(t)s "
-        "AND partition_key = ANY(%(p)s) ORDER BY partition_key FOR UPDATE) "
-        "UPDATE catalog_partition c SET changed = 0 FROM locked "
-        "WHERE c.table_id = %(t)s AND c.partition_key = locked.partition_key",
-        {"t": table_id, "p": partitions},
-    )
+    merged_seqs = {
+        str(partition): int(seq)
+        for partition, seq in conn.execute(
+            "WITH locked AS (SELECT partition_key FROM catalog_partition WHERE table_id = %(t)s "
+            "AND partition_key = ANY(%(p)s) ORDER BY partition_key FOR UPDATE) "
+            "UPDATE catalog_partition c SET changed = 0 FROM locked "
+            "WHERE c.table_id = %(t)s AND c.partition_key = locked.partition_key "
+            "RETURNING c.partition_key, c.max_merged_seq",
+            {"t": table_id, "p": partitions},
+        ).fetchall()
+    }
     rows = conn.execute(
         "SELECT plan_id, table_id, partition_key, kind, state, from_merged_seq, to_seq, "
         "committed_snapshot FROM compaction_plan WHERE plan_id = ANY(%s) ORDER BY plan_id "
@@ -358,22 +371,32 @@ def _lock_open_plans(
                 to_seq,
                 tasks.get(plan_id, []),
             )
-    return answers
+    return answers, merged_seqs
 
 
-def _swap_files(conn: Connection, plan: _OpenPlan, outputs: _Outputs, snapshot_id: int) -> int:
+def _swap_files(
+    conn: Connection,
+    plans: Sequence[_OpenPlan],
+    outputs: Mapping[int, _Outputs],
+    snapshot_id: int,
+) -> dict[int, int]:
     """Exactly the inputs leave the live set (each task's change files, and a fold's
     base files), the kept files get their new deletion vectors, and the outputs are
-    added; the files removed. Nothing else is hidden, so a plan that folds some
-    units never touches another unit's changes."""
-    removed = conn.execute(
-        "UPDATE data_file SET removed_snapshot = %s WHERE file_id = ANY(%s)",
-        (snapshot_id, outputs.change_inputs + outputs.folded_base),
-    ).rowcount
-    try:
-        replace_vectors(conn, plan.table_id, snapshot_id, outputs.vectors)
-    except CommitError as exc:
-        raise _CheckFailedError(plan.plan_id, str(exc)) from exc
+    added; the files each plan removed. Nothing else is hidden, so a plan that folds
+    some units never touches another unit's changes."""
+    leaving = {p: set(o.change_inputs + o.folded_base) for p, o in outputs.items()}
+    gone = {
+        int(r[0])
+        for r in conn.execute(
+            "UPDATE data_file SET removed_snapshot = %s WHERE file_id = ANY(%s) RETURNING file_id",
+            (snapshot_id, sorted(set().union(*leaving.values()))),
+        ).fetchall()
+    }
+    for plan in plans:
+        try:
+            replace_vectors(conn, plan.table_id, snapshot_id, outputs[plan.plan_id].vectors)
+        except CommitError as exc:
+            raise _CheckFailedError(plan.plan_id, str(exc)) from exc
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO data_file (table_id, partition_key, store, file_type, node_m, node_i, "
@@ -381,32 +404,58 @@ def _swap_files(conn: Connection, plan: _OpenPlan, outputs: _Outputs, snapshot_i
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
                 _output_row(
-                    plan.table_id, plan.partition_key, o, snapshot_id, outputs.schema_ids[o.path]
+                    plan.table_id,
+                    plan.partition_key,
+                    o,
+                    snapshot_id,
+                    outputs[plan.plan_id].schema_ids[o.path],
                 )
-                for o in outputs.added
+                for plan in plans
+                for o in outputs[plan.plan_id].added
             ],
         )
-    return removed
+    return {p: len(ids & gone) for p, ids in leaving.items()}
 
 
-def _advance_merged_seq(conn: Connection, plan: _OpenPlan, snapshot_id: int, now: Any) -> int:
-    """The partition's ``max_merged_seq`` after the commit. ``= S`` says every change
-    up to S is in base: true once no change file at or below S is live (a tiered plan
-    may fold some units and not others), never after a merge of runs."""
-    table_id, partition, to_seq = plan.table_id, plan.partition_key, plan.to_seq
-    if plan.kind == "minor" or _unfolded_at_or_below(conn, table_id, partition, to_seq):
-        return plan.from_seq
-    conn.execute(
-        "UPDATE catalog_partition SET max_merged_seq = %s, last_major_at = %s "
-        "WHERE table_id = %s AND partition_key = %s",
-        (to_seq, now, table_id, partition),
-    )
-    conn.execute(
-        "INSERT INTO partition_merge_history (table_id, partition_key, snapshot_id, "
-        "max_merged_seq) VALUES (%s, %s, %s, %s)",
-        (table_id, partition, snapshot_id, to_seq),
-    )
-    return to_seq
+def _advance_merged_seqs(
+    conn: Connection, plans: Sequence[_OpenPlan], snapshot_id: int, now: Any
+) -> dict[int, int]:
+    """Each plan's partition's ``max_merged_seq`` after the commit. ``= S`` says every
+    change up to S is in base: true once no change file at or below S is live (a
+    tiered plan may fold some units and not others), never after a merge of runs."""
+    folds = [p for p in plans if p.kind != "minor"]
+    unfolded: set[str] = set()
+    if folds:
+        unfolded = {
+            str(r[0])
+            for r in conn.execute(
+                "SELECT w.partition_key FROM unnest(%s::text[], %s::bigint[]) AS w(partition_key, "
+                "seq) WHERE EXISTS (SELECT 1 FROM data_file d WHERE d.table_id = %s "
+                "AND d.partition_key = w.partition_key AND d.store = 'change' "
+                "AND d.removed_snapshot IS NULL AND d.seq <= w.seq)",
+                ([p.partition_key for p in folds], [p.to_seq for p in folds], plans[0].table_id),
+            ).fetchall()
+        }
+    advancing = [p for p in folds if p.partition_key not in unfolded]
+    if advancing:
+        conn.execute(
+            "WITH w AS (SELECT * FROM unnest(%s::text[], %s::bigint[]) AS w(partition_key, seq)), "
+            "moved AS (UPDATE catalog_partition c SET max_merged_seq = w.seq, last_major_at = %s "
+            "FROM w WHERE c.table_id = %s AND c.partition_key = w.partition_key "
+            "RETURNING c.partition_key, w.seq) "
+            "INSERT INTO partition_merge_history (table_id, partition_key, snapshot_id, "
+            "max_merged_seq) SELECT %s, partition_key, %s, seq FROM moved",
+            (
+                [p.partition_key for p in advancing],
+                [p.to_seq for p in advancing],
+                now,
+                plans[0].table_id,
+                plans[0].table_id,
+                snapshot_id,
+            ),
+        )
+    moved = {p.plan_id for p in advancing}
+    return {p.plan_id: p.to_seq if p.plan_id in moved else p.from_seq for p in plans}
 
 
 def _record_snapshot(
@@ -481,15 +530,6 @@ def _mark_committed(conn: Connection, plans: Sequence[_OpenPlan], snapshot_id: i
         )
         if len(committed) != len(plan_ids):
             raise CommitError(f"plans {sorted(set(plan_ids) - committed)} did not move")
-
-
-def _unfolded_at_or_below(conn: Connection, table_id: int, partition: str, seq: int) -> bool:
-    row = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM data_file WHERE table_id = %s AND partition_key = %s "
-        "AND store = 'change' AND removed_snapshot IS NULL AND seq <= %s)",
-        (table_id, partition, seq),
-    ).fetchone()
-    return bool(row and row[0])
 
 
 def _output_schema_ids(tasks: Sequence[Any], specs: Sequence[TaskSpec]) -> dict[str, int]:
