@@ -253,7 +253,7 @@ def _commit(conn: Connection, plan_ids: Sequence[int]) -> dict[int, PlanCommit]:
             raise _CheckFailedError(plan.plan_id, failure)
     removed = _swap_files(conn, plans, outputs, snapshot_id)
     merged = _advance_merged_seqs(conn, plans, snapshot_id, now)
-    done: list[tuple[_OpenPlan, PlanCommit, int]] = []
+    summaries: list[dict[str, Any]] = []
     for plan in plans:
         out, merged_to = outputs[plan.plan_id], merged[plan.plan_id]
         moved = out.moved
@@ -273,31 +273,22 @@ def _commit(conn: Connection, plan_ids: Sequence[int]) -> dict[int, PlanCommit]:
             vector_bytes=sum(v.size_bytes for v in out.vectors.values()),
             from_merged_seq=plan.from_seq,
         )
-        result = dataclasses.replace(result, event=_event(plan, result, merged_to, now))
-        done.append((plan, result, merged_to))
-        answers[plan.plan_id] = result
-    _record_snapshot(conn, table_id, snapshot_id, done, now)
+        summary = _summary(plan, result, merged_to)
+        event = _event(
+            plan.table_name,
+            table_id,
+            plan.partition_key,
+            plan.plan_id,
+            plan.kind,
+            snapshot_id,
+            summary,
+            now,
+        )
+        summaries.append(summary)
+        answers[plan.plan_id] = dataclasses.replace(result, event=event)
+    _record_snapshot(conn, table_id, snapshot_id, summaries, now)
     _mark_committed(conn, plans, snapshot_id)
     return answers
-
-
-def _event(plan: _OpenPlan, result: PlanCommit, merged_to: int, now: Any) -> CompactionEvent:
-    """The event announcing ``plan``, as ``compaction_event`` reads it back once
-    committed (the snapshot's summary and time are these)."""
-    return CompactionEvent(
-        table=plan.table_name,
-        table_id=plan.table_id,
-        partition_key=plan.partition_key,
-        plan_id=plan.plan_id,
-        kind=plan.kind,  # type: ignore[arg-type]
-        snapshot_id=result.snapshot_id,  # type: ignore[arg-type]
-        max_merged_seq=merged_to,
-        removed_files=result.removed_files,
-        added_files=result.added_files,
-        added_bytes=result.added_bytes,
-        added_rows=result.added_rows,
-        committed_at=now,
-    )
 
 
 def _lock_open_plans(
@@ -458,34 +449,35 @@ def _advance_merged_seqs(
     return {p.plan_id: p.to_seq if p.plan_id in moved else p.from_seq for p in plans}
 
 
+def _summary(plan: _OpenPlan, result: PlanCommit, merged_to: int) -> dict[str, Any]:
+    """One plan's part of its compaction snapshot's summary."""
+    return {
+        "plan_id": plan.plan_id,
+        "kind": plan.kind,
+        "partition": plan.partition_key,
+        "max_merged_seq": merged_to,
+        "removed_files": result.removed_files,
+        "added_files": result.added_files,
+        "added_bytes": result.added_bytes,
+        "added_rows": result.added_rows,
+        "moved_files": result.moved_files,
+        "moved_bytes": result.moved_bytes,
+        "kept_files": result.kept_files,
+        "vector_files": result.vector_files,
+        "vector_bytes": result.vector_bytes,
+    }
+
+
 def _record_snapshot(
     conn: Connection,
     table_id: int,
     snapshot_id: int,
-    done: Sequence[tuple[_OpenPlan, PlanCommit, int]],
+    summaries: Sequence[Mapping[str, Any]],
     now: Any,
 ) -> None:
     """The snapshot row: one plan's summary as it always was, several plans' as a
     ``plans`` list of those (``plan_summaries`` reads either)."""
-    summaries = [
-        {
-            "plan_id": plan.plan_id,
-            "kind": plan.kind,
-            "partition": plan.partition_key,
-            "max_merged_seq": merged_to,
-            "removed_files": result.removed_files,
-            "added_files": result.added_files,
-            "added_bytes": result.added_bytes,
-            "added_rows": result.added_rows,
-            "moved_files": result.moved_files,
-            "moved_bytes": result.moved_bytes,
-            "kept_files": result.kept_files,
-            "vector_files": result.vector_files,
-            "vector_bytes": result.vector_bytes,
-        }
-        for plan, result, merged_to in done
-    ]
-    summary = summaries[0] if len(summaries) == 1 else {"plans": summaries}
+    summary = summaries[0] if len(summaries) == 1 else {"plans": list(summaries)}
     conn.execute(
         "INSERT INTO snapshot (table_id, snapshot_id, kind, created_at, summary) "
         "VALUES (%s, %s, 'compaction', %s, %s)",
@@ -597,17 +589,32 @@ def compaction_event(conn: Connection, plan_id: int) -> CompactionEvent | None:
     summary = next(
         s for s in plan_summaries(snapshot_summary) if s.get("plan_id", plan_id) == plan_id
     )
+    return _event(name, table_id, partition, plan_id, kind, snapshot_id, summary, at)
+
+
+def _event(
+    table: str,
+    table_id: int,
+    partition_key: str,
+    plan_id: int,
+    kind: str,
+    snapshot_id: int,
+    summary: Mapping[str, Any],
+    committed_at: Any,
+) -> CompactionEvent:
+    """The event announcing a plan from its part of the snapshot's summary: made by
+    the commit itself, or read back later (``compaction_event``)."""
     return CompactionEvent(
-        table=name,
+        table=table,
         table_id=table_id,
-        partition_key=partition,
+        partition_key=partition_key,
         plan_id=plan_id,
-        kind=kind,
+        kind=kind,  # type: ignore[arg-type]
         snapshot_id=snapshot_id,
         max_merged_seq=summary["max_merged_seq"],
         removed_files=summary["removed_files"],
         added_files=summary["added_files"],
         added_bytes=summary["added_bytes"],
         added_rows=summary["added_rows"],
-        committed_at=at,
+        committed_at=committed_at,
     )
