@@ -97,7 +97,7 @@ class Dispatcher:
         )
         if not batch:
             return  # nothing claimable: others have it, or retries are backing off
-        tables = {c.table_id: self.catalog.table_by_id(c.table_id) for c in batch}
+        tables = {t: self.catalog.table_by_id(t) for t in {c.table_id for c in batch}}
         batch = [c for c in batch if tables[c.table_id] is not None]  # dropped: never runs
         if not batch:
             return

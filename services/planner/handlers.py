@@ -22,8 +22,9 @@ from firn.catalog.event_rows import partition_named
 from firn.catalog.files import partitions_of
 from firn.catalog.metrics import partition_metrics
 from firn.catalog.plans import open_plan, open_plans, served_by_committed_plan
-from firn.catalog.transitions import move_task
+from firn.catalog.transitions import move_tasks
 from firn.engine import compaction
+from firn.engine.planning import view_now
 from firn.errors import EventMismatchError, FirnError
 from firn.events.plans import PlanRequestEvent
 from firn.logs import with_context
@@ -152,6 +153,9 @@ class Planner:
                 continue
             need = score(metrics, table.properties)
             due.append((need, key, decision.kind, list(decision.reasons)))
+        if not due:
+            return []
+        view = view_now(conn, table)  # one reading of the table for every gathered plan
         gathered = []
         for need, key, kind, reasons in sorted(due, key=lambda d: (-d[0], d[1]))[: most - 1]:
             outcome = compaction.plan(
@@ -163,6 +167,7 @@ class Planner:
                 score=need,
                 scope="due",
                 replace_waiting=False,
+                view=view,
             )
             if isinstance(outcome, PlanRecord):
                 gathered.append(key)
@@ -192,21 +197,21 @@ class Planner:
         event within milliseconds, and one that found its task still Init would do
         nothing (the event is a wake-up), leaving the task to the sweep a minute later."""
         conn = self.catalog.conn
-        announced = []
-        for partition in partitions:
-            for task in waiting_tasks(conn, table.table_id, partition):
-                if task.state == TaskState.INIT:
-                    move_task(
-                        conn,
-                        task.task_id,
-                        TaskState.INIT,
-                        TaskState.PENDING,
-                        by=Actor.PLANNER,
-                        reason="announced",
-                    )
-                elif released_only or (task.task_id, task.attempt) in self._announced:
-                    continue
-                announced.append(task)
+        announced, released = [], []
+        for task in waiting_tasks(conn, table.table_id, partitions):
+            if task.state == TaskState.INIT:
+                released.append(task)
+            elif released_only or (task.task_id, task.attempt) in self._announced:
+                continue
+            announced.append(task)
+        move_tasks(
+            conn,
+            [(task.task_id, task.attempt) for task in released],
+            TaskState.INIT,
+            TaskState.PENDING,
+            by=Actor.PLANNER,
+            reason="announced",
+        )
         for task in announced:
             key = f"{table.name}/{task.partition_key}".encode()
             event = task.event(table.name, table.table_id)

@@ -287,7 +287,7 @@ def test_each_task_row_names_its_own_partition(catalog: firn.Catalog) -> None:
     for key in sorted(partitions_of(conn, table.table_id)):
         record = compaction.plan(conn, table, key, Kind.MAJOR)
         assert isinstance(record, PlanRecord)
-        waiting = waiting_tasks(conn, table.table_id, key)
+        waiting = waiting_tasks(conn, table.table_id, [key])
         assert [t.task_id for t in waiting] == [t.task_id for t in record.tasks]
         assert {t.partition_key for t in waiting} == {key}
         assert {t.event(table.name, table.table_id).partition_key for t in waiting} == {key}

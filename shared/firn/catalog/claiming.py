@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from firn.catalog.plans import OPEN_PLAN_STATES
-from firn.catalog.transitions import lock_plans_of, move_plan, move_task
+from firn.catalog.transitions import lock_plans_of, move_plans, move_task
 from firn.events.plans import PlanTaskEvent
 from firn.model.permits import Candidate
 from firn.model.plans import PlanRecord
 from firn.model.properties import TableProperties
-from firn.model.states import Actor, PlanState, TaskState
+from firn.model.states import TASK, Actor, PlanState, TaskState
 from firn.model.tasks import TaskSpec
 from firn.postgres.connection import Connection
 
@@ -76,19 +76,23 @@ def _waiting(row: Sequence[Any]) -> WaitingTask:
     )
 
 
-def waiting_tasks(conn: Connection, table_id: int, partition_key: str) -> list[WaitingTask]:
-    """The Init and Pending tasks of the partition's open plan, in plan order."""
+def waiting_tasks(
+    conn: Connection, table_id: int, partition_keys: Sequence[str]
+) -> list[WaitingTask]:
+    """The Init and Pending tasks of the open plans of the partitions, partition by
+    partition in the order given, each in plan order (one statement for them all)."""
     rows = conn.execute(
         "SELECT t.plan_id, t.task_id, t.partition_key, t.state, t.attempt, t.input_bytes "
         "FROM compaction_task t JOIN compaction_plan p USING (plan_id) "
-        "WHERE p.table_id = %s AND p.partition_key = %s AND p.state = ANY(%s) "
-        "AND t.state = ANY(%s) ORDER BY t.ordinal",
-        (
-            table_id,
-            partition_key,
-            [s.value for s in OPEN_PLAN_STATES],
-            [TaskState.INIT.value, TaskState.PENDING.value],
-        ),
+        "WHERE p.table_id = %(t)s AND p.partition_key = ANY(%(keys)s) "
+        "AND p.state = ANY(%(open)s) AND t.state = ANY(%(waiting)s) "
+        "ORDER BY array_position(%(keys)s, p.partition_key), t.ordinal",
+        {
+            "t": table_id,
+            "keys": list(partition_keys),
+            "open": [s.value for s in OPEN_PLAN_STATES],
+            "waiting": [TaskState.INIT.value, TaskState.PENDING.value],
+        },
     ).fetchall()
     return [_waiting(row) for row in rows]
 
@@ -246,40 +250,43 @@ def claim_tasks(
     round trips more than one per task (per-task overhead is what small merges pay
     most). The tasks another executor got first, or that are backing off, are left
     out; the others come back in ``task_ids`` order."""
+    TASK.accept(TaskState.PENDING, TaskState.EXECUTING, by=Actor.DISPATCHER)
     with conn.transaction():
         lock_plans_of(conn, task_ids)
-        attempts = {}
-        for task_id in task_ids:
-            attempt = move_task(
-                conn,
-                task_id,
-                TaskState.PENDING,
-                TaskState.EXECUTING,
-                by=Actor.DISPATCHER,
-                reason=f"claimed by {owner}",
-                new_attempt=True,
-                updates={"lease_owner": owner},
-                lease_seconds=lease_seconds,
-                due_only=True,  # a retry whose backoff runs is the sweep's to announce
-            )
-            if attempt is not None:
-                attempts[task_id] = attempt
-        if not attempts:
+        # Every task in one statement with its history row (a retry whose backoff
+        # runs is the sweep's to announce, so it is left out).
+        rows = conn.execute(
+            "WITH moved AS (UPDATE compaction_task SET state = %(new)s, updated_at = now(), "
+            "started_at = now(), finished_at = NULL, attempt = attempt + 1, "
+            "lease_owner = %(owner)s, lease_expires = now() + make_interval(secs => %(lease)s) "
+            "WHERE task_id = ANY(%(ids)s) AND state = %(old)s "
+            "AND (not_before IS NULL OR not_before <= now()) "
+            "RETURNING task_id, attempt, spec, plan_id), "
+            "history AS (INSERT INTO state_transition "
+            "(machine, entity_id, from_state, to_state, attempt, reason) "
+            "SELECT 'task', task_id, %(old)s, %(new)s, attempt, %(reason)s FROM moved) "
+            "SELECT task_id, attempt, spec, plan_id FROM moved",
+            {
+                "new": TaskState.EXECUTING.value,
+                "old": TaskState.PENDING.value,
+                "owner": owner,
+                "lease": lease_seconds,
+                "ids": list(task_ids),
+                "reason": f"claimed by {owner}",
+            },
+        ).fetchall()
+        if not rows:
             return []
+        attempts = {int(task_id): int(attempt) for task_id, attempt, _, _ in rows}
         specs = {
             int(task_id): (TaskSpec.from_dict(spec), int(plan_id))
-            for task_id, spec, plan_id in conn.execute(
-                "SELECT task_id, spec, plan_id FROM compaction_task WHERE task_id = ANY(%s)",
-                (list(attempts),),
-            ).fetchall()
+            for task_id, _, spec, plan_id in rows
         }
-        for plan_id in sorted({plan_id for _, plan_id in specs.values()}):
-            move_plan(
-                conn,
-                plan_id,
-                PlanState.PLANNED,
-                PlanState.EXECUTING,
-                by=Actor.DISPATCHER,
-                reason="first claim",
-            )
+        move_plans(
+            conn,
+            sorted({plan_id for _, plan_id in specs.values()}),
+            (PlanState.PLANNED, PlanState.EXECUTING),
+            by=Actor.DISPATCHER,
+            reasons=["first claim"],
+        )
     return [(specs[t][0], attempts[t]) for t in task_ids if t in attempts]

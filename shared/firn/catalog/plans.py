@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from firn.catalog.orphans import record_orphans
-from firn.catalog.transitions import move_plan, move_task, record_transition
+from firn.catalog.transitions import move_plan, move_task
 from firn.model.files import DEFAULT_CODEC
 from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
 from firn.model.schema import TableSchema
@@ -27,18 +27,6 @@ from firn.postgres.connection import Connection
 
 OPEN_PLAN_STATES = (PlanState.PLANNED, PlanState.EXECUTING, PlanState.COMMITTING)
 BUSY_TASK_STATES = (TaskState.EXECUTING, TaskState.PREPARED)
-
-
-def compacted_after(conn: Connection, table_id: int, partition: str, snapshot: int) -> bool:
-    """Whether a plan of ``partition`` committed after ``snapshot``."""
-    return (
-        conn.execute(
-            "SELECT 1 FROM compaction_plan WHERE table_id = %s AND partition_key = %s "
-            "AND state = %s AND committed_snapshot > %s LIMIT 1",
-            (table_id, partition, PlanState.COMMITTED.value, snapshot),
-        ).fetchone()
-        is not None
-    )
 
 
 def create_plan(
@@ -63,6 +51,8 @@ def create_plan(
     replace any other open plan; with ``replace_waiting`` False, skip one still waiting
     to run that is of the draft's kind too (its changes are planned once it commits)."""
     with conn.transaction():
+        # Four round trips in the common case (no open plan): the lock, the checks, the
+        # plan with its history row and task ids, the tasks with theirs.
         part = conn.execute(
             "SELECT max_merged_seq FROM catalog_partition WHERE table_id = %s "
             "AND partition_key = %s FOR UPDATE",
@@ -73,16 +63,26 @@ def create_plan(
         # A merge of runs leaves the merged seq where it was but removes the files it
         # read, which the draft may name: a plan drafted before it committed would
         # fail its own commit. The row lock above orders this check after any such
-        # commit (a plan commit locks the same row).
-        if compacted_after(conn, table_id, draft.partition_key, planned_snapshot):
+        # commit (a plan commit locks the same row); it is a statement of its own, so
+        # its snapshot is taken after the lock was granted.
+        compacted, open_plan_id = _checks(conn, table_id, draft.partition_key, planned_snapshot)
+        if compacted:
             return PlanSkipped(draft.partition_key, "stale: the partition was compacted since")
-        replaced = _replace_open_plan(conn, table_id, draft, replace_waiting)
-        if isinstance(replaced, PlanSkipped):
-            return replaced
-        plan_id = conn.execute(
-            "INSERT INTO compaction_plan (table_id, partition_key, kind, state, from_merged_seq, "
-            "to_seq, planned_snapshot, reason, score, waiting_since) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now())) RETURNING plan_id",
+        replaced = None
+        if open_plan_id is not None:
+            replaced = _replace_open_plan(conn, table_id, draft, replace_waiting)
+            if isinstance(replaced, PlanSkipped):
+                return replaced
+        # The tasks' ids come with the plan's (a spec names its own task).
+        row = conn.execute(
+            "WITH plan AS (INSERT INTO compaction_plan (table_id, partition_key, kind, state, "
+            "from_merged_seq, to_seq, planned_snapshot, reason, score, waiting_since) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now())) "
+            "RETURNING plan_id), "
+            "history AS (INSERT INTO state_transition (machine, entity_id, from_state, "
+            "to_state, attempt, reason) SELECT 'plan', plan_id, '', %s, 0, 'planned' FROM plan) "
+            "SELECT plan_id, ARRAY(SELECT nextval(pg_get_serial_sequence('compaction_task', "
+            "'task_id')) FROM generate_series(1, %s)) FROM plan",
             (
                 table_id,
                 draft.partition_key,
@@ -94,19 +94,12 @@ def create_plan(
                 json.dumps(dict(reason or {})),
                 score,
                 replaced,
+                PLAN.initial.value,
+                len(draft.tasks),
             ),
-        ).fetchone()[0]  # type: ignore[index]
-        record_transition(conn, "plan", plan_id, "", PLAN.initial, 0, "planned")
-        # The tasks' ids first (a spec names its own task), then every row in one
-        # pipelined batch: a plan's tasks cost a few round trips, not three each.
-        task_ids = sorted(
-            int(task_id)
-            for (task_id,) in conn.execute(
-                "SELECT nextval(pg_get_serial_sequence('compaction_task', 'task_id')) "
-                "FROM generate_series(1, %s)",
-                (len(draft.tasks),),
-            ).fetchall()
-        )
+        ).fetchone()
+        assert row is not None
+        plan_id, task_ids = int(row[0]), sorted(int(t) for t in row[1])
         specs = [
             draft.task_spec(
                 task,
@@ -123,29 +116,47 @@ def create_plan(
             )
             for task, task_id in zip(draft.tasks, task_ids, strict=True)
         ]
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO compaction_task (task_id, plan_id, partition_key, ordinal, state, "
-                "spec, input_bytes) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (
-                        spec.task_id,
-                        plan_id,
-                        spec.partition_key,
-                        ordinal,
-                        TASK.initial.value,
-                        spec.to_json(),
-                        task.input_bytes,
-                    )
-                    for ordinal, (task, spec) in enumerate(zip(draft.tasks, specs, strict=True))
-                ],
-            )
-            cur.executemany(
-                "INSERT INTO state_transition (machine, entity_id, from_state, to_state, "
-                "attempt, reason) VALUES ('task', %s, '', %s, 0, 'planned')",
-                [(spec.task_id, TASK.initial.value) for spec in specs],
-            )
+        conn.execute(
+            "WITH born AS (INSERT INTO compaction_task (task_id, plan_id, partition_key, "
+            "ordinal, state, spec, input_bytes) SELECT t.task_id, %s, %s, t.ordinal - 1, %s, "
+            "t.spec, t.input_bytes FROM unnest(%s::bigint[], %s::jsonb[], %s::bigint[]) "
+            "WITH ORDINALITY AS t(task_id, spec, input_bytes, ordinal) RETURNING task_id) "
+            "INSERT INTO state_transition (machine, entity_id, from_state, to_state, attempt, "
+            "reason) SELECT 'task', task_id, '', %s, 0, 'planned' FROM born",
+            (
+                plan_id,
+                draft.partition_key,
+                TASK.initial.value,
+                [spec.task_id for spec in specs],
+                [spec.to_json() for spec in specs],
+                [task.input_bytes for task in draft.tasks],
+                TASK.initial.value,
+            ),
+        )
     return PlanRecord(plan_id, tuple(specs))
+
+
+def _checks(
+    conn: Connection, table_id: int, partition: str, snapshot: int
+) -> tuple[bool, int | None]:
+    """Whether a plan of ``partition`` committed after ``snapshot``, and its open plan
+    (locked), if it has one: one statement."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM compaction_plan WHERE table_id = %(t)s "
+        "AND partition_key = %(k)s AND state = %(committed)s "
+        "AND committed_snapshot > %(snapshot)s), "
+        "(SELECT plan_id FROM compaction_plan WHERE table_id = %(t)s "
+        "AND partition_key = %(k)s AND state = ANY(%(open)s) FOR UPDATE)",
+        {
+            "t": table_id,
+            "k": partition,
+            "committed": PlanState.COMMITTED.value,
+            "snapshot": snapshot,
+            "open": [s.value for s in OPEN_PLAN_STATES],
+        },
+    ).fetchone()
+    assert row is not None
+    return bool(row[0]), None if row[1] is None else int(row[1])
 
 
 @dataclass(frozen=True)

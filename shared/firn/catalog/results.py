@@ -21,7 +21,7 @@ from firn.catalog.orphans import record_orphans
 from firn.catalog.plans import fail_plan
 from firn.catalog.transitions import lock_plans_of, move_task
 from firn.model.backoff import Backoff
-from firn.model.states import Actor, PlanState, TaskState
+from firn.model.states import TASK, Actor, PlanState, TaskState
 from firn.model.tasks import OutputFile, TaskResult, TaskSpec, carries
 from firn.postgres.connection import Connection
 
@@ -49,7 +49,46 @@ def record_results(conn: Connection, results: Sequence[TaskResult], max_attempts
         task_ids = [r.task_id for r in results]
         lock_plans_of(conn, task_ids)
         batch = _BatchRows.read(conn, task_ids)
+        if all(_clean(r, batch) for r in results):
+            # The usual batch, every task done: one statement for all (a failure may
+            # fail a plan midway, so a batch holding one is recorded result by result).
+            batch.prepared = _prepare(conn, results)
+            batch.all_prepared = True
         return [_record(conn, r, max_attempts, batch) for r in results]
+
+
+def _clean(result: TaskResult, batch: _BatchRows) -> bool:
+    """Whether the result is a success whose outputs all lie in its attempt's directory."""
+    return result.ok and not _outputs_outside_attempt(result, batch.specs.get(result.task_id))
+
+
+def _prepare(conn: Connection, results: Sequence[TaskResult]) -> set[int]:
+    """Executing -> Prepared for every clean success of the batch still at its attempt,
+    with its outputs, in one statement with their history rows; the tasks that moved."""
+    if not results:
+        return set()
+    TASK.accept(TaskState.EXECUTING, TaskState.PREPARED, by=Actor.DISPATCHER)
+    rows = conn.execute(
+        "WITH r AS (SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], "
+        "%(outputs)s::jsonb[], %(reasons)s::text[]) AS r(task_id, attempt, outputs, reason)), "
+        "moved AS (UPDATE compaction_task t SET state = %(new)s, updated_at = now(), "
+        "finished_at = now(), outputs = r.outputs, lease_owner = NULL, lease_expires = NULL "
+        "FROM r WHERE t.task_id = r.task_id AND t.attempt = r.attempt AND t.state = %(old)s "
+        "RETURNING t.task_id, t.attempt, r.reason), "
+        "history AS (INSERT INTO state_transition "
+        "(machine, entity_id, from_state, to_state, attempt, reason) "
+        "SELECT 'task', task_id, %(old)s, %(new)s, attempt, reason FROM moved) "
+        "SELECT task_id FROM moved",
+        {
+            "ids": [r.task_id for r in results],
+            "attempts": [r.attempt for r in results],
+            "outputs": [json.dumps([o.to_dict() for o in r.outputs]) for r in results],
+            "reasons": [f"{len(r.outputs)} files, {r.rows_written} rows" for r in results],
+            "new": TaskState.PREPARED.value,
+            "old": TaskState.EXECUTING.value,
+        },
+    ).fetchall()
+    return {int(task_id) for (task_id,) in rows}
 
 
 @dataclasses.dataclass
@@ -62,6 +101,10 @@ class _BatchRows:
     table_of: dict[int, int]
     """Plan -> table."""
     plan_state: dict[int, PlanState]
+    prepared: set[int] = dataclasses.field(default_factory=set)
+    """The tasks ``_prepare`` moved to Prepared, when ``all_prepared``."""
+    all_prepared: bool = False
+    """Whether every result was a clean success, recorded at once (``_prepare``)."""
 
     @classmethod
     def read(cls, conn: Connection, task_ids: Sequence[int]) -> _BatchRows:
@@ -94,18 +137,10 @@ def _record(conn: Connection, result: TaskResult, max_attempts: int, batch: _Bat
             result, outputs=(), error=f"outputs outside the attempt directory: {stray}"
         )
     if result.ok:
-        outputs = json.dumps([o.to_dict() for o in result.outputs])
-        moved = move_task(
-            conn,
-            result.task_id,
-            TaskState.EXECUTING,
-            TaskState.PREPARED,
-            by=Actor.DISPATCHER,
-            attempt=result.attempt,
-            reason=f"{len(result.outputs)} files, {result.rows_written} rows",
-            updates={"outputs": outputs, "lease_owner": None, "lease_expires": None},
-        )
-        if moved is not None:
+        if not batch.all_prepared and result.task_id not in batch.prepared:
+            batch.prepared |= _prepare(conn, [result])
+        if result.task_id in batch.prepared:
+            batch.prepared.discard(result.task_id)  # a second result of it is stale
             plan_state = batch.plan_state[batch.plan_of[result.task_id]]
             if plan_state in (PlanState.FAILED, PlanState.REPLACED):
                 # It finished after its plan gave up: the plan never commits it.

@@ -23,7 +23,7 @@ from firn.catalog.plans import plan_failure
 from firn.catalog.results import record_results, retry_backoff
 from firn.engine.execution import Claim, Runner
 from firn.engine.kernel import KernelLimits
-from firn.engine.planning import PlannedTable, plan_now
+from firn.engine.planning import PlannedTable, PlanningView, plan_now
 from firn.engine.policies import Scope
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.schema import TableSchema
@@ -43,10 +43,12 @@ def plan(
     reason: Mapping[str, Any] | None = None,
     score: float = 0.0,
     replace_waiting: bool = True,
+    view: PlanningView | None = None,
 ) -> PlanRecord | PlanSkipped | None:
     """Plan ``partition`` with the registry's policy for ``kind`` and ``scope`` and
     store the plan; why none was stored, or None when there is nothing to compact.
-    Its tasks wait in Init until released."""
+    Its tasks wait in Init until released. ``view``: the table as read for planning,
+    when several partitions are planned from one reading (``plan_now``)."""
     return plan_now(
         conn,
         table,
@@ -56,6 +58,7 @@ def plan(
         score=score,
         scope=scope,
         replace_waiting=replace_waiting,
+        view=view,
     )
 
 

@@ -5,12 +5,14 @@ tasks, shared by ``firn.compact`` and the planner service."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from firn.catalog.files import current_snapshot, merged_seqs_at, partition_files_at
+from firn.catalog.files import partition_files_at
 from firn.catalog.plans import create_plan
 from firn.catalog.schemas import definition_at, rewrite_budget, schema_id_at
 from firn.engine.policies import Scope, plan
+from firn.errors import ConfigError
 from firn.model.plans import PlanDraft, PlanRecord, PlanSkipped
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema
@@ -41,6 +43,7 @@ def plan_now(
     score: float = 0.0,
     scope: Scope = "all",
     replace_waiting: bool = True,
+    view: PlanningView | None = None,
 ) -> PlanRecord | PlanSkipped | None:
     """A stored plan for ``partition``, why none was stored, or ``None`` when there
     is nothing to compact. The policy is the registry's (``firn.engine.policies``) for
@@ -48,21 +51,21 @@ def plan_now(
     merges runs on its own numbers), ``all`` folds every change of the partition
     (major); a table without a key is bin-packed.
     ``replace_waiting`` False leaves an open plan of the same kind that waits to run
-    as it is (``create_plan``)."""
-    snapshot = current_snapshot(conn, table.table_id)
-    definition = definition_at_snapshot(conn, table, snapshot)
-    draft = _draft(conn, table, definition, partition, kind, snapshot, scope)
+    as it is (``create_plan``). ``view``: the table as read for planning (``view_now``;
+    read here when not given), shared by the partitions of one gathering."""
+    view = view if view is not None else view_now(conn, table)
+    draft = _draft(conn, table, view, partition, kind, scope)
     if draft is None:
         return None
     return store_draft(
         conn,
         table,
         draft,
-        snapshot,
+        view.snapshot,
         reason=reason,
         score=score,
         replace_waiting=replace_waiting,
-        definition=definition,
+        definition=view.definition,
     )
 
 
@@ -99,6 +102,43 @@ def store_draft(
     )
 
 
+@dataclass(frozen=True)
+class PlanningView:
+    """The table as a plan is drafted against: its newest snapshot, the definition of
+    that snapshot's schema version, each partition's merged seq there."""
+
+    snapshot: int
+    definition: TableSchema
+    merged_seqs: Mapping[str, int]
+
+
+def view_now(conn: Connection, table: PlannedTable) -> PlanningView:
+    """The table's newest snapshot, its schema version's definition (the caller's own
+    when it is that version: it knows every earlier one) and its partitions' merged
+    seqs, in one statement (one snapshot of the catalog for all three)."""
+    row = conn.execute(
+        "SELECT t.last_snapshot, (SELECT max(v.schema_id) FROM table_schema v "
+        "WHERE v.table_id = t.table_id AND v.snapshot_id <= t.last_snapshot), "
+        "(SELECT coalesce(jsonb_object_agg(m.partition_key, m.max_merged_seq), '{}') FROM "
+        "(SELECT DISTINCT ON (h.partition_key) h.partition_key, h.max_merged_seq "
+        "FROM partition_merge_history h WHERE h.table_id = t.table_id "
+        "AND h.snapshot_id <= t.last_snapshot ORDER BY h.partition_key, h.snapshot_id DESC) m) "
+        "FROM catalog_table t WHERE t.table_id = %s",
+        (table.table_id,),
+    ).fetchone()
+    if row is None:
+        raise ConfigError(f"table {table.table_id} no longer exists")
+    snapshot, schema_id, merged = int(row[0]), row[1], row[2]
+    if schema_id is None:
+        raise ConfigError(f"table {table.table_id} has no schema at snapshot {snapshot}")
+    definition = (
+        table.definition
+        if int(schema_id) == table.definition.schema_id
+        else definition_at(conn, table.table_id, snapshot)
+    )
+    return PlanningView(snapshot, definition, {k: int(v) for k, v in merged.items()})
+
+
 def definition_at_snapshot(conn: Connection, table: PlannedTable, snapshot: int) -> TableSchema:
     """The table's definition at ``snapshot`` (its schema version), which every file
     of the snapshot was written under or before: a plan's tasks write with it. The
@@ -113,22 +153,20 @@ def draft_now(
 ) -> PlanDraft | None:
     """What ``plan_now`` would plan for ``partition`` now, without storing anything:
     ``None`` when there is nothing to compact."""
-    snapshot = current_snapshot(conn, table.table_id)
-    definition = definition_at_snapshot(conn, table, snapshot)
-    return _draft(conn, table, definition, partition, kind, snapshot, scope)
+    return _draft(conn, table, view_now(conn, table), partition, kind, scope)
 
 
 def _draft(
     conn: Connection,
     table: PlannedTable,
-    definition: TableSchema,
+    view: PlanningView,
     partition: str,
     kind: Kind,
-    snapshot: int,
     scope: Scope,
 ) -> PlanDraft | None:
+    definition, snapshot = view.definition, view.snapshot
     files = partition_files_at(conn, table.table_id, snapshot, partition)
-    merged = merged_seqs_at(conn, table.table_id, snapshot).get(partition, 0)
+    merged = view.merged_seqs.get(partition, 0)
     budget = 0
     if (
         scope == "due"
