@@ -246,10 +246,11 @@ def claim_task(
 def claim_tasks(
     conn: Connection, task_ids: Sequence[int], owner: str, lease_seconds: float
 ) -> list[tuple[TaskSpec, int]]:
-    """``claim_task`` for a dispatcher's whole batch in one transaction, in a few
-    round trips more than one per task (per-task overhead is what small merges pay
-    most). The tasks another executor got first, or that are backing off, are left
-    out; the others come back in ``task_ids`` order."""
+    """``claim_task`` for a dispatcher's whole batch in one transaction of three
+    statements whatever its size (the plans locked, the tasks moved with their
+    history rows, the plans moved with theirs: per-task overhead is what small merges
+    pay most). The tasks another executor got first, or that are backing off, are
+    left out; the others come back in ``task_ids`` order."""
     TASK.accept(TaskState.PENDING, TaskState.EXECUTING, by=Actor.DISPATCHER)
     with conn.transaction():
         lock_plans_of(conn, task_ids)
