@@ -620,6 +620,53 @@ def test_a_batch_is_claimed_and_recorded_together_each_task_on_its_own_terms(
     assert states == {first: "Prepared", second: "Pending", third: "Executing"}
 
 
+def test_a_batch_of_successes_is_recorded_at_once_and_a_stale_one_still_orphaned(
+    catalog: firn.Catalog,
+) -> None:
+    """A batch whose every task succeeded is recorded in one statement; each task
+    still gets what a result of its own would have: one whose attempt no longer owns
+    the task is stale and leaves the task to its new attempt, and each move that
+    happened has its history row, at its attempt."""
+    conn = catalog.conn
+    tables, records = [], []
+    for n in range(3):
+        table = catalog.create_table(f"all_done_{next(_names)}", SCHEMA, ["day", "id"], [])
+        Model().upsert(table, [1] * 10, np.arange(10) + n, "v1")
+        tables.append(table)
+        records.append(_plan(table))
+    first, second, third = (r.tasks[0].task_id for r in records)
+    claims = claim_tasks(conn, [first, second, third], "batch", 60)
+    assert [attempt for _, attempt in claims] == [1, 1, 1]
+    pairs = zip(tables, claims, strict=True)
+    done = [run_local(t.definition, [c], KernelLimits())[0] for t, c in pairs]
+    assert all(r.ok and r.outputs for r in done)
+    # The third task's lease ran out and another executor took it over: attempt 2.
+    expired = conn.execute(
+        "UPDATE compaction_task SET lease_expires = now() - interval '1 second' WHERE task_id = %s",
+        (third,),
+    )
+    assert expired.rowcount == 1
+    assert expire_leases(conn)
+    again = claim_task(conn, third, "other", 60)
+    assert again is not None
+    assert again[1] == 2
+    outcomes = record_results(conn, done, max_attempts=3)
+    assert outcomes == ["prepared", "prepared", "stale"]
+    states = dict(
+        conn.execute(
+            "SELECT task_id, state FROM compaction_task WHERE task_id = ANY(%s)",
+            ([first, second, third],),
+        ).fetchall()
+    )
+    assert states == {first: "Prepared", second: "Prepared", third: "Executing"}
+    history = conn.execute(
+        "SELECT entity_id, attempt FROM state_transition WHERE machine = 'task' "
+        "AND to_state = 'Prepared' AND entity_id = ANY(%s) ORDER BY entity_id",
+        ([first, second, third],),
+    ).fetchall()
+    assert history == [(first, 1), (second, 1)]
+
+
 @pytest.mark.parametrize("failure_first", [False, True])
 def test_a_task_that_fails_its_plan_orphans_the_outputs_of_its_batch_mates(
     catalog: firn.Catalog, failure_first: bool
