@@ -30,7 +30,6 @@ from firn.catalog.event_rows import commit_named, compaction_named
 from firn.catalog.metrics import TableRead, change_stamp, changed_partitions, partition_states_of
 from firn.catalog.tables import properties_of
 from firn.engine.tracking import Increment, Reading, Request, TrackedPartition
-from firn.errors import ConfigError
 from firn.events.commits import CommitEvent
 from firn.events.compactions import CompactionEvent
 from firn.events.plans import PlanRequestEvent
@@ -227,18 +226,11 @@ class CatalogReader:
         if cached is not None:
             return cached
         with self._lock:
-            found = self._load(table)
-        return None if found is None or found.table_id != table_id else found.properties
-
-    def _load(self, name: str) -> firn.Table | None:
-        """The table called ``name`` (None if there is none), its properties cached.
-        The caller holds the lock."""
-        try:
-            found = self.catalog.table(name)
-        except ConfigError:
-            return None
-        self._properties[found.table_id] = (time.monotonic(), found.properties)
-        return found
+            found = properties_of(self.catalog.conn, [table_id]).get(table_id)
+        if found is None or found[0] != table:
+            return None  # dropped, or the id now names another table
+        self._properties[table_id] = (time.monotonic(), found[1])
+        return found[1]
 
     def readings(
         self, table: str, table_id: int, partition_keys: Collection[str] | None = None

@@ -101,8 +101,18 @@ class CommittedFiles:
 def commit_named(conn: Connection, commit: CommitEvent) -> list[CommittedFiles]:
     """The files the commit snapshot a commit event names added, per partition."""
     table_id, snapshot_id = commit.table_id, commit.snapshot_id
+    # One statement: the snapshot's row, and what it added per partition (by key: a
+    # snapshot adds a few files, found through the added_snapshot index).
     row = conn.execute(
-        "SELECT c.name, s.kind, s.seq FROM snapshot s JOIN catalog_table c USING (table_id) "
+        "SELECT c.name, s.kind, s.seq, (SELECT coalesce(jsonb_agg(jsonb_build_array("
+        "f.partition_key, f.i, f.d, f.ib, f.db) ORDER BY f.partition_key), '[]') FROM ("
+        "SELECT partition_key, count(*) FILTER (WHERE file_type = 'I') AS i, "
+        "count(*) FILTER (WHERE file_type = 'D') AS d, "
+        "coalesce(sum(size_bytes) FILTER (WHERE file_type = 'I'), 0) AS ib, "
+        "coalesce(sum(size_bytes) FILTER (WHERE file_type = 'D'), 0) AS db "
+        "FROM data_file WHERE table_id = s.table_id AND added_snapshot = s.snapshot_id "
+        "GROUP BY partition_key) f) "
+        "FROM snapshot s JOIN catalog_table c USING (table_id) "
         "WHERE s.table_id = %s AND s.snapshot_id = %s",
         (table_id, snapshot_id),
     ).fetchone()
@@ -118,16 +128,7 @@ def commit_named(conn: Connection, commit: CommitEvent) -> list[CommittedFiles]:
         f"snapshot {snapshot_id}",
         [("table", commit.table, row[0]), ("kind", "commit", row[1]), ("seq", commit.seq, row[2])],
     )
-    rows = conn.execute(
-        "SELECT partition_key, "
-        "count(*) FILTER (WHERE file_type = 'I'), count(*) FILTER (WHERE file_type = 'D'), "
-        "coalesce(sum(size_bytes) FILTER (WHERE file_type = 'I'), 0), "
-        "coalesce(sum(size_bytes) FILTER (WHERE file_type = 'D'), 0) "
-        "FROM data_file WHERE table_id = %s AND added_snapshot = %s "
-        "GROUP BY partition_key ORDER BY partition_key",
-        (table_id, snapshot_id),
-    ).fetchall()
-    return [CommittedFiles(k, int(i), int(d), int(ib), int(db)) for k, i, d, ib, db in rows]
+    return [CommittedFiles(str(k), int(i), int(d), int(ib), int(db)) for k, i, d, ib, db in row[3]]
 
 
 def compaction_named(conn: Connection, compaction: CompactionEvent) -> None:
