@@ -33,7 +33,7 @@ import firn
 from firn.catalog.expiry import expire
 from firn.iceberg import pointers
 from firn.iceberg.properties import catalog_properties
-from firn.iceberg.publisher import Publication, Publisher
+from firn.iceberg.publisher import LOCK_CLASS, Publication, Publisher
 from firn.iceberg.rest import RestCatalog, RestServer
 from firn.postgres.connection import Connection, connect
 from firn.settings import FirnSettings
@@ -407,6 +407,39 @@ def test_names_iceberg_cannot_hold_and_opting_out(
     assert table.table_id not in publisher.due()
     with pytest.raises(firn.ConfigError, match="no table"):
         publisher.publish(f"missing_{unique}")
+
+
+def test_a_name_another_table_holds_is_refused_and_a_held_table_is_busy(
+    settings: FirnSettings, shared_catalog: firn.Catalog, conn: Connection, unique: str
+) -> None:
+    """The owner check and the table's lock are taken together: a table whose Iceberg
+    name another Firn table holds is refused (and its lock let go), one another
+    publisher holds is busy; both publish once the way is clear."""
+    first = shared_catalog.create_table(f"first_{unique}", SCHEMA, primary_key=["region", "k"])
+    second = shared_catalog.create_table(f"second_{unique}", SCHEMA, primary_key=["region", "k"])
+    publisher = Publisher(conn)
+    assert publisher.publish(first.name).outcome == "published"
+    # The first table's row claims the second's name (as if renamed onto it).
+    conn.execute(
+        "UPDATE iceberg_publication SET iceberg_name = %s WHERE table_id = %s",
+        (second.name, first.table_id),
+    )
+    refused = publisher.publish(second.name)
+    assert refused.outcome == "refused"
+    assert f"another Firn table (id {first.table_id})" in refused.message
+    held = conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    ).fetchone()
+    assert held == (0,)
+    conn.execute(
+        "UPDATE iceberg_publication SET iceberg_name = %s WHERE table_id = %s",
+        (first.name, first.table_id),
+    )
+    with connect(settings) as other:
+        other.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, second.table_id))
+        assert publisher.publish(second.name).outcome == "busy"
+        other.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, second.table_id))
+    assert publisher.publish(second.name).outcome == "published"
 
 
 def test_key_bounds_let_engines_skip_files(

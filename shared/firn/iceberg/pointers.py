@@ -38,16 +38,6 @@ def pointer(conn: Connection, catalog: str, name: IcebergName) -> str | None:
     return None if row is None else row[0]
 
 
-def publisher_of(conn: Connection, catalog: str, name: IcebergName) -> int | None:
-    """The Firn table published as ``name``, if any."""
-    row = conn.execute(
-        "SELECT table_id FROM iceberg_publication WHERE catalog_name = %s AND namespace = %s "
-        "AND iceberg_name = %s",
-        (catalog, name.namespace_text, name.table),
-    ).fetchone()
-    return None if row is None else int(row[0])
-
-
 def published(conn: Connection, table_id: int) -> Published | None:
     row = conn.execute(
         "SELECT metadata_location, firn_snapshot, published_at FROM iceberg_publication "
@@ -141,12 +131,16 @@ def record_snapshot(
     firn_snapshot: int,
     sequence_number: int,
     committed_at: dt.datetime,
-) -> None:
-    conn.execute(
+) -> float:
+    """Record a published snapshot; the seconds from ``committed_at`` to its
+    publication, on the catalog's clock."""
+    row = conn.execute(
         "INSERT INTO iceberg_snapshot (table_id, iceberg_snapshot_id, firn_snapshot, "
-        "sequence_number, committed_at, published_at) VALUES (%s, %s, %s, %s, %s, now())",
+        "sequence_number, committed_at, published_at) VALUES (%s, %s, %s, %s, %s, now()) "
+        "RETURNING extract(epoch FROM published_at - committed_at)",
         (table_id, iceberg_snapshot, firn_snapshot, sequence_number, committed_at),
-    )
+    ).fetchone()
+    return max(0.0, float(row[0])) if row else 0.0
 
 
 def forget_snapshots(conn: Connection, table_id: int, keep: Sequence[int]) -> None:

@@ -215,15 +215,17 @@ class Publisher:
             dropped = pointers.drop(self.conn, row.table_id, self.catalog, ident)
             message = "iceberg.publish is false" + ("; withdrew it" if dropped else "")
             return Publication(name, "disabled", str(ident), message=message)
-        owner = pointers.publisher_of(self.conn, self.catalog, ident)
+        owner, locked = self._lock(row.table_id, ident)
         if owner is not None and owner != row.table_id:
+            if locked:
+                self._unlock(row.table_id)
             message = (
                 f"another Firn table (id {owner}) is published as {ident}; "
                 "rename one of them or set iceberg.publish to false"
             )
             pointers.record_error(self.conn, row.table_id, self.catalog, None, message)
             return Publication(name, "refused", str(ident), message=message)
-        if not self._lock(row.table_id):
+        if not locked:
             return Publication(name, "busy", str(ident), message="another publisher has it")
         try:
             for attempt in (1, 2):
@@ -246,11 +248,16 @@ class Publisher:
         finally:
             self._unlock(row.table_id)
 
-    def _lock(self, table_id: int) -> bool:
+    def _lock(self, table_id: int, ident: IcebergName) -> tuple[int | None, bool]:
+        """The Firn table published as ``ident`` (None: none yet), and whether this
+        publisher took the table's lock: one round trip for both."""
         got = self.conn.execute(
-            "SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, table_id)
+            "SELECT (SELECT table_id FROM iceberg_publication WHERE catalog_name = %s "
+            "AND namespace = %s AND iceberg_name = %s), pg_try_advisory_lock(%s, %s)",
+            (self.catalog, ident.namespace_text, ident.table, LOCK_CLASS, table_id),
         ).fetchone()
-        return bool(got and got[0])
+        assert got is not None
+        return (None if got[0] is None else int(got[0])), bool(got[1])
 
     def _unlock(self, table_id: int) -> None:
         self.conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, table_id))
@@ -352,11 +359,10 @@ class Publisher:
             if not pointers.move_pointer(conn, self.catalog, ident, current, metadata_path):
                 raise PublicationConflict(f"the Iceberg pointer of {ident} moved")
             pointers.record_publication(conn, tid, self.catalog, ident, metadata_path, snapshot)
-            pointers.record_snapshot(conn, tid, snapshot_id, snapshot, sequence, committed_at)
+            lag = pointers.record_snapshot(conn, tid, snapshot_id, snapshot, sequence, committed_at)
             pointers.forget_snapshots(conn, tid, kept)
             pointers.use_files(conn, tid, [*plan.used, *plan.owners], sequence)
             pointers.use_owned(conn, tid, plan.owners, sequence)
-        lag = _seconds_since(conn, committed_at)
         removed = self._clean(tid, storage)
         log.info(
             "%s: published Firn snapshot %d as Iceberg snapshot %d of %s (%d partition(s) "
@@ -684,11 +690,6 @@ def _snapshot_time(conn: Connection, table_id: int, snapshot: int) -> dt.datetim
     ).fetchone()
     assert row is not None
     return row[0]  # type: ignore[no-any-return]
-
-
-def _seconds_since(conn: Connection, moment: dt.datetime) -> float:
-    row = conn.execute("SELECT extract(epoch FROM now() - %s)", (moment,)).fetchone()
-    return max(0.0, float(row[0])) if row else 0.0
 
 
 def _partition_values(
