@@ -14,17 +14,34 @@ whose files or vectors changed, and lists the others again as they were.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
+import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.io import FileIO
+from pydantic_core import to_json
+from pyiceberg.avro.codecs import AVRO_CODEC_KEY, CODEC_MAPPING_ICEBERG_TO_AVRO
+from pyiceberg.avro.file import (
+    _SCHEMA_KEY,
+    MAGIC,
+    META_SCHEMA,
+    SYNC_SIZE,
+    AvroFileHeader,
+    AvroOutputFile,
+)
+from pyiceberg.avro.resolver import construct_writer, resolve_writer
+from pyiceberg.avro.writer import Writer
+from pyiceberg.io import FileIO, OutputFile
 from pyiceberg.manifest import (
+    DEFAULT_READ_VERSION,
     DataFile,
     DataFileContent,
     FileFormat,
@@ -36,6 +53,7 @@ from pyiceberg.manifest import (
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.typedef import Record
+from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
 from firn.catalog.orphans import PUBLISHED_DIR  # Firn's own sweep leaves it to us
 from firn.io.storage import Storage
@@ -132,7 +150,88 @@ def data_file(
     )
 
 
-class _DeleteManifestWriter(ManifestWriterV2):
+@dataclass(frozen=True)
+class _AvroShape:
+    """What pyiceberg derives from a table's schema and partition spec for each
+    manifest it writes (the entry schemas, their Avro writer and the header's Avro
+    schema): built once per shape here, since building it was most of the cost of
+    writing a small manifest (a publication writes one or two a changed partition)."""
+
+    file_schema: Schema
+    writer: Writer
+    avro_schema: str
+    schema_json: str
+    spec_json: str
+
+
+@functools.lru_cache(maxsize=256)
+def _avro_shape(
+    writer_class: type[ManifestWriterV2], schema_json: str, spec_json: str
+) -> _AvroShape:
+    schema = Schema.model_validate_json(schema_json)
+    spec = PartitionSpec.model_validate_json(spec_json)
+    probe = writer_class.__new__(writer_class)
+    probe._spec, probe._schema = spec, schema
+    file_schema = probe._with_partition(probe.version)
+    record_schema = probe._with_partition(DEFAULT_READ_VERSION)
+    avro = AvroSchemaConversion().iceberg_to_avro(file_schema, schema_name="manifest_entry")
+    return _AvroShape(
+        file_schema,
+        resolve_writer(record_schema=record_schema, file_schema=file_schema),
+        json.dumps(avro),
+        schema_json,
+        to_json(spec.fields).decode("utf-8"),
+    )
+
+
+_META_WRITER = construct_writer(META_SCHEMA)
+
+
+class _ShapedOutputFile(AvroOutputFile[ManifestEntry]):
+    """pyiceberg's Avro output file, its writer and header schema taken from a shape
+    built before (the file written is byte for byte what pyiceberg would write, bar
+    the random sync marker)."""
+
+    def __init__(self, output_file: OutputFile, shape: _AvroShape, metadata: dict[str, str]):
+        self.output_file = output_file
+        self.file_schema = shape.file_schema
+        self.schema_name = "manifest_entry"
+        self.sync_bytes = os.urandom(SYNC_SIZE)
+        self.writer = shape.writer
+        self.metadata = metadata
+        self._avro_schema = shape.avro_schema
+
+    def _write_header(self) -> None:
+        codec = self.metadata[AVRO_CODEC_KEY]
+        codec = CODEC_MAPPING_ICEBERG_TO_AVRO.get(codec, codec)
+        meta = {**self.metadata, _SCHEMA_KEY: self._avro_schema, AVRO_CODEC_KEY: codec}
+        _META_WRITER.write(self.encoder, AvroFileHeader(MAGIC, meta, self.sync_bytes))
+
+
+class _DataManifestWriter(ManifestWriterV2):
+    """pyiceberg's version-2 manifest writer, its Avro shape built once per table
+    schema and partition spec (``_avro_shape``)."""
+
+    def _shape(self) -> _AvroShape:
+        return _avro_shape(type(self), self._schema.model_dump_json(), self._spec.model_dump_json())
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        shape = self._shape()
+        return {
+            "schema": shape.schema_json,
+            "partition-spec": shape.spec_json,
+            "partition-spec-id": str(self._spec.spec_id),
+            "format-version": str(self.version),
+            AVRO_CODEC_KEY: self._compression,
+            "content": "data",
+        }
+
+    def new_writer(self) -> Any:
+        return _ShapedOutputFile(self._output_file, self._shape(), self._meta)
+
+
+class _DeleteManifestWriter(_DataManifestWriter):
     """pyiceberg writes data manifests only; a delete manifest differs in its content."""
 
     def content(self) -> ManifestContent:
@@ -182,7 +281,9 @@ def write_manifest(
     sequence numbers, which decide which deletes apply to them) and the files this
     snapshot removes."""
     name = ManifestName.parse(path)
-    kind = _DeleteManifestWriter if name is not None and name.content == "x" else ManifestWriterV2
+    kind = (
+        _DeleteManifestWriter if name is not None and name.content == "x" else _DataManifestWriter
+    )
     writer = kind(spec, schema, io.new_output(path), snapshot_id, "deflate")
     with writer:
         for file in added:
