@@ -31,14 +31,13 @@ import collections
 import functools
 import json
 import os
-import random
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-import fleet_producer as fleet
+import plan_cost
 import psycopg
 from harness import bench_catalog  # bench/ is on sys.path when run as a script
 
@@ -165,39 +164,17 @@ def _backend(conn: psycopg.Connection[Any]) -> int:
 def tables_with_changes(
     catalog: firn.Catalog, tag: str, args: argparse.Namespace
 ) -> list[tuple[firn.Table, list[Any]]]:
-    """Fleet tables with their change sets committed, each with its commit events."""
-    spec = fleet.ProducerSpec(
-        index=0,
-        tables=(),
-        rate=1.0,
-        duration=1.0,
-        batch=args.batch,
-        keys=args.keys,
-        partitions=args.partitions,
-        delete_ratio=0.1,
-        seed=args.seed,
-    )
-    rng = random.Random(args.seed)
+    """`plan_cost.py`'s fleet tables, each with the commit events its commits made."""
     sink = Commits()
     catalog.tables_catalog.publisher = sink
-    made = []
-    for i in range(args.tables):
-        table = catalog.create_table(
-            f"{tag}_{i}",
-            fleet.SCHEMA,
-            list(fleet.PRIMARY_KEY),
-            list(fleet.PARTITION_BY),
-            {"major.change-bytes-lowest": "64KiB"},
-        )
-        model: fleet.Model = {}
-        for _ in range(args.commits):
-            changes, ops = fleet.make_changes(rng, model, spec)
-            fleet.apply(model, ops)
-            table.commit(changes)
-        made.append((table, list(sink.events)))
-        sink.events.clear()
-    catalog.tables_catalog.publisher = None
-    return made
+    try:
+        tables = plan_cost.tables_with_changes(catalog, tag, args.partitions, args)
+    finally:
+        catalog.tables_catalog.publisher = None
+    events: dict[int, list[Any]] = collections.defaultdict(list)
+    for event in sink.events:
+        events[event.table_id].append(event)
+    return [(table, events[table.table_id]) for table in tables]
 
 
 class Services:
