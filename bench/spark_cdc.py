@@ -12,9 +12,11 @@ keys per commit, a fifth deletes, a tenth of the upserts new keys).
   ``df.write.format("firn").mode("overwrite")`` is timed too, as ``load_source``),
   ``firn.spark.write(df, name, "append")`` with an ``_op`` column (each commit: the
   ``firn`` source, its rows first shuffled by change node),
-  ``spark.read.format("firn")`` and ``firn.spark.read`` (reads: the source alone,
-  and compacted splits handed to Spark's Parquet reader), ``firn.compact(table, engine="spark",
-  spark=spark)`` (a major compaction as a Spark job in the same session).
+  ``spark.read.format("firn")`` and ``firn.spark.read`` (reads: the ``firn`` format,
+  which is the JVM merge reader when it takes every split, ``firn.spark.jvm_reads``,
+  and the read that hands compacted splits to Spark's Parquet reader),
+  ``firn.compact(table, engine="spark", spark=spark)`` (a major compaction as a Spark
+  job in the same session).
 - **Iceberg** (``bench/spark_cdc_iceberg.py``, in ``.firn/spark-4.1``: no Iceberg
   runtime on Maven Central loads in pyspark 4.3), a Hadoop catalog in a temporary
   directory: a format-version 3 table with merge-on-read deletes; ``writeTo(...)

@@ -364,6 +364,9 @@ def test_the_jvm_reader_on_a_table_keyed_by_one_column(
         df = firn.spark.read(spark, table.name, **options)
         assert merged_by_jvm(df)
         assert {r.k: (r.v, r.x) for r in df.collect()} == model
+        whole = load(spark, settings, table.name)  # format("firn"): the same reader
+        assert merged_by_jvm(whole)
+        assert {r.k: (r.v, r.x) for r in whole.collect()} == model
 
     commit({5: ("five", None), 4000: ("new", 1.0)}, [6, 7, 99999])  # small: at the root
     check()
@@ -386,6 +389,58 @@ def test_the_jvm_reader_on_a_table_keyed_by_one_column(
         file.write(b"!")
     with pytest.raises(Exception, match=f"{damaged.path} is .* bytes, its catalog entry"):
         firn.spark.read(spark, table.name, **options).collect()
+
+
+def test_format_firn_is_the_jvm_reader_where_it_takes_the_whole_read(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    """format("firn") reads the merged view by the JVM merge reader when it takes every
+    split (compacted ones and ones that merge, at the latest or a pinned snapshot, all
+    columns or some), and leaves the rest to the Python source: filters, pushdown,
+    change reads, a key it does not take. Writes in the same session go to the Python
+    source, the JVM name in front notwithstanding."""
+    assert jvm.loaded(spark), "the JVM merge reader's jar is not built (make setup)"
+    table, model = orders(shared_catalog, f"routed_{next(_names)}")
+    first = table.current_snapshot()
+    df = load(spark, settings, table.name)
+    assert merged_by_jvm(df)
+    assert keyed(arrow(df)) == model
+    few = load(spark, settings, table.name, columns="k,label")
+    assert merged_by_jvm(few)
+    assert few.columns == ["k", "label"]
+    assert Counter(tuple(r) for r in few.collect()) == Counter(
+        (r["k"], r["label"]) for r in model.values()
+    )
+
+    python_reads = {
+        "filter": {"filter": "qty > 3"},
+        "pushdown": {"pushdown": "true"},
+        "changes": {"start_snapshot": str(first - 1)},
+    }
+    for what, options in python_reads.items():
+        assert not merged_by_jvm(load(spark, settings, table.name, **options)), what
+    filtered = load(spark, settings, table.name, filter="qty > 3")
+    assert keyed(arrow(filtered)) == {k: r for k, r in model.items() if (r["qty"] or 0) > 3}
+
+    # Written through format("firn") in this session, then read back by the JVM reader.
+    added = [{"part": "a", "k": 9000 + i, "qty": i, "label": "new"} for i in range(5)]
+    written = spark.createDataFrame(pa.Table.from_pylist(added, schema=ORDERS).to_pandas())
+    written.write.format("firn").options(**connection(settings)).mode("append").save(table.name)
+    model.update({("a", r["k"]): r for r in added})
+    after = load(spark, settings, table.name)
+    assert merged_by_jvm(after)
+    assert keyed(arrow(after)) == model
+    at_first = load(spark, settings, table.name, snapshot=str(first))
+    assert merged_by_jvm(at_first)
+    assert len(at_first.collect()) == len(model) - len(added)
+
+    # A string key is not the JVM reader's: the Python source reads it.
+    schema = pa.schema([pa.field("s", pa.string(), nullable=False), pa.field("v", pa.int64())])
+    strings = shared_catalog.create_table(f"routed_strings_{next(_names)}", schema, ["s"])
+    strings.upsert(pa.table({"s": ["x", "y"], "v": [1, 2]}, schema=schema))
+    by_python = load(spark, settings, strings.name)
+    assert not merged_by_jvm(by_python)
+    assert sorted(tuple(r) for r in by_python.collect()) == [("x", 1), ("y", 2)]
 
 
 def rows(schema: pa.Schema, model: dict[int, tuple[Any, ...]]) -> pa.Table:

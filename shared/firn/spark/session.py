@@ -1,6 +1,6 @@
 """Making ``format("firn")`` known to a SparkSession.
 
-Three things, once per session:
+Four things, once per session:
 
 - Firn's code is shipped to the executors (``firn.engine.shipping``), before the
   data source is registered: Spark hands executors the Python files that were
@@ -12,7 +12,10 @@ Three things, once per session:
   session's Python (``spark.pyspark.python``, ``PYSPARK_PYTHON``, else ``python3``
   on the PATH): that Python needs Firn installed, because it reaches the catalog.
   For a local master every worker runs on this machine, so this interpreter is
-  registered as that Python; on a cluster the session's setting stands.
+  registered as that Python; on a cluster the session's setting stands;
+- when the session has Firn's jar, this process answers the JVM's ``format("firn")``
+  (``firn.spark.jvm_reads``), and the Python source is registered behind it as
+  ``firn-python``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from firn.engine.shipping import ship_firn
-from firn.spark.source import FirnDataSource
+from firn.spark import jvm_reads
+from firn.spark.source import FirnBehindJvm, FirnDataSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,7 +45,10 @@ def register(spark: SparkSession) -> None:
     before = context.pythonExec
     if is_local(context.master or ""):
         context.pythonExec = sys.executable
+    # With the jar, format("firn") is the JVM's FirnSource, which reads what the merge
+    # reader takes whole and hands the rest to the Python source under another name.
+    behind_jvm = jvm_reads.install(spark)
     try:
-        spark.dataSource.register(FirnDataSource)
+        spark.dataSource.register(FirnBehindJvm if behind_jvm else FirnDataSource)
     finally:
         context.pythonExec = before

@@ -38,6 +38,11 @@ from firn.spark.tasks import WriteJob, write_task
 
 NAME = "firn"
 
+BEHIND_JVM = "firn-python"
+"""The Python source's name in a session whose JVM has Firn's jar: there ``firn`` is the
+JVM's ``org.firn.spark.FirnSource``, which reads what the merge reader takes whole and
+hands every other call to the source of this name (``firn.spark.jvm_reads``)."""
+
 
 class FirnDataSource(DataSource):
     """Firn tables, by name (``.load(name)``, ``.save(name)``); options in
@@ -117,3 +122,12 @@ def _arrow(schema: StructType) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(schema, timezone="UTC")
+
+
+class FirnBehindJvm(FirnDataSource):
+    """``FirnDataSource`` under ``BEHIND_JVM``: Spark refuses a Python source of a name a
+    JVM source already has."""
+
+    @classmethod
+    def name(cls) -> str:
+        return BEHIND_JVM

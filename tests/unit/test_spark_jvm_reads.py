@@ -1,0 +1,50 @@
+"""Which ``format("firn")`` reads the JVM's FirnSource may take from the Python source,
+decided before any catalog is reached (``firn.spark.jvm_reads``); the reads it takes are
+held to the model in ``tests/integration/test_spark_reader.py``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from firn.spark import jvm_reads
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"path": "orders", "filter": "qty > 3"},
+        {"path": "orders", "pushdown": "true"},
+        {"path": "orders", "start_snapshot": "3"},
+        {"path": "orders", "start_snapshot": "3", "end_snapshot": "5"},
+        {"path": "orders", "snapshot": "4", "splits": "merging"},
+        {"path": "orders", "snapshot": "4", "splits": "python"},
+        {"path": "orders", "somethingelse": "1"},
+    ],
+)
+def test_reads_the_merge_reader_never_takes_are_left_before_planning(
+    options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_catalog(*args: object, **kwargs: object) -> None:
+        raise AssertionError("planned a read the merge reader cannot take")
+
+    monkeypatch.setattr(jvm_reads, "plan_read", no_catalog)
+    assert jvm_reads.jvm_plan(options) is None
+
+
+def test_the_callback_leaves_what_it_cannot_plan_to_the_python_source(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bad option or a failed plan is the Python source's to report, in Spark's way:
+    the callback answers None, never raises into the JVM."""
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no table named 'nope'")
+
+    monkeypatch.setattr(jvm_reads, "plan_read", failing)
+    planner = jvm_reads.ReadPlanner()
+    assert planner.plan(json.dumps({"path": "nope"})) is None
+    assert planner.plan(json.dumps({"path": "orders", "snapshot": "latest"})) is None
+    assert planner.plan("not json") is None
+    assert planner.plan(json.dumps({})) is None  # no table named
