@@ -42,12 +42,12 @@ def register(spark: SparkSession) -> None:
     context = spark.sparkContext
     ship_firn(spark)
     spark.conf.set(PUSHDOWN_CONF, "true")
-    before = context.pythonExec
-    if is_local(context.master or ""):
-        context.pythonExec = sys.executable
     # With the jar, format("firn") is the JVM's FirnSource, which reads what the merge
     # reader takes whole and hands the rest to the Python source under another name.
     behind_jvm = jvm_reads.install(spark)
+    before = context.pythonExec
+    if is_local(context.master or ""):
+        context.pythonExec = sys.executable
     try:
         spark.dataSource.register(FirnBehindJvm if behind_jvm else FirnDataSource)
     finally:
