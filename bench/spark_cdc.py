@@ -13,7 +13,7 @@ keys per commit, a fifth deletes, a tenth of the upserts new keys).
   ``firn.spark.write(df, name, "append")`` with an ``_op`` column (each commit: the
   ``firn`` source, its rows first shuffled by change node),
   ``spark.read.format("firn")`` and ``firn.spark.read`` (reads: the ``firn`` format,
-  which is the JVM merge reader when it takes every split, ``firn.spark.jvm_reads``,
+  which is the JVM merge reader when it takes every split, ``firn.spark.jvm_format``,
   and the read that hands compacted splits to Spark's Parquet reader),
   ``firn.compact(table, engine="spark", spark=spark)`` (a major compaction as a Spark
   job in the same session).

@@ -30,6 +30,7 @@ from firn.engine.spark_session import spark_session
 from firn.model.keyhash import hash_keys, node_index
 from firn.model.schema import TableSchema
 from firn.settings import FirnSettings
+from firn.spark import jvm_format
 from firn.spark.clustering import FUNCTION, FUNCTION_CLASS, key_lanes
 from tests.changesets import KEY_KINDS, ReferenceModel, as_view, operations, table_schema
 
@@ -579,6 +580,69 @@ def test_the_jvm_loader_replaces_only_the_partitions_present_when_dynamic(
     loaded = live.filter(pc.not_equal(live.column("partition"), "part=c"))
     assert set(loaded.column("store").to_pylist()) == {"base"}
     assert written_by_loader(table, loaded.column("path").to_pylist())
+    assert recorded(table) == set()
+
+
+def test_a_format_firn_overwrite_is_written_by_the_jvm_loader_when_it_takes_it(
+    spark: SparkSession,
+    catalog: firn.Catalog,
+    options: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``df.write.format("firn").mode("overwrite")`` asks the driver's Python for the JVM
+    loader's plan (``firn.spark.jvm_format``): a DataFrame of exactly the table's columns
+    is loaded by it, dynamically or whole; one of other columns, order or types by the
+    Python source; a failed load leaves nothing staged."""
+    assert firn.spark.jvm.loaded(spark), "the JVM loader's jar is not built (make setup)"
+    planned: list[bool] = []
+    answer = jvm_format.jvm_load
+
+    def spied(opts: Any, schema: str) -> str | None:
+        found = answer(opts, schema)
+        planned.append(found is not None)
+        return found
+
+    monkeypatch.setattr(jvm_format, "jvm_load", spied)
+    table = new_table(catalog)
+    table.upsert(pa.table({"part": ["a", "c"], "k": [1, 3], "qty": [1, 3], "label": ["o", "o"]}))
+    rows = [{"part": p, "k": k, "qty": k, "label": "load"} for p in "ab" for k in range(50)]
+
+    def overwrite(df: DataFrame, **extra: str) -> None:
+        df.write.format("firn").options(**options, **extra).mode("overwrite").save(table.name)
+
+    overwrite(frame(spark, rows, SPARK_SCHEMA), partitionOverwriteMode="dynamic")
+    assert planned == [True]
+    expected = {(r["part"], r["k"]): r for r in rows}
+    expected[("c", 3)] = {"part": "c", "k": 3, "qty": 3, "label": "o"}
+    assert view_of(table) == expected
+    live = table.files()
+    loaded = live.filter(pc.not_equal(live.column("partition"), "part=c"))
+    assert written_by_loader(table, loaded.column("path").to_pylist())
+    assert_in_their_nodes(table)
+    assert recorded(table) == set()
+
+    overwrite(frame(spark, rows[:10], SPARK_SCHEMA))  # static: the whole table
+    assert planned == [True, True]
+    assert view_of(table) == {(r["part"], r["k"]): r for r in rows[:10]}
+    assert written_by_loader(table)
+
+    # Columns in another order, or of a narrower type: the Python source loads them.
+    reordered = frame(spark, rows[10:20], SPARK_SCHEMA).select("k", "part", "label", "qty")
+    overwrite(reordered)
+    narrower = frame(spark, rows[20:30], "part string, k int, qty long, label string")
+    overwrite(narrower)
+    assert planned == [True, True, False, False]
+    assert view_of(table) == {(r["part"], r["k"]): r for r in rows[20:30]}
+    assert not written_by_loader(table)
+
+    # A key twice in one task: the loader fails the job, and nothing is left staged.
+    before, files = table.current_snapshot(), stored(table)
+    twice = [{"part": "a", "k": k % 30, "qty": k, "label": "x"} for k in range(60)]
+    with pytest.raises(Exception, match="appears more than once"):
+        overwrite(frame(spark, twice, SPARK_SCHEMA, parts=1))
+    assert planned[-1] is True
+    assert table.current_snapshot() == before
+    assert stored(table) == files
     assert recorded(table) == set()
 
 

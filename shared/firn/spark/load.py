@@ -47,6 +47,9 @@ from firn.spark.tasks import FirnCommitMessage, WriteJob
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+    from firn.spark.options import WriteOptions
 
 log = logging.getLogger(__name__)
 
@@ -101,30 +104,73 @@ def _by_change_node(df: DataFrame, table: str, options: dict[str, str]) -> DataF
 
 def _load(df: DataFrame, table: str, options: dict[str, str]) -> bool:
     """The load by the JVM loader; False (nothing done) when it does not apply."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from firn.spark.jobs import abort_job
 
-    from firn.spark.jobs import abort_job, commit_job, open_job
-
-    arrow = to_arrow_schema(df.schema, timezone="UTC")
-    job, opts = open_job({**options, "path": table}, arrow, overwrite=True, stream=False)
-    why_not = unloadable(job, df.columns)
-    if why_not is not None:
-        log.info("%s: loaded by the firn source: %s", table, why_not)
-        abort_job(job, opts, [])
+    started = start_load({**options, "path": table}, df.schema)
+    if started is None:
         return False
+    job, opts = started
     token = uuid.uuid4().hex
     try:
         _written(df, job, token)
         found = df.sparkSession._jvm.org.firn.spark.LoadSource.take(token)  # type: ignore[union-attr]
         if found is None:
             raise ConfigError(f"{table}: the load's job ended without committing its files")
-        files = staged_files(job, json.loads(found))
+    except BaseException:
+        abort_job(job, opts, [])
+        raise
+    finish_load(job, opts, found)
+    return True
+
+
+def start_load(
+    options: dict[str, str], schema: StructType, *, exact: bool = False
+) -> tuple[WriteJob, WriteOptions] | None:
+    """A load of rows of ``schema`` (a DataFrame's), checked against the table and its
+    directory staged, when the JVM loader can write it (``unloadable``); None, with
+    nothing left staged, when it cannot. ``exact``: the rows reach the loader as they
+    are, so their columns must also be the table's in its order and Spark types (a
+    ``format("firn")`` write, which no select casts on the way)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from firn.spark.jobs import abort_job, open_job
+
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    job, opts = open_job(options, arrow, overwrite=True, stream=False)
+    why_not = unloadable(job, schema.names)
+    if why_not is None and exact:
+        why_not = _not_as_loaded(job, schema)
+    if why_not is not None:
+        log.info("%s: loaded by the firn source: %s", opts.table, why_not)
+        abort_job(job, opts, [])
+        return None
+    return job, opts
+
+
+def finish_load(job: WriteJob, opts: WriteOptions, written: str) -> None:
+    """Register the files the loader's job committed (``written``, its JSON), or delete
+    the staged directory if they cannot be."""
+    from firn.spark.jobs import abort_job, commit_job
+
+    try:
+        files = staged_files(job, json.loads(written))
     except BaseException:
         abort_job(job, opts, [])
         raise
     rows = sum(f.record_count for f in files)
     commit_job(job, opts, [FirnCommitMessage(tuple(files), rows)])
-    return True
+
+
+def _not_as_loaded(job: WriteJob, schema: StructType) -> str | None:
+    """Why rows of ``schema`` are not the loader's rows as they are (None: they are)."""
+    from firn.spark.reader import spark_type
+
+    table = job.definition.schema
+    given = [(f.name, f.dataType) for f in schema.fields]
+    wanted = [(f.name, spark_type(f.name, f.type)) for f in table]
+    if given != wanted:
+        return "the DataFrame's columns are not the table's, in its order and types"
+    return None
 
 
 def _written(df: DataFrame, job: WriteJob, token: str) -> None:

@@ -14,7 +14,7 @@ Four things, once per session:
   For a local master every worker runs on this machine, so this interpreter is
   registered as that Python; on a cluster the session's setting stands;
 - when the session has Firn's jar, this process answers the JVM's ``format("firn")``
-  (``firn.spark.jvm_reads``), and the Python source is registered behind it as
+  (``firn.spark.jvm_format``), and the Python source is registered behind it as
   ``firn-python``.
 """
 
@@ -24,7 +24,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from firn.engine.shipping import ship_firn
-from firn.spark import jvm_reads
+from firn.spark import jvm_format
 from firn.spark.source import FirnBehindJvm, FirnDataSource
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def register(spark: SparkSession) -> None:
     spark.conf.set(PUSHDOWN_CONF, "true")
     # With the jar, format("firn") is the JVM's FirnSource, which reads what the merge
     # reader takes whole and hands the rest to the Python source under another name.
-    behind_jvm = jvm_reads.install(spark)
+    behind_jvm = jvm_format.install(spark)
     before = context.pythonExec
     if is_local(context.master or ""):
         context.pythonExec = sys.executable

@@ -41,7 +41,7 @@ NAME = "firn"
 BEHIND_JVM = "firn-python"
 """The Python source's name in a session whose JVM has Firn's jar: there ``firn`` is the
 JVM's ``org.firn.spark.FirnSource``, which reads what the merge reader takes whole and
-hands every other call to the source of this name (``firn.spark.jvm_reads``)."""
+hands every other call to the source of this name (``firn.spark.jvm_format``)."""
 
 
 class FirnDataSource(DataSource):

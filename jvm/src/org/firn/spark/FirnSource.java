@@ -22,9 +22,11 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * this provider hands the call unchanged.
  *
  * <p>Spark asks a provider for the schema ({@link #inferSchema}) before the table only when
- * nobody gave one: a batch read, or a stream sink. A batch write gives its DataFrame's schema
- * and is never planned. A planned read's table ({@link FirnTable}) reads by the JVM reader
- * and writes by the Python source, so a stream sink, planned as a read, still writes.
+ * nobody gave one: a batch read, or a stream sink. A planned read's table ({@link FirnTable})
+ * reads by the JVM reader and writes by the Python source, so a stream sink, planned as a
+ * read, still writes. A batch write gives its DataFrame's schema and is never planned as a
+ * read: its table ({@link FirnWrites}) asks the driver's Python whether an overwrite (a load)
+ * is one the JVM loader writes.
  *
  * <p>Why a JVM name in front of the Python one: Spark looks a format up among the JVM's
  * registered sources before the session's Python ones, and a Python source hands every row
@@ -44,13 +46,26 @@ public final class FirnSource implements TableProvider, DataSourceRegister {
 
   private static final ObjectMapper JSON = new ObjectMapper();
 
-  /** What Firn's Python answers on the driver (implemented by {@code firn.spark.jvm_reads}). */
+  /** What Firn's Python answers on the driver (implemented by {@code firn.spark.jvm_format}). */
   public interface Planner {
     /**
      * The JVM reader's plan ({@link ReadPlan}'s JSON) for a read with these options (a JSON
      * object of strings, keys lower case), or null when the read is not one it takes whole.
      */
     String plan(String options);
+
+    /**
+     * The JVM loader's plan ({@link LoadPlan}'s JSON) for an overwrite with these options of
+     * rows of {@code schema} (a {@code StructType}'s JSON), its directory staged, or null
+     * when the Python source is to write it.
+     */
+    String load(String options, String schema);
+
+    /** The load of {@code token} committed these files (the loader's JSON): register them. */
+    void loaded(String token, String files);
+
+    /** The load of {@code token} failed: delete what it staged. */
+    void discarded(String token);
   }
 
   private static volatile Planner planner;
@@ -100,11 +115,23 @@ public final class FirnSource implements TableProvider, DataSourceRegister {
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
     Table written = python.getTable(schema, partitioning, properties);
-    // Only a plan inferSchema made for these options, of this schema: never a write's.
-    if (plan != null && lowered(properties).equals(planned) && plan.schema().equals(schema)) {
-      return new FirnTable(new MergeTable(plan), written);
+    Map<String, String> asked = lowered(properties);
+    if (asked.equals(planned)) {
+      // Asked for its schema first: a read, or a stream sink (which is written by Python).
+      return plan != null && plan.schema().equals(schema)
+          ? new FirnTable(new MergeTable(plan), written)
+          : written;
     }
-    return written;
+    // A batch write (Spark gives it the DataFrame's schema), or a read of a given schema.
+    Planner answering = planner;
+    if (answering == null) {
+      return written;
+    }
+    try {
+      return new FirnWrites(written, JSON.writeValueAsString(asked), answering);
+    } catch (JsonProcessingException e) {
+      return written;
+    }
   }
 
   @Override

@@ -50,6 +50,11 @@ final class LoadTable implements SupportsWrite, WriteBuilder, RequiresDistributi
     return FINISHED.remove(token);
   }
 
+  /** The plan's token: the load's key on the Python side. */
+  String token() {
+    return plan.token();
+  }
+
   @Override
   public String name() {
     return "firn-load";

@@ -1,5 +1,5 @@
 """Which ``format("firn")`` reads the JVM's FirnSource may take from the Python source,
-decided before any catalog is reached (``firn.spark.jvm_reads``); the reads it takes are
+decided before any catalog is reached (``firn.spark.jvm_format``); the reads it takes are
 held to the model in ``tests/integration/test_spark_reader.py``."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from firn.spark import jvm_reads
+from firn.spark import jvm_format
 
 
 @pytest.mark.parametrize(
@@ -29,8 +29,8 @@ def test_reads_the_merge_reader_never_takes_are_left_before_planning(
     def no_catalog(*args: object, **kwargs: object) -> None:
         raise AssertionError("planned a read the merge reader cannot take")
 
-    monkeypatch.setattr(jvm_reads, "plan_read", no_catalog)
-    assert jvm_reads.jvm_plan(options) is None
+    monkeypatch.setattr(jvm_format, "plan_read", no_catalog)
+    assert jvm_format.jvm_plan(options) is None
 
 
 def test_the_callback_leaves_what_it_cannot_plan_to_the_python_source(
@@ -42,8 +42,8 @@ def test_the_callback_leaves_what_it_cannot_plan_to_the_python_source(
     def failing(*args: object, **kwargs: object) -> None:
         raise RuntimeError("no table named 'nope'")
 
-    monkeypatch.setattr(jvm_reads, "plan_read", failing)
-    planner = jvm_reads.ReadPlanner()
+    monkeypatch.setattr(jvm_format, "plan_read", failing)
+    planner = jvm_format.ReadPlanner()
     assert planner.plan(json.dumps({"path": "nope"})) is None
     assert planner.plan(json.dumps({"path": "orders", "snapshot": "latest"})) is None
     assert planner.plan("not json") is None

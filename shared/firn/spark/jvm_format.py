@@ -1,4 +1,5 @@
-"""``spark.read.format("firn")`` read by the JVM merge reader when it can take the whole read.
+"""``format("firn")`` by the JVM: reads the merge reader can take whole, loads the JVM
+loader can write.
 
 The jar registers a JVM source under the ``firn`` name (``org.firn.spark.FirnSource``),
 which Spark finds before the Python source of the same name. On the driver it asks this
@@ -6,8 +7,15 @@ module, through a Py4J callback that ``firn.spark.register`` installs, for the r
 plan: ``jvm_plan`` answers with the plan ``firn.spark.read`` gives the merge reader when
 every split of the read is one the merge reader takes (``firn.spark.jvm.jvm_mergeable``:
 compacted splits too, which it streams past an empty set of changes), and with None
-otherwise. None hands the read to the Python source unchanged, as do writes, stream
-sinks, change reads (``start_snapshot``), filters and pushdown.
+otherwise. None hands the read to the Python source unchanged, as do stream sinks,
+change reads (``start_snapshot``), filters and pushdown.
+
+A batch ``df.write.format("firn").mode("overwrite")`` (a load) asks ``load_plan``: when the
+JVM loader can write the rows as they come (``firn.spark.load.start_load``, the
+DataFrame's columns exactly the table's), the load's directory is staged and the loader
+writes it; the JVM then hands the files back (``loaded``) to be registered as one load,
+or says the job failed (``discarded``) and the directory goes. Appends and every other
+write are the Python source's.
 
 Why: a Python source hands each row to Spark through Arrow, which alone costs about what
 Iceberg's Spark connector takes for the whole read (``bench/README.md``, "Spark users");
@@ -18,15 +26,21 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from firn.spark import jvm
+from firn.spark.load import finish_load, load_plan, start_load
 from firn.spark.native import plan_read
 from firn.spark.reader import SETTINGS, packed, read_options, spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from firn.spark.options import WriteOptions
+    from firn.spark.tasks import WriteJob
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +68,44 @@ def jvm_plan(options: Mapping[str, str]) -> str | None:
     return jvm.read_plan(tasks, plan.schema, lambda s: json.loads(spark_schema(s).json()))
 
 
+_loads: dict[str, tuple[WriteJob, WriteOptions]] = {}
+"""Loads the JVM loader is writing, by their plan's token, until ``loaded``/``discarded``."""
+_loads_lock = threading.Lock()
+
+
+def jvm_load(options: Mapping[str, str], schema: str) -> str | None:
+    """The JVM loader's plan (``org.firn.spark.LoadPlan``'s JSON) for a ``format("firn")``
+    overwrite of rows of ``schema`` (a Spark ``StructType``'s JSON), its directory staged;
+    None when the Python source is to write it."""
+    from pyspark.sql.types import StructType
+
+    rows = StructType.fromJson(json.loads(schema))
+    started = start_load(dict(options), rows, exact=True)
+    if started is None:
+        return None
+    token = uuid.uuid4().hex
+    with _loads_lock:
+        _loads[token] = started
+    return load_plan(started[0], token)
+
+
+def jvm_loaded(token: str, files: str) -> None:
+    """Register the files the load of ``token`` wrote (the loader's JSON) as one load."""
+    with _loads_lock:
+        job, opts = _loads.pop(token)
+    finish_load(job, opts, files)
+
+
+def jvm_discarded(token: str) -> None:
+    """The load of ``token`` failed: delete its staged directory and record."""
+    from firn.spark.jobs import abort_job
+
+    with _loads_lock:
+        found = _loads.pop(token, None)
+    if found is not None:
+        abort_job(found[0], found[1], [])
+
+
 class ReadPlanner:
     """The Py4J callback ``FirnSource`` asks on the driver (``FirnSource.Planner``)."""
 
@@ -65,6 +117,21 @@ class ReadPlanner:
             # (a missing table, a bad option) in Spark's usual way.
             log.debug("format('firn') read left to the Python source", exc_info=True)
             return None
+
+    def load(self, options: str, schema: str) -> str | None:
+        try:
+            return jvm_load(json.loads(options), schema)
+        except Exception:
+            # As for plan: the Python source checks the write again and says what is wrong.
+            log.debug("format('firn') load left to the Python source", exc_info=True)
+            return None
+
+    def loaded(self, token: str, files: str) -> None:
+        # Raised into the JVM, which fails the write (and discards the load).
+        jvm_loaded(token, files)
+
+    def discarded(self, token: str) -> None:
+        jvm_discarded(token)
 
     class Java:
         implements: ClassVar[list[str]] = ["org.firn.spark.FirnSource$Planner"]
