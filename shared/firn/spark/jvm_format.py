@@ -10,16 +10,16 @@ compacted splits too, which it streams past an empty set of changes), and with N
 otherwise. None hands the read to the Python source unchanged, as do stream sinks,
 change reads (``start_snapshot``), filters and pushdown.
 
-A batch ``df.write.format("firn").mode("overwrite")`` (a load) asks ``load_plan``: when the
+A batch ``df.write.format("firn").mode("overwrite")`` (a load) asks ``jvm_load``: when the
 JVM loader can write the rows as they come (``firn.spark.load.start_load``, the
 DataFrame's columns exactly the table's), the load's directory is staged and the loader
-writes it; the JVM then hands the files back (``loaded``) to be registered as one load,
-or says the job failed (``discarded``) and the directory goes. Appends and every other
-write are the Python source's.
+writes it; the JVM then hands the files back (``jvm_loaded``) to be registered as one
+load, or says the job failed (``jvm_discarded``) and the directory goes. Appends and
+every other write are the Python source's.
 
 Why: a Python source hands each row to Spark through Arrow, which alone costs about what
-Iceberg's Spark connector takes for the whole read (``bench/README.md``, "Spark users");
-the merge reader reads the files inside the executors' JVM.
+Iceberg's Spark connector takes for a whole read or load (``bench/README.md``, "Spark
+users"); the merge reader and the loader work inside the executors' JVM.
 """
 
 from __future__ import annotations
