@@ -5,6 +5,7 @@ held to the model in ``tests/integration/test_spark_reader.py``."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -48,3 +49,24 @@ def test_the_callback_leaves_what_it_cannot_plan_to_the_python_source(
     assert planner.plan(json.dumps({"path": "orders", "snapshot": "latest"})) is None
     assert planner.plan("not json") is None
     assert planner.plan(json.dumps({})) is None  # no table named
+
+
+def test_a_callback_that_cannot_be_served_leaves_every_call_to_the_python_source(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With the jar, FirnSource is in front whether or not the callback works, so the
+    Python source must still go behind it (``firn-python``); without a JVM (Spark
+    Connect) it is ``firn`` itself."""
+    import pyspark.java_gateway
+
+    def refused(gateway: object) -> None:
+        raise OSError("no callback server here")
+
+    monkeypatch.setattr(pyspark.java_gateway, "ensure_callback_server_started", refused)
+    monkeypatch.setattr(jvm_format.jvm, "loaded", lambda spark: True)
+    session = SimpleNamespace(sparkContext=SimpleNamespace(_gateway=None), _jvm=None)
+    assert jvm_format.install(session) is True  # type: ignore[arg-type]
+    assert "cannot call back into this process" in caplog.text
+
+    monkeypatch.setattr(jvm_format.jvm, "loaded", lambda spark: False)
+    assert jvm_format.install(SimpleNamespace()) is False  # type: ignore[arg-type]

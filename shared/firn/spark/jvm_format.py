@@ -138,14 +138,24 @@ class ReadPlanner:
 
 
 def install(spark: SparkSession) -> bool:
-    """Answer ``spark``'s ``FirnSource`` from this process: whether it was installed (the
-    session has the jar and a JVM this process drives)."""
+    """Answer ``spark``'s ``FirnSource`` from this process; whether ``FirnSource`` is in
+    front of the Python source (the session has the jar and a JVM this process drives),
+    so that the Python source must be registered as ``firn-python``. If the callback
+    cannot be served (its server does not start), ``FirnSource`` hands every call to the
+    Python source: slower, never wrong."""
     if not jvm.loaded(spark):
         return False
     from pyspark.java_gateway import ensure_callback_server_started
 
-    gateway = spark.sparkContext._gateway
-    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
-    source = spark._jvm.org.firn.spark.FirnSource  # type: ignore[union-attr]
-    source.plannedBy(ReadPlanner())
+    try:
+        gateway = spark.sparkContext._gateway
+        ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
+        source = spark._jvm.org.firn.spark.FirnSource  # type: ignore[union-attr]
+        source.plannedBy(ReadPlanner())
+    except Exception:
+        log.warning(
+            'format("firn") cannot call back into this process: every read and write '
+            "goes through the Python source",
+            exc_info=True,
+        )
     return True

@@ -101,7 +101,10 @@ public final class FirnSource implements TableProvider, DataSourceRegister {
     } catch (RuntimeException e) {
       if (planner == null) {
         throw new IllegalStateException(
-            "format(\"firn\") needs firn.spark.register(spark) in this session first", e);
+            "format(\"firn\") needs firn.spark.register(spark) in this session first ("
+                + e.getMessage()
+                + ")",
+            e);
       }
       throw e;
     }
