@@ -590,9 +590,9 @@ def test_a_format_firn_overwrite_is_written_by_the_jvm_loader_when_it_takes_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``df.write.format("firn").mode("overwrite")`` asks the driver's Python for the JVM
-    loader's plan (``firn.spark.jvm_format``): a DataFrame of exactly the table's columns
-    is loaded by it, dynamically or whole; one of other columns, order or types by the
-    Python source; a failed load leaves nothing staged."""
+    loader's plan (``firn.spark.jvm_format``): a DataFrame of the table's columns (by
+    name and type, in any order) is loaded by it, dynamically or whole; one of other
+    columns or types by the Python source; a failed load leaves nothing staged."""
     assert firn.spark.jvm.loaded(spark), "the JVM loader's jar is not built (make setup)"
     planned: list[bool] = []
     answer = jvm_format.jvm_load
@@ -626,12 +626,22 @@ def test_a_format_firn_overwrite_is_written_by_the_jvm_loader_when_it_takes_it(
     assert view_of(table) == {(r["part"], r["k"]): r for r in rows[:10]}
     assert written_by_loader(table)
 
-    # Columns in another order, or of a narrower type: the Python source loads them.
-    reordered = frame(spark, rows[10:20], SPARK_SCHEMA).select("k", "part", "label", "qty")
-    overwrite(reordered)
+    # The table's columns in another order: the loader takes each by name.
+    order = ("label", "k", "qty", "part")
+    overwrite(frame(spark, rows[40:60], SPARK_SCHEMA).select(*order))
+    assert planned == [True, True, True]
+    assert view_of(table) == {(r["part"], r["k"]): r for r in rows[40:60]}
+    assert written_by_loader(table)
+    assert_in_their_nodes(table)
+    again = [{**r, "label": "again"} for r in rows[50:55]]  # partition b only
+    overwrite(frame(spark, again, SPARK_SCHEMA).select(*order), partitionOverwriteMode="dynamic")
+    assert planned == [True, True, True, True]
+    assert view_of(table) == {(r["part"], r["k"]): r for r in rows[40:50] + again}
+
+    # Columns of a narrower type: the Python source loads them.
     narrower = frame(spark, rows[20:30], "part string, k int, qty long, label string")
     overwrite(narrower)
-    assert planned == [True, True, False, False]
+    assert planned == [True, True, True, True, False]
     assert view_of(table) == {(r["part"], r["k"]): r for r in rows[20:30]}
     assert not written_by_loader(table)
 

@@ -11,11 +11,12 @@ otherwise. None hands the read to the Python source unchanged, as do stream sink
 change reads (``start_snapshot``), filters and pushdown.
 
 A batch ``df.write.format("firn").mode("overwrite")`` (a load) asks ``jvm_load``: when the
-JVM loader can write the rows as they come (``firn.spark.load.start_load``, the
-DataFrame's columns exactly the table's), the load's directory is staged and the loader
-writes it; the JVM then hands the files back (``jvm_loaded``) to be registered as one
-load, or says the job failed (``jvm_discarded``) and the directory goes. Appends and
-every other write are the Python source's.
+JVM loader can write the rows as they come (``firn.spark.load.start_load``: the
+DataFrame's columns are the table's by name and type, in any order), the load's
+directory is staged and the loader writes it; the JVM then hands the files back
+(``jvm_loaded``) to be registered as one load, or says the job failed
+(``jvm_discarded``) and the directory goes. Appends and every other write are the
+Python source's.
 
 Why: a Python source hands each row to Spark through Arrow, which alone costs about what
 Iceberg's Spark connector takes for a whole read or load (``bench/README.md``, "Spark

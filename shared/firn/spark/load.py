@@ -129,8 +129,8 @@ def start_load(
     """A load of rows of ``schema`` (a DataFrame's), checked against the table and its
     directory staged, when the JVM loader can write it (``unloadable``); None, with
     nothing left staged, when it cannot. ``exact``: the rows reach the loader as they
-    are, so their columns must also be the table's in its order and Spark types (a
-    ``format("firn")`` write, which no select casts on the way)."""
+    are, so their columns must also be the table's, by name and Spark type, in any
+    order (a ``format("firn")`` write, which no select casts on the way)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from firn.spark.jobs import abort_job, open_job
@@ -162,14 +162,16 @@ def finish_load(job: WriteJob, opts: WriteOptions, written: str) -> None:
 
 
 def _not_as_loaded(job: WriteJob, schema: StructType) -> str | None:
-    """Why rows of ``schema`` are not the loader's rows as they are (None: they are)."""
+    """Why rows of ``schema`` are not the loader's rows as they are (None: they are):
+    their columns must be the table's by name and Spark type, in any order (the loader
+    takes each by name, ``org.firn.spark.LoadTable``), since nothing casts on the way."""
     from firn.spark.reader import spark_type
 
     table = job.definition.schema
-    given = [(f.name, f.dataType) for f in schema.fields]
-    wanted = [(f.name, spark_type(f.name, f.type)) for f in table]
-    if given != wanted:
-        return "the DataFrame's columns are not the table's, in its order and types"
+    given = {f.name: f.dataType for f in schema.fields}
+    wanted = {f.name: spark_type(f.name, f.type) for f in table}
+    if len(schema.fields) != len(given) or given != wanted:
+        return "the DataFrame's columns are not the table's, by name and type"
     return None
 
 

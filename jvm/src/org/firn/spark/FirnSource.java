@@ -22,10 +22,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * this provider hands the call unchanged.
  *
  * <p>Spark asks a provider for the schema ({@link #inferSchema}) before the table only when
- * nobody gave one: a batch read, or a stream sink. A planned read's table ({@link FirnTable})
+ * nobody gave one: a batch read, or a stream sink. A planned read's table ({@link FirnTable#planned})
  * reads by the JVM reader and writes by the Python source, so a stream sink, planned as a
  * read, still writes. A batch write gives its DataFrame's schema and is never planned as a
- * read: its table ({@link FirnWrites}) asks the driver's Python whether an overwrite (a load)
+ * read: its table ({@link FirnTable#writing}) asks the driver's Python whether an overwrite (a load)
  * is one the JVM loader writes.
  *
  * <p>Why a JVM name in front of the Python one: Spark looks a format up among the JVM's
@@ -122,7 +122,7 @@ public final class FirnSource implements TableProvider, DataSourceRegister {
     if (asked.equals(planned)) {
       // Asked for its schema first: a read, or a stream sink (which is written by Python).
       return plan != null && plan.schema().equals(schema)
-          ? new FirnTable(new MergeTable(plan), written)
+          ? FirnTable.planned(new MergeTable(plan), written)
           : written;
     }
     // A batch write (Spark gives it the DataFrame's schema), or a read of a given schema.
@@ -131,7 +131,7 @@ public final class FirnSource implements TableProvider, DataSourceRegister {
       return written;
     }
     try {
-      return new FirnWrites(written, JSON.writeValueAsString(asked), answering);
+      return FirnTable.writing(written, JSON.writeValueAsString(asked), answering);
     } catch (JsonProcessingException e) {
       return written;
     }

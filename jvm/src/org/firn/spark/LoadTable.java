@@ -21,6 +21,7 @@ import org.apache.spark.sql.connector.write.RequiresDistributionAndOrdering;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -39,9 +40,29 @@ final class LoadTable implements SupportsWrite, WriteBuilder, RequiresDistributi
   private static final Map<String, String> FINISHED = new ConcurrentHashMap<>();
 
   private final LoadPlan plan;
+  /** Where each of the table's columns is in the rows Spark hands over, or null: in order. */
+  private final int[] columns;
 
   LoadTable(LoadPlan plan) {
     this.plan = plan;
+    this.columns = null;
+  }
+
+  /**
+   * A load of rows of {@code input}: the table's columns by name, in any order (a {@code
+   * format("firn")} overwrite, which no select puts in the table's order first; the driver's
+   * Python checked that the names and types are the table's).
+   */
+  LoadTable(LoadPlan plan, StructType input) {
+    this.plan = plan;
+    StructField[] fields = plan.schema().fields();
+    int[] at = new int[fields.length];
+    boolean inOrder = input.size() == fields.length;
+    for (int c = 0; c < fields.length; c++) {
+      at[c] = input.fieldIndex(fields[c].name());
+      inOrder &= at[c] == c;
+    }
+    this.columns = inOrder ? null : at;
   }
 
   /** The files of the load whose plan had {@code token} (a JSON array of the objects {@link
@@ -117,7 +138,7 @@ final class LoadTable implements SupportsWrite, WriteBuilder, RequiresDistributi
 
   @Override
   public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-    return new Factory(plan);
+    return new Factory(plan, columns);
   }
 
   @Override
@@ -143,10 +164,10 @@ final class LoadTable implements SupportsWrite, WriteBuilder, RequiresDistributi
   record Written(String[] files, long rows) implements WriterCommitMessage {}
 
   /** Serialised to the executors. */
-  private record Factory(LoadPlan plan) implements DataWriterFactory {
+  private record Factory(LoadPlan plan, int[] columns) implements DataWriterFactory {
     @Override
     public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
-      return new LoadWriter(plan, partitionId);
+      return new LoadWriter(plan, partitionId, columns);
     }
   }
 }

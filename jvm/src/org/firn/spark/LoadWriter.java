@@ -20,12 +20,16 @@ import org.apache.parquet.hadoop.api.WriteSupport;
 import org.apache.parquet.hadoop.metadata.CompressionCodecName;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.ProjectingInternalRow;
+import org.apache.spark.sql.catalyst.ProjectingInternalRow$;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetWriteSupport;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.internal.SQLConf$;
 import org.apache.spark.internal.config.ConfigEntry;
+import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * One Spark task of a load: its rows, sorted by partition and key (Spark sorts them, as
@@ -63,9 +67,12 @@ final class LoadWriter implements DataWriter<InternalRow> {
   private String partitionPath = "";
   private List<Object> partitionValues = List.of();
   private long rows;
+  /** The table's columns of a row handed over in another order, or null (in order). */
+  private final ProjectingInternalRow reordered;
 
-  LoadWriter(LoadPlan plan, int partitionId) {
+  LoadWriter(LoadPlan plan, int partitionId, int[] columns) {
     this.plan = plan;
+    this.reordered = columns == null ? null : reordering(plan.schema(), columns);
     this.key = new KeyColumns(plan.schema(), plan.key(), "key");
     this.partition = new KeyColumns(plan.schema(), plan.partition(), "partition");
     TaskContext context = TaskContext.get();
@@ -108,8 +115,23 @@ final class LoadWriter implements DataWriter<InternalRow> {
     return conf;
   }
 
+  /** A view of a row as the table's columns, the table's column c at {@code columns[c]}. */
+  private static ProjectingInternalRow reordering(StructType schema, int[] columns) {
+    List<Object> at = new ArrayList<>(columns.length);
+    for (int c : columns) {
+      at.add(c);
+    }
+    return ProjectingInternalRow$.MODULE$.apply(
+        schema, CollectionConverters.asScala(at).toIndexedSeq());
+  }
+
   @Override
-  public void write(InternalRow record) throws IOException {
+  public void write(InternalRow given) throws IOException {
+    InternalRow record = given;
+    if (reordered != null) {
+      reordered.project(given);
+      record = reordered;
+    }
     if (partition.size() > 0) {
       partition.read(record, parts, "partition");
       if (!started || partition.compare(parts, previousParts) != 0) {
