@@ -268,6 +268,12 @@ def merged_by_jvm(df: DataFrame) -> bool:
     return f"BatchScan {jvm.FORMAT}" in df._jdf.queryExecution().executedPlan().toString()
 
 
+def scan_of(df: DataFrame) -> str:
+    """The DataFrame's physical plan, where the merge reader's scan says how many of
+    the plan's columns it reads (``firn-merge(N tasks, C of T columns)``)."""
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
 JVM_KEY_KINDS = ("int64", "int32", "date", "timestamp")
 """The key kinds of KEY_KINDS the JVM reader takes (firn.spark.jvm.jvm_key_type)."""
 
@@ -367,6 +373,15 @@ def test_the_jvm_reader_on_a_table_keyed_by_one_column(
         whole = load(spark, settings, table.name)  # format("firn"): the same reader
         assert merged_by_jvm(whole)
         assert {r.k: (r.v, r.x) for r in whole.collect()} == model
+        # Columns pruned: the key read for the merge but not returned, or not read at all
+        # in a split with nothing to merge.
+        assert Counter(r.v for r in whole.select("v").collect()) == Counter(
+            v for v, _ in model.values()
+        )
+        assert Counter(tuple(r) for r in whole.select("x", "v").collect()) == Counter(
+            (x, v) for v, x in model.values()
+        )
+        assert whole.count() == len(model)
 
     commit({5: ("five", None), 4000: ("new", 1.0)}, [6, 7, 99999])  # small: at the root
     check()
@@ -374,6 +389,7 @@ def test_the_jvm_reader_on_a_table_keyed_by_one_column(
     check()
     firn.compact(table, kind="major", engine="local")
     assert any(f["deletion_vector"] for f in table.files().to_pylist())
+    check()  # nothing to merge: base files and their deletion vectors
     commit({6: ("back", 6.0)}, [8])
     check()
     # Insert files larger than a batch: ~35k rows a node (read a batch at a time, the
@@ -410,6 +426,18 @@ def test_format_firn_is_the_jvm_reader_where_it_takes_the_whole_read(
     assert few.columns == ["k", "label"]
     assert Counter(tuple(r) for r in few.collect()) == Counter(
         (r["k"], r["label"]) for r in model.values()
+    )
+    # Spark prunes the merge reader's columns: a select decodes its columns (the key
+    # too, which every merge reads, but does not return it), a count none of them.
+    for columns in (["label", "qty"], ["qty", "k"], ["part"], []):
+        pruned = df.select(*columns)
+        assert f"{len(columns)} of 4 columns" in scan_of(pruned), columns
+        assert Counter(tuple(r) for r in pruned.collect()) == Counter(
+            tuple(r[c] for c in columns) for r in model.values()
+        ), columns
+    assert df.count() == len(model)
+    assert df.where("qty > 3").select("label").count() == sum(
+        1 for r in model.values() if (r["qty"] or 0) > 3
     )
 
     python_reads = {

@@ -72,9 +72,14 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private final ReadPlan.Split split;
   /** The columns returned. */
   private final StructType schema;
-  /** What a base file is read as: the returned columns, then the key if not among them. */
+  /** What a change's data is read as: the returned columns, then the key if not among them. */
   private final StructType dataSchema;
   private final int keyColumn;
+  /** What a base file is read as: {@code dataSchema}, or without the key when nothing in the
+   * split changed (a compacted split: no key is looked up, so none is decoded unasked). */
+  private final StructType baseSchema;
+  /** Whether the split has change files above its base: if not, no base row is looked up. */
+  private final boolean merging;
   /** What an insert file is read as: the data columns, then _ord and _seq. */
   private final StructType insertSchema;
   /** What a delete file is read as: the key, _ord and _seq. */
@@ -114,6 +119,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     this.schema = schema;
     this.dataSchema = dataSchema;
     this.keyColumn = dataSchema.fieldIndex(key);
+    this.merging = split.changes().length > 0;
+    this.baseSchema = merging ? dataSchema : new StructType(Arrays.copyOf(dataSchema.fields(), schema.size()));
     // A producer's file has no _seq: its rows take the file's (the column reads as nulls).
     this.insertSchema =
         dataSchema.add(ORD, DataTypes.LongType, false).add(SEQ, DataTypes.LongType, true);
@@ -138,7 +145,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     while (base != null || baseFile + 1 < split.base().length) {
       if (base == null) {
         ReadPlan.BaseFile file = split.base()[++baseFile];
-        base = open(file.file(), dataSchema);
+        base = open(file.file(), baseSchema);
         checkRows(base, file.file(), file.rows());
         changed.restart();
         hidden = file.vector() == null ? NONE_HIDDEN : positions(file);
@@ -152,7 +159,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       }
       ColumnarBatch rows = base.resultBatch();
       int n = rows.numRows();
-      int live = keep(rows.column(keyColumn), n);
+      int live = merging ? keep(rows.column(keyColumn), n) : visible(n);
       position += n;
       if (live == 0) {
         continue;
@@ -212,6 +219,26 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
           kept[live++] = i;
         }
       }
+    }
+    return live;
+  }
+
+  /** {@link #keep} of a split with no changes: the batch's rows its deletion vector does not
+   * hide (all {@code n}, {@code kept} untouched, when it hides none). */
+  private int visible(int n) {
+    if (hidden.length == 0) {
+      return n;
+    }
+    int live = 0;
+    for (int i = 0; i < n; i++) {
+      long at = position + i;
+      while (hiddenCursor < hidden.length && hidden[hiddenCursor] < at) {
+        hiddenCursor++;
+      }
+      if (hiddenCursor < hidden.length && hidden[hiddenCursor] == at) {
+        continue;
+      }
+      kept[live++] = i;
     }
     return live;
   }
