@@ -1,6 +1,8 @@
 """Spark users' whole path, Firn against Iceberg's own Spark connector, on one CDC
 workload in the same cores: a bulk load, commits of changes, a full read before
-compaction, the compaction, a full read after it.
+compaction and a read of two of its columns (``read_pruned``: ``select("qty",
+"name")``, what Spark's column pruning makes of it), the compaction, the same two
+reads after it.
 
 The workload (``bench/spark_cdc_workload.py``, generated in Spark SQL so both sides
 write the same rows): ``--rows`` base rows (int64 key, int64, float64, string,
@@ -63,7 +65,7 @@ from iceberg_spark import (
     spark_python,
 )
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from spark_cdc_workload import base, changes, read_time, read_times, summary, timed
+from spark_cdc_workload import PRUNED, base, changes, read_time, read_times, summary, timed
 
 import firn
 import firn.spark
@@ -90,7 +92,15 @@ WARM_UP_ROWS = 10_000
 FLOOR_RUNS = 3
 """Most timed runs of the Python floors (no Firn code in them: nothing to compile)."""
 
-STAGES = ("load_s", "commit_s", "read_before_s", "compact_s", "read_after_s")
+STAGES = (
+    "load_s",
+    "commit_s",
+    "read_before_s",
+    "read_pruned_before_s",
+    "compact_s",
+    "read_after_s",
+    "read_pruned_after_s",
+)
 
 
 class HeldRowsReader(DataSourceReader):
@@ -226,6 +236,7 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             )
             out["before"] = summary(read())
             out["read_before_s"] = read_time(read, args.runs)
+            out["read_pruned_before_s"] = read_time(lambda: read().select(*PRUNED), args.runs)
             out["splits_before"] = split_ways(spark, NAME, options)
             out["native_before"] = summary(read_native())
             out["read_before_native_first_s"], out["read_before_native_s"] = read_times(
@@ -236,6 +247,7 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["compact_s"] = compacted
             out["after"] = summary(read())
             out["read_after_s"] = read_time(read, args.runs)
+            out["read_pruned_after_s"] = read_time(lambda: read().select(*PRUNED), args.runs)
             out["native_after"] = summary(read_native())
             out["read_after_native_first_s"], out["read_after_native_s"] = read_times(
                 read_native, args.runs
@@ -395,6 +407,7 @@ def main() -> int:
         if len(values) == 2:
             line += f"   {values[0] / values[1]:.2f}x"
         print(line)
+    print(f"  (read_pruned: the same read, select({', '.join(PRUNED)}))")
     if "firn" in sides:
         f = sides["firn"]
         print(

@@ -20,7 +20,18 @@ import json
 import sys
 
 from pyspark.sql import SparkSession
-from spark_cdc_workload import COLUMNS, VALUES, base, changes, read_times, report, summary, timed
+from spark_cdc_workload import (
+    COLUMNS,
+    PRUNED,
+    VALUES,
+    base,
+    changes,
+    read_time,
+    read_times,
+    report,
+    summary,
+    timed,
+)
 
 TABLE = "ice.db.orders"
 WARM_UP_ROWS = 10_000
@@ -85,6 +96,9 @@ def main() -> int:
         out["read_before_first_s"], out["read_before_s"] = read_times(
             lambda: spark.table(TABLE), job["runs"]
         )
+        out["read_pruned_before_s"] = read_time(
+            lambda: spark.table(TABLE).select(*PRUNED), job["runs"]
+        )
         out["files_before"] = spark.sql(f"SELECT count(*) FROM {TABLE}.data_files").collect()[0][0]
         out["deletes_before"] = spark.sql(f"SELECT count(*) FROM {TABLE}.delete_files").collect()[
             0
@@ -97,6 +111,9 @@ def main() -> int:
         out["after"] = summary(spark.table(TABLE))
         out["read_after_first_s"], out["read_after_s"] = read_times(
             lambda: spark.table(TABLE), job["runs"]
+        )
+        out["read_pruned_after_s"] = read_time(
+            lambda: spark.table(TABLE).select(*PRUNED), job["runs"]
         )
         out["files_after"] = spark.sql(f"SELECT count(*) FROM {TABLE}.data_files").collect()[0][0]
         out["iceberg_version"] = spark.sql("SELECT ice.system.iceberg_version()").collect()[0][0]

@@ -19,6 +19,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 COLUMNS = "id BIGINT, qty BIGINT, price DOUBLE, name STRING, ts TIMESTAMP"
 VALUES = ["qty", "price", "name", "ts"]
+PRUNED = ["qty", "name"]
+"""The columns of the pruned reads (``read_pruned_*``): a number and a string, not the key,
+which a merge reads all the same."""
 
 
 def base(spark: SparkSession, rows: int) -> DataFrame:
