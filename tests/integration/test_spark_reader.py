@@ -244,8 +244,10 @@ def test_spark_reads_equal_the_model(
     at_older = firn.spark.read(spark, table.name, snapshot=older, **connection(settings))
     assert as_view(arrow(at_older)) == views[older]
 
-    # Filters: Spark's, pushed into the scan (a fresh DataFrame per query, see
-    # firn.spark.reader), and the same rows when Spark applies them itself.
+    # Filters: Spark's, pushed into the Python source's scan (a fresh DataFrame per
+    # query, see firn.spark.reader), and on the DataFrame loaded without pushdown: the
+    # JVM merge reader where it takes the table (its splits pruned by the filters,
+    # which Spark applies to the rows), else the Python source with Spark filtering.
     for e in scenario[4]:
         expected = {k: r for k, r in views[latest].items() if truth(e, r) is True}
         pushed = load(spark, settings, table.name, pushdown="true").where(to_column(e))
@@ -539,10 +541,33 @@ def test_pushed_filters_prune_splits_and_files(
         given = load(spark, settings, table.name, filter=firn_filter, **one)
         assert given.rdd.getNumPartitions() == len(scan.splits())
         assert keyed(arrow(given)) == expected
-        # Without pushdown Spark reads every split and filters itself: same rows.
+        # Without pushdown: the JVM merge reader, which prunes its splits by the same
+        # filters and hands them all back to Spark to apply: the same splits and rows.
         plain = load(spark, settings, table.name, **one).where(condition)
-        assert plain.rdd.getNumPartitions() == whole
+        assert merged_by_jvm(plain)
+        assert plain.rdd.getNumPartitions() == len(scan.splits()), firn_filter
+        assert f"{len(scan.splits())} of {whole} splits" in scan_of(plain)
         assert keyed(arrow(plain)) == expected
+
+    # Each query of a DataFrame prunes by its own filters: the same DataFrame read
+    # without one reads every split (the Python source's pushdown cannot promise that).
+    df = load(spark, settings, table.name, **one)
+    assert keyed(arrow(df.where(F.col("part") == "a"))) == {
+        k: r for k, r in model.items() if k[0] == "a"
+    }
+    assert df.rdd.getNumPartitions() == whole
+    assert keyed(arrow(df)) == model
+    # A filter that prunes nothing (an OR; a key range every split spans), or one
+    # partition, by a date or string test: pruned as far as it goes, rows exact.
+    for condition, passes, splits in [
+        ((F.col("part") == "a") | (F.col("k") == 5), lambda p, k: p == "a" or k == 5, whole),
+        (F.col("k") >= 0, lambda p, k: k >= 0, whole),
+        (F.col("part").startswith("c"), lambda p, k: p.startswith("c"), 4),
+        (F.col("part").isin("a", "c") & ~(F.col("part") == "a"), lambda p, k: p == "c", 4),
+    ]:
+        filtered = df.where(condition)
+        assert filtered.rdd.getNumPartitions() == splits, condition
+        assert keyed(arrow(filtered)) == {k: r for k, r in model.items() if passes(*k)}
 
     # What the pushed filters became, and the files they keep (the scan's explain).
     schema = read_schema({"path": table.name, **connection(settings)})
@@ -558,6 +583,41 @@ def test_pushed_filters_prune_splits_and_files(
     files = {e.path for p in partitions for s in p.splits for e in s.files}  # type: ignore[attr-defined]
     report = table.scan(filter="part = 'a' and k = 9").explain()
     assert len(files) == report.files_kept < report.files
+
+
+def test_filters_keep_a_split_whose_rows_a_filtered_scan_places_deeper(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    """Base files at 4 nodes, unmerged changes at 2: the plan's splits are the 2 nodes.
+    A filtered scan of one key whose change file's key range excludes it keeps only a
+    base file, at its own deeper node; the JVM reader keeps the planned split that
+    holds that node, not only one of the same node."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    table = shared_catalog.create_table(
+        f"jvm_deeper_{next(_names)}",
+        schema,
+        ["k"],
+        properties={"base.buckets": 4, "change.buckets": 2, "change.split-rows": 0},
+    )
+    model = {k: f"v{k}" for k in range(1000)}
+    table.load(pa.Table.from_pylist([{"k": k, "v": v} for k, v in model.items()], schema))
+    changed = {k: f"w{k}" for k in range(10)}
+    table.upsert(pa.Table.from_pylist([{"k": k, "v": v} for k, v in changed.items()], schema))
+    model.update(changed)
+    assert len(table.scan().splits()) == 2
+    assert {s.node.m for s in table.scan(filter="k = 500").splits()} == {4}
+
+    df = load(spark, settings, table.name, partition_rows="1")
+    assert merged_by_jvm(df)
+    for condition, passes in [
+        (F.col("k") == 500, lambda k: k == 500),
+        (F.col("k").isin(3, 500, 999), lambda k: k in (3, 500, 999)),
+        (F.col("k") > 990, lambda k: k > 990),
+    ]:
+        assert {r.k: r.v for r in df.where(condition).collect()} == {
+            k: v for k, v in model.items() if passes(k)
+        }, condition
+    assert df.where(F.col("k") == 500).rdd.getNumPartitions() == 1
 
 
 def test_sql_on_a_temporary_view(

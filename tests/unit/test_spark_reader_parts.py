@@ -33,7 +33,7 @@ from firn.model.filters import ArrowFilter, Compare, In, IsNull, Not, to_express
 from firn.model.schema import TableSchema
 from firn.model.tree import ROOT
 from firn.spark.jvm import jvm_key_type
-from firn.spark.pushdown import always, convert, exact_for_changes, push
+from firn.spark.pushdown import Unsupported, always, convert, exact_for_changes, from_jvm, push
 from firn.spark.reader import PARTITION_ROWS, packed, read_options, spark_type
 
 SCHEMA = pa.schema(
@@ -112,6 +112,58 @@ def test_push_keeps_what_it_cannot_answer_exactly() -> None:
     assert pushed == [Compare("id", "=", 5), Compare("n", ">", 1)]
     assert kept == [on_value, odd]
     assert all(k is f for k, f in zip(kept, [on_value, odd], strict=True)), "by reference"
+
+
+@pytest.mark.parametrize(
+    ("jvm", "spark"),
+    [
+        ({"filter": "EqualTo", "column": ["id"], "value": 5}, sds.EqualTo(("id",), 5)),
+        (
+            {"filter": "LessThan", "column": ["region"], "value": "m"},
+            sds.LessThan(("region",), "m"),
+        ),
+        (
+            {"filter": "GreaterThanOrEqual", "column": ["day"], "value": {"date": "2026-12-04"}},
+            sds.GreaterThanOrEqual(("day",), dt.date(2026, 12, 4)),
+        ),
+        (
+            {"filter": "EqualNullSafe", "column": ["n"], "value": None},
+            sds.EqualNullSafe(("n",), None),
+        ),
+        ({"filter": "In", "column": ["id"], "values": [1, 2]}, sds.In(("id",), (1, 2))),
+        ({"filter": "IsNull", "column": ["n"]}, sds.IsNull(("n",))),
+        ({"filter": "IsNotNull", "column": ["n"]}, sds.IsNotNull(("n",))),
+        (
+            {"filter": "Not", "child": {"filter": "EqualTo", "column": ["id"], "value": 1}},
+            sds.Not(sds.EqualTo(("id",), 1)),
+        ),
+        (
+            {"filter": "StringStartsWith", "column": ["region"], "value": "e"},
+            sds.StringStartsWith(("region",), "e"),
+        ),
+    ],
+)
+def test_the_jvm_readers_filters_are_read_as_spark_gives_a_python_source(
+    jvm: dict[str, object], spark: sds.Filter
+) -> None:
+    """``org.firn.spark.PushedFilters``' JSON, read back as the Python data source API's
+    filters, which then take the same way to Firn's form."""
+    assert from_jvm(jvm) == spark
+    # (Arrow expressions, which a string test becomes, compare by their text.)
+    assert str(convert(from_jvm(jvm), SCHEMA)) == str(convert(spark, SCHEMA)) != "None"
+
+
+@pytest.mark.parametrize(
+    "jvm",
+    [
+        {"filter": "Or", "left": {}, "right": {}},
+        {"filter": "EqualTo", "column": ["ts"], "value": {"timestamp": 1}},
+        {"filter": "Not", "child": {"filter": "And"}},
+    ],
+)
+def test_jvm_filters_without_a_form_here_are_refused(jvm: dict[str, object]) -> None:
+    with pytest.raises(Unsupported):
+        from_jvm(jvm)
 
 
 def test_read_options() -> None:

@@ -122,17 +122,21 @@ def _prefix(split: Split) -> int | None:
 
 
 def read_plan(
-    tasks: Sequence[Sequence[Split]], schema: pa.Schema, spark_json: Callable[[pa.Schema], Any]
+    tasks: Sequence[Sequence[Split]],
+    schema: pa.Schema,
+    spark_json: Callable[[pa.Schema], Any],
+    snapshot: int,
 ) -> str:
-    """The JVM reader's option ``plan`` (``org.firn.spark.ReadPlan``): each task's
-    splits with their files, the key, the columns returned (``schema``) and the
-    columns read (the key too, when it is not returned), as Spark types
-    (``spark_json``: a schema's Spark ``StructType`` as JSON data)."""
+    """The JVM reader's option ``plan`` (``org.firn.spark.ReadPlan``): the snapshot
+    read, each task's splits with their partition, node and files, the key, the columns
+    returned (``schema``) and the columns read (the key too, when it is not returned),
+    as Spark types (``spark_json``: a schema's Spark ``StructType`` as JSON data)."""
     first = tasks[0][0]
     key = first.table.primary_key[-1]
     read = schema if key in schema.names else schema.append(first.table.schema.field(key))
     return json.dumps(
         {
+            "snapshot": snapshot,
             "key": key,
             "schema": spark_json(schema),
             "read": spark_json(read),
@@ -144,6 +148,7 @@ def read_plan(
 def _split(split: Split) -> dict[str, Any]:
     node = split.node if split.node is not None else ROOT
     return {
+        "partition": split.partition or "",
         "node": [node.m, node.i],
         "prefix": _prefix(split) if len(split.table.primary_key) > 1 else None,
         "base": [_base(split.location, e) for e in split.files if e.store == "base"],

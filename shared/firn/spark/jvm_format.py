@@ -29,13 +29,16 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from firn.model.filters import conjunction
+from firn.model.tree import ROOT, Node
 from firn.spark import jvm
 from firn.spark.load import finish_load, load_plan, start_load
 from firn.spark.native import plan_read
-from firn.spark.reader import SETTINGS, packed, read_options, spark_schema
+from firn.spark.pushdown import Unsupported, convert, from_jvm
+from firn.spark.reader import SETTINGS, _open_table, packed, read_options, spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -66,7 +69,51 @@ def jvm_plan(options: Mapping[str, str]) -> str | None:
     if not splits or not all(jvm.jvm_mergeable(s, plan.schema_id) for s in splits):
         return None
     tasks = packed(splits, opts.partition_rows)
-    return jvm.read_plan(tasks, plan.schema, lambda s: json.loads(spark_schema(s).json()))
+    return jvm.read_plan(
+        tasks, plan.schema, lambda s: json.loads(spark_schema(s).json()), plan.snapshot
+    )
+
+
+def jvm_prune(
+    options: Mapping[str, str],
+    snapshot: int,
+    splits: Sequence[Sequence[Any]],
+    filters: Sequence[Mapping[str, Any]],
+) -> list[int] | None:
+    """Which of a merge reader's planned ``splits`` (``[partition, m, i]`` each: its
+    partition and hash node) can hold a row passing Spark's pushed ``filters``
+    (``firn.spark.pushdown.from_jvm``'s form), by their index; None when no filter is
+    one Firn prunes with. The answer is the scan of the same snapshot with those
+    filters (``Table.scan``: partitions, the hash nodes of whole keys, key ranges),
+    matched by partition and by node: a filtered scan may place a partition's kept
+    files at a deeper node than the plan did, so a planned split is kept when its node
+    and a kept split's overlap (one holds the other). Spark applies every filter again
+    after the scan: this only drops splits that cannot hold a passing row."""
+    opts = read_options(options)
+    catalog, handle = _open_table(opts)
+    try:
+        schema = handle.definition_at(snapshot).schema
+        converted = []
+        for data in filters:
+            try:
+                found = convert(from_jvm(data), schema)
+            except (Unsupported, KeyError, TypeError, ValueError):
+                found = None  # a form this side does not know: Spark alone applies it
+            if found is not None:
+                converted.append(found)
+        if not converted:
+            return None
+        scan = handle.scan(filter=conjunction(converted), snapshot=snapshot)
+    finally:
+        catalog.close()
+    kept: dict[str, list[Node]] = {}
+    for split in scan.splits():
+        kept.setdefault(split.partition or "", []).append(split.node or ROOT)
+    return [
+        index
+        for index, (partition, m, i) in enumerate(splits)
+        if any(Node(int(m), int(i)).overlaps(node) for node in kept.get(partition, ()))
+    ]
 
 
 _loads: dict[str, tuple[WriteJob, WriteOptions]] = {}
@@ -118,6 +165,15 @@ class ReadPlanner:
             # (a missing table, a bad option) in Spark's usual way.
             log.debug("format('firn') read left to the Python source", exc_info=True)
             return None
+
+    def prune(self, options: str, snapshot: int, splits: str, filters: str) -> str | None:
+        try:
+            kept = jvm_prune(json.loads(options), snapshot, json.loads(splits), json.loads(filters))
+        except Exception:
+            # Pruning only saves work: Spark applies the filters itself anyway.
+            log.warning("format('firn') read not pruned by its filters", exc_info=True)
+            return None
+        return None if kept is None else json.dumps(kept)
 
     def load(self, options: str, schema: str) -> str | None:
         try:

@@ -168,7 +168,9 @@ def _jvm_rows(spark: SparkSession, plan: ReadPlan, splits: Sequence[Split]) -> D
     """The rows of ``splits``, merged by the JVM reader, several small splits a task
     as the ``firn`` source packs them."""
     tasks = packed(splits, PARTITION_ROWS)
-    text = jvm.read_plan(tasks, plan.schema, lambda s: json.loads(spark_schema(s).json()))
+    text = jvm.read_plan(
+        tasks, plan.schema, lambda s: json.loads(spark_schema(s).json()), plan.snapshot
+    )
     return spark.read.format(jvm.FORMAT).option("plan", text).load()
 
 

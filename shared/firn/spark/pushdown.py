@@ -22,7 +22,8 @@ are used for pruning and also handed back to Spark (``exact_for_changes``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import datetime as dt
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -117,6 +118,48 @@ def push(
         if not exact_for(converted):
             kept.append(f)
     return pushed, kept
+
+
+_FROM_JVM: dict[str, type] = {
+    "EqualTo": sds.EqualTo,
+    "EqualNullSafe": sds.EqualNullSafe,
+    "GreaterThan": sds.GreaterThan,
+    "GreaterThanOrEqual": sds.GreaterThanOrEqual,
+    "LessThan": sds.LessThan,
+    "LessThanOrEqual": sds.LessThanOrEqual,
+    "StringStartsWith": sds.StringStartsWith,
+    "StringEndsWith": sds.StringEndsWith,
+    "StringContains": sds.StringContains,
+}
+
+
+def from_jvm(data: Mapping[str, Any]) -> sds.Filter:
+    """One of Spark's filters as the JVM merge reader hands it over (``org.firn.spark.
+    PushedFilters``: ``{"filter": class name, "column": [names], "value": v}``, ``"values"``
+    for ``In``, ``"child"`` for ``Not``; a date as ``{"date": "YYYY-MM-DD"}``), as the
+    Python data source API would give it. ``Unsupported`` for anything else."""
+    kind = data.get("filter")
+    if kind == "Not":
+        return sds.Not(from_jvm(data["child"]))
+    attribute = tuple(data.get("column") or ())
+    if kind == "IsNull":
+        return sds.IsNull(attribute)
+    if kind == "IsNotNull":
+        return sds.IsNotNull(attribute)
+    if kind == "In":
+        return sds.In(attribute, tuple(_value(v) for v in data["values"]))
+    if kind in _FROM_JVM:
+        made: sds.Filter = _FROM_JVM[kind](attribute, _value(data["value"]))
+        return made
+    raise Unsupported(f"the JVM's filter {kind!r}")
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"date"}:
+            return dt.date.fromisoformat(value["date"])
+        raise Unsupported(f"a literal {value!r}")
+    return value
 
 
 def exact_for_changes(key: frozenset[str]) -> Callable[[Filter], bool]:

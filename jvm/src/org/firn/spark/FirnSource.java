@@ -15,8 +15,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * {@code format("firn")} in a session that has this jar: a read of the merged view that the
- * JVM merge reader can take whole is read by it ({@link MergeTable}); everything else (writes,
- * stream sinks, change reads, filters, splits the merge reader does not take) is Firn's Python
+ * JVM merge reader can take whole is read by it ({@link MergeTable}, which Spark's filters
+ * prune); everything else (writes, stream sinks, change reads, the {@code filter} and {@code
+ * pushdown} options, splits the merge reader does not take) is Firn's Python
  * data source, which {@code firn.spark.register(spark)} registers as {@code firn-python} in a
  * session with this jar (Spark refuses a Python source of a JVM source's name), and to which
  * this provider hands the call unchanged.
@@ -61,6 +62,14 @@ public final class FirnSource implements TableProvider, DataSourceRegister {
      */
     String load(String options, String schema);
 
+    /**
+     * Which of a planned read's splits can hold a row passing Spark's filters: their indexes
+     * (a JSON array), or null to read them all. {@code options} are the read's (as for {@link
+     * #plan}), {@code snapshot} the plan's, {@code splits} a JSON array of {@code [partition,
+     * m, i]}, {@code filters} {@link PushedFilters}' JSON array.
+     */
+    String prune(String options, long snapshot, String splits, String filters);
+
     /** The load of {@code token} committed these files (the loader's JSON): register them. */
     void loaded(String token, String files);
 
@@ -80,6 +89,8 @@ public final class FirnSource implements TableProvider, DataSourceRegister {
   private Map<String, String> planned;
 
   private ReadPlan plan;
+  /** {@link #planned} as the JSON the planner takes, for pruning by filters. */
+  private String plannedOptions;
 
   public FirnSource() {
     python.setShortName(PYTHON);
@@ -122,7 +133,7 @@ public final class FirnSource implements TableProvider, DataSourceRegister {
     if (asked.equals(planned)) {
       // Asked for its schema first: a read, or a stream sink (which is written by Python).
       return plan != null && plan.schema().equals(schema)
-          ? FirnTable.planned(new MergeTable(plan), written)
+          ? FirnTable.planned(new MergeTable(plan, plannedOptions, planner), written)
           : written;
     }
     // A batch write (Spark gives it the DataFrame's schema), or a read of a given schema.
@@ -156,6 +167,12 @@ public final class FirnSource implements TableProvider, DataSourceRegister {
       }
     }
     planned = asked;
+    plannedOptions = null;
+    try {
+      plannedOptions = JSON.writeValueAsString(asked);
+    } catch (JsonProcessingException e) {
+      plannedOptions = null; // the read is not pruned by its filters, only filtered
+    }
     plan = text == null ? null : ReadPlan.parse(text);
     return plan;
   }

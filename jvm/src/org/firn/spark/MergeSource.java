@@ -34,6 +34,6 @@ public final class MergeSource implements TableProvider, DataSourceRegister {
     if (plan == null) {
       throw new IllegalArgumentException("format(\"firn-merge\") needs option plan (firn.spark.read writes it)");
     }
-    return new MergeTable(ReadPlan.parse(plan));
+    return new MergeTable(ReadPlan.parse(plan), null, null); // no catalog here: not pruned
   }
 }

@@ -1,7 +1,13 @@
 package org.firn.spark;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import java.io.IOException;
+import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Set;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
@@ -12,7 +18,9 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
@@ -22,12 +30,26 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * The planned read as a Spark table: one batch scan, one Spark partition per split, of the
  * columns the query uses ({@link SupportsPushDownRequiredColumns}): a {@code select} of two
  * columns of a wide table decodes those two, and the key, which every merge reads.
+ *
+ * <p>Spark's filters prune the plan's splits ({@link SupportsPushDownFilters}): the driver's
+ * Python answers which splits can hold a passing row (partitions, the hash nodes of whole
+ * keys, key ranges; {@code firn.spark.jvm_format.jvm_prune}), and the others are not read.
+ * Every filter is still handed back to Spark, which applies it to the rows read, so pruning
+ * can only save work: a filter this side cannot express, or a planner that does not answer,
+ * reads every split. Each query builds its own scan, so a later query of the same DataFrame
+ * without the filter reads every split again.
  */
 final class MergeTable implements SupportsRead {
+  private static final ObjectMapper JSON = new ObjectMapper();
   private final ReadPlan plan;
+  /** The read's options as the planner takes them, or null: not pruned by filters. */
+  private final String options;
+  private final FirnSource.Planner planner;
 
-  MergeTable(ReadPlan plan) {
+  MergeTable(ReadPlan plan, String options, FirnSource.Planner planner) {
     this.plan = plan;
+    this.options = options;
+    this.planner = planner;
   }
 
   @Override
@@ -51,10 +73,28 @@ final class MergeTable implements SupportsRead {
     return new Pruned();
   }
 
-  /** The plan's columns that Spark asks for, in the plan's order (all until it asks). */
+  /** The plan's columns that Spark asks for, in the plan's order (all until it asks), and
+   * its splits that Spark's filters leave (all until it pushes any). */
   private final class Pruned
-      implements ScanBuilder, SupportsPushDownRequiredColumns, Scan, Batch {
+      implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters, Scan,
+          Batch {
     private StructType returned = plan.schema();
+    private List<Filter> pushed = List.of();
+    private List<ReadPlan.Task> tasks = plan.tasks();
+    private int splits = splitCount(plan.tasks());
+
+    @Override
+    public Filter[] pushFilters(Filter[] filters) {
+      if (options != null && planner != null && plan.snapshot() >= 0) {
+        pushed = PushedFilters.usable(filters);
+      }
+      return filters; // all of them: Spark filters the rows, the splits are only pruned
+    }
+
+    @Override
+    public Filter[] pushedFilters() {
+      return pushed.toArray(new Filter[0]);
+    }
 
     @Override
     public void pruneColumns(StructType required) {
@@ -75,7 +115,62 @@ final class MergeTable implements SupportsRead {
 
     @Override
     public Scan build() {
+      if (!pushed.isEmpty()) {
+        tasks = kept(prune());
+      }
       return this;
+    }
+
+    /** The indexes of the splits (counted across tasks) that can hold a passing row, or null:
+     * every split. */
+    private Set<Integer> prune() {
+      ArrayNode named = JSON.createArrayNode();
+      for (ReadPlan.Task task : plan.tasks()) {
+        for (ReadPlan.Split split : task.splits()) {
+          named.addArray().add(split.partition()).add(split.nodeLevel()).add(split.nodeIndex());
+        }
+      }
+      String answer;
+      try {
+        answer = planner.prune(options, plan.snapshot(), named.toString(), PushedFilters.toJson(pushed));
+      } catch (RuntimeException e) {
+        return null; // the driver's Python is gone: read it all, Spark filters it
+      }
+      if (answer == null) {
+        return null;
+      }
+      try {
+        Set<Integer> indexes = new HashSet<>();
+        for (JsonNode index : JSON.readTree(answer)) {
+          indexes.add(index.asInt());
+        }
+        return indexes;
+      } catch (IOException e) {
+        return null;
+      }
+    }
+
+    /** The plan's tasks with only the splits of {@code indexes} (all when null); a task left
+     * with none is dropped. */
+    private List<ReadPlan.Task> kept(Set<Integer> indexes) {
+      if (indexes == null) {
+        return plan.tasks();
+      }
+      List<ReadPlan.Task> left = new ArrayList<>();
+      int index = 0;
+      for (ReadPlan.Task task : plan.tasks()) {
+        List<ReadPlan.Split> splits = new ArrayList<>();
+        for (ReadPlan.Split split : task.splits()) {
+          if (indexes.contains(index++)) {
+            splits.add(split);
+          }
+        }
+        if (!splits.isEmpty()) {
+          left.add(new ReadPlan.Task(splits.toArray(new ReadPlan.Split[0])));
+        }
+      }
+      splits = splitCount(left);
+      return left;
     }
 
     @Override
@@ -85,8 +180,10 @@ final class MergeTable implements SupportsRead {
 
     @Override
     public String description() {
-      return "firn-merge(" + plan.tasks().size() + " tasks, " + returned.size() + " of "
-          + plan.schema().size() + " columns)";
+      String pruned = tasks == plan.tasks() ? ""
+          : ", " + splits + " of " + splitCount(plan.tasks()) + " splits";
+      return "firn-merge(" + tasks.size() + " tasks, " + returned.size() + " of "
+          + plan.schema().size() + " columns" + pruned + ")";
     }
 
     @Override
@@ -96,13 +193,21 @@ final class MergeTable implements SupportsRead {
 
     @Override
     public InputPartition[] planInputPartitions() {
-      return plan.tasks().toArray(new InputPartition[0]);
+      return tasks.toArray(new InputPartition[0]);
     }
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
       return new Factory(returned, read(returned), plan.key());
     }
+  }
+
+  private static int splitCount(List<ReadPlan.Task> tasks) {
+    int count = 0;
+    for (ReadPlan.Task task : tasks) {
+      count += task.splits().length;
+    }
+    return count;
   }
 
   /** What a file is read as: the returned columns, then the key when it is not among them

@@ -14,10 +14,10 @@ import org.apache.spark.sql.types.StructType;
  * What {@code firn.spark.jvm.read_plan} hands over, as JSON:
  *
  * <pre>
- * {"key": "id",
+ * {"snapshot": n, "key": "id",
  *  "schema": {Spark StructType JSON: the columns returned},
  *  "read": {the same, then the key column when it is not returned},
- *  "tasks": [[{"node": [m, i], "prefix": n or null,
+ *  "tasks": [[{"partition": path, "node": [m, i], "prefix": n or null,
  *              "base": [{"path": uri, "size": bytes, "rows": n,
  *                        "vector": {"path": uri, "size": bytes, "rows": n} or null}, ...],
  *              "changes": [{"path": uri, "size": bytes, "rows": n, "type": "I" or "D",
@@ -34,9 +34,11 @@ import org.apache.spark.sql.types.StructType;
  * key's hash is FirnHash64 folded over its columns; {@code prefix} is the fold over the key's
  * partition columns (the same for every row of the split), null for a key of one column. A base
  * file's {@code vector} is its deletion vector: a Parquet file of one column, {@code pos},
- * the ascending positions of the rows it hides.
+ * the ascending positions of the rows it hides. {@code snapshot} and each split's
+ * {@code partition} (its path, {@code ""} unpartitioned) and node name the split to the
+ * driver's Python when Spark's filters prune the plan ({@link PushedFilters}).
  */
-record ReadPlan(String key, StructType schema, StructType read, List<Task> tasks) {
+record ReadPlan(long snapshot, String key, StructType schema, StructType read, List<Task> tasks) {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   static ReadPlan parse(String text) {
@@ -72,8 +74,10 @@ record ReadPlan(String key, StructType schema, StructType read, List<Task> tasks
           }
           JsonNode node = s.get("node");
           JsonNode prefix = s.get("prefix");
+          JsonNode partition = s.get("partition");
           splits.add(
               new Split(
+                  partition == null || partition.isNull() ? "" : partition.asText(),
                   base.toArray(new BaseFile[0]),
                   changes.toArray(new Change[0]),
                   node.get(0).asLong(),
@@ -83,7 +87,9 @@ record ReadPlan(String key, StructType schema, StructType read, List<Task> tasks
         }
         tasks.add(new Task(splits.toArray(new Split[0])));
       }
+      JsonNode snapshot = root.get("snapshot");
       return new ReadPlan(
+          snapshot == null || snapshot.isNull() ? -1 : snapshot.asLong(),
           root.get("key").asText(), struct(root.get("schema")), struct(root.get("read")), tasks);
     } catch (IOException | RuntimeException e) {
       throw new IllegalArgumentException(
@@ -109,8 +115,10 @@ record ReadPlan(String key, StructType schema, StructType read, List<Task> tasks
   record Change(File file, long rows, boolean delete, long seq, long floor, boolean shared)
       implements Serializable {}
 
-  /** One split: its base files and its unmerged change files, of node {@code (m, i)}. */
+  /** One split: its base files and its unmerged change files, of node {@code (m, i)} of a
+   * partition. */
   record Split(
+      String partition,
       BaseFile[] base,
       Change[] changes,
       long nodeLevel,
