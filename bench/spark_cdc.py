@@ -1,8 +1,9 @@
 """Spark users' whole path, Firn against Iceberg's own Spark connector, on one CDC
 workload in the same cores: a bulk load, commits of changes, a full read before
-compaction and a read of two of its columns (``read_pruned``: ``select("qty",
-"name")``, what Spark's column pruning makes of it), the compaction, the same two
-reads after it.
+compaction, a read of two of its columns (``read_pruned``: ``select("qty",
+"name")``, what Spark's column pruning makes of it) and a point lookup of one key
+(``read_key``: Spark's filter ``id = ...``, which prunes what each side reads), the
+compaction, the same three reads after it.
 
 The workload (``bench/spark_cdc_workload.py``, generated in Spark SQL so both sides
 write the same rows): ``--rows`` base rows (int64 key, int64, float64, string,
@@ -65,7 +66,17 @@ from iceberg_spark import (
     spark_python,
 )
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from spark_cdc_workload import PRUNED, base, changes, read_time, read_times, summary, timed
+from spark_cdc_workload import (
+    LOOKUP,
+    PRUNED,
+    UNPRUNED_LOOKUP,
+    base,
+    changes,
+    read_time,
+    read_times,
+    summary,
+    timed,
+)
 
 import firn
 import firn.spark
@@ -97,9 +108,11 @@ STAGES = (
     "commit_s",
     "read_before_s",
     "read_pruned_before_s",
+    "read_key_before_s",
     "compact_s",
     "read_after_s",
     "read_pruned_after_s",
+    "read_key_after_s",
 )
 
 
@@ -237,6 +250,11 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["before"] = summary(read())
             out["read_before_s"] = read_time(read, args.runs)
             out["read_pruned_before_s"] = read_time(lambda: read().select(*PRUNED), args.runs)
+            out["read_key_before_s"] = read_time(lambda: read().where(LOOKUP), args.runs)
+            out["key_scan_before"] = scan_text(read().where(LOOKUP))
+            out["read_key_unpruned_before_s"] = read_time(
+                lambda: read().where(UNPRUNED_LOOKUP), args.runs
+            )
             out["splits_before"] = split_ways(spark, NAME, options)
             out["native_before"] = summary(read_native())
             out["read_before_native_first_s"], out["read_before_native_s"] = read_times(
@@ -248,6 +266,11 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["after"] = summary(read())
             out["read_after_s"] = read_time(read, args.runs)
             out["read_pruned_after_s"] = read_time(lambda: read().select(*PRUNED), args.runs)
+            out["read_key_after_s"] = read_time(lambda: read().where(LOOKUP), args.runs)
+            out["key_scan_after"] = scan_text(read().where(LOOKUP))
+            out["read_key_unpruned_after_s"] = read_time(
+                lambda: read().where(UNPRUNED_LOOKUP), args.runs
+            )
             out["native_after"] = summary(read_native())
             out["read_after_native_first_s"], out["read_after_native_s"] = read_times(
                 read_native, args.runs
@@ -263,6 +286,13 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         spark.stop()
     return out
+
+
+def scan_text(df: Any) -> str:
+    """What the DataFrame's scan reads, as its physical plan names it (the merge
+    reader's ``firn-merge(N tasks, C of T columns, S of T splits)``)."""
+    plan = str(df._jdf.queryExecution().executedPlan().toString())
+    return next((line.strip() for line in plan.splitlines() if "BatchScan" in line), plan)[:300]
 
 
 def written_by_loader(table: Any) -> bool:
@@ -407,7 +437,15 @@ def main() -> int:
         if len(values) == 2:
             line += f"   {values[0] / values[1]:.2f}x"
         print(line)
-    print(f"  (read_pruned: the same read, select({', '.join(PRUNED)}))")
+    print(f"  (read_pruned: the same read, select({', '.join(PRUNED)}); read_key: where {LOOKUP})")
+    if "firn" in sides:
+        f = sides["firn"]
+        print(
+            f"  (firn's key reads: {f['key_scan_before']} before compaction, "
+            f"{f['key_scan_after']} after; the same lookup unpruned, where "
+            f"{UNPRUNED_LOOKUP}: {f['read_key_unpruned_before_s']:.2f} s before, "
+            f"{f['read_key_unpruned_after_s']:.2f} s after)"
+        )
     if "firn" in sides:
         f = sides["firn"]
         print(

@@ -22,6 +22,7 @@ import sys
 from pyspark.sql import SparkSession
 from spark_cdc_workload import (
     COLUMNS,
+    LOOKUP,
     PRUNED,
     VALUES,
     base,
@@ -99,6 +100,7 @@ def main() -> int:
         out["read_pruned_before_s"] = read_time(
             lambda: spark.table(TABLE).select(*PRUNED), job["runs"]
         )
+        out["read_key_before_s"] = read_time(lambda: spark.table(TABLE).where(LOOKUP), job["runs"])
         out["files_before"] = spark.sql(f"SELECT count(*) FROM {TABLE}.data_files").collect()[0][0]
         out["deletes_before"] = spark.sql(f"SELECT count(*) FROM {TABLE}.delete_files").collect()[
             0
@@ -115,6 +117,7 @@ def main() -> int:
         out["read_pruned_after_s"] = read_time(
             lambda: spark.table(TABLE).select(*PRUNED), job["runs"]
         )
+        out["read_key_after_s"] = read_time(lambda: spark.table(TABLE).where(LOOKUP), job["runs"])
         out["files_after"] = spark.sql(f"SELECT count(*) FROM {TABLE}.data_files").collect()[0][0]
         out["iceberg_version"] = spark.sql("SELECT ice.system.iceberg_version()").collect()[0][0]
     finally:

@@ -22,6 +22,12 @@ VALUES = ["qty", "price", "name", "ts"]
 PRUNED = ["qty", "name"]
 """The columns of the pruned reads (``read_pruned_*``): a number and a string, not the key,
 which a merge reads all the same."""
+LOOKUP = "id = 1234567"
+"""The point lookup (``read_key_*``): one key of the base, by Spark's own filter."""
+UNPRUNED_LOOKUP = "id = 1234567 OR id = -1"
+"""The same lookup as a filter Firn's merge reader does not prune with (an ``OR``; Spark
+folds ``id + 0`` back to ``id``): what it costs when every row is read and Spark filters
+them (Firn's side reports it as ``read_key_unpruned_*``)."""
 
 
 def base(spark: SparkSession, rows: int) -> DataFrame:

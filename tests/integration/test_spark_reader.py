@@ -546,7 +546,7 @@ def test_pushed_filters_prune_splits_and_files(
         plain = load(spark, settings, table.name, **one).where(condition)
         assert merged_by_jvm(plain)
         assert plain.rdd.getNumPartitions() == len(scan.splits()), firn_filter
-        assert f"{len(scan.splits())} of {whole} splits" in scan_of(plain)
+        assert f"{len(scan.splits())} of {whole} splits," in scan_of(plain)
         assert keyed(arrow(plain)) == expected
 
     # Each query of a DataFrame prunes by its own filters: the same DataFrame read
@@ -591,7 +591,7 @@ def test_filters_keep_a_split_whose_rows_a_filtered_scan_places_deeper(
     """Base files at 4 nodes, unmerged changes at 2: the plan's splits are the 2 nodes.
     A filtered scan of one key whose change file's key range excludes it keeps only a
     base file, at its own deeper node; the JVM reader keeps the planned split that
-    holds that node, not only one of the same node."""
+    holds that node, not only one of the same node, and reads only that base file."""
     schema = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string())])
     table = shared_catalog.create_table(
         f"jvm_deeper_{next(_names)}",
@@ -617,7 +617,10 @@ def test_filters_keep_a_split_whose_rows_a_filtered_scan_places_deeper(
         assert {r.k: r.v for r in df.where(condition).collect()} == {
             k: v for k, v in model.items() if passes(k)
         }, condition
+    # One split kept, and of its files only the base file that can hold the key: the
+    # change file's key range (0-9) excludes it.
     assert df.where(F.col("k") == 500).rdd.getNumPartitions() == 1
+    assert "1 of 2 splits, 1 of 6 files" in scan_of(df.where(F.col("k") == 500))
 
 
 def test_sql_on_a_temporary_view(

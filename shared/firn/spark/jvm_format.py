@@ -79,16 +79,19 @@ def jvm_prune(
     snapshot: int,
     splits: Sequence[Sequence[Any]],
     filters: Sequence[Mapping[str, Any]],
-) -> list[int] | None:
+) -> dict[str, list[Any]] | None:
     """Which of a merge reader's planned ``splits`` (``[partition, m, i]`` each: its
     partition and hash node) can hold a row passing Spark's pushed ``filters``
-    (``firn.spark.pushdown.from_jvm``'s form), by their index; None when no filter is
-    one Firn prunes with. The answer is the scan of the same snapshot with those
-    filters (``Table.scan``: partitions, the hash nodes of whole keys, key ranges),
-    matched by partition and by node: a filtered scan may place a partition's kept
-    files at a deeper node than the plan did, so a planned split is kept when its node
-    and a kept split's overlap (one holds the other). Spark applies every filter again
-    after the scan: this only drops splits that cannot hold a passing row."""
+    (``firn.spark.pushdown.from_jvm``'s form), and which of their files: ``{"splits":
+    [index, ...], "files": [uri, ...]}``; None when no filter is one Firn prunes with.
+
+    The answer is the scan of the same snapshot with those filters (``Table.scan``:
+    partitions, the hash nodes of whole keys, key ranges). Its files are the ones that
+    can hold a passing row's key; a planned split keeps those of its files, and is
+    kept when its node and a kept split's overlap (a filtered scan may place a
+    partition's kept files at a deeper node than the plan did). A merge of only those
+    files is exact for every key the filters pass, and Spark applies every filter again
+    after the scan, dropping the other keys: this only saves reading."""
     opts = read_options(options)
     catalog, handle = _open_table(opts)
     try:
@@ -107,13 +110,18 @@ def jvm_prune(
     finally:
         catalog.close()
     kept: dict[str, list[Node]] = {}
+    files: set[str] = set()
     for split in scan.splits():
         kept.setdefault(split.partition or "", []).append(split.node or ROOT)
-    return [
-        index
-        for index, (partition, m, i) in enumerate(splits)
-        if any(Node(int(m), int(i)).overlaps(node) for node in kept.get(partition, ()))
-    ]
+        files.update(jvm.file_uri(split.location, e.path) for e in split.files)
+    return {
+        "splits": [
+            index
+            for index, (partition, m, i) in enumerate(splits)
+            if any(Node(int(m), int(i)).overlaps(node) for node in kept.get(partition, ()))
+        ],
+        "files": sorted(files),
+    }
 
 
 _loads: dict[str, tuple[WriteJob, WriteOptions]] = {}

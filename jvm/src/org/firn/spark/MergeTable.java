@@ -32,11 +32,12 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * columns of a wide table decodes those two, and the key, which every merge reads.
  *
  * <p>Spark's filters prune the plan's splits ({@link SupportsPushDownFilters}): the driver's
- * Python answers which splits can hold a passing row (partitions, the hash nodes of whole
- * keys, key ranges; {@code firn.spark.jvm_format.jvm_prune}), and the others are not read.
- * Every filter is still handed back to Spark, which applies it to the rows read, so pruning
- * can only save work: a filter this side cannot express, or a planner that does not answer,
- * reads every split. Each query builds its own scan, so a later query of the same DataFrame
+ * Python answers which splits, and which of their files, can hold a passing row (partitions,
+ * the hash nodes of whole keys, files' key ranges; {@code firn.spark.jvm_format.jvm_prune}),
+ * and the others are not read. A split merged from only its kept files is exact for every
+ * key the filters pass; every filter is still handed back to Spark, which applies it to the
+ * rows read and so drops any other key. Pruning can only save work: a filter this side
+ * cannot express, or a planner that does not answer, reads every split. Each query builds its own scan, so a later query of the same DataFrame
  * without the filter reads every split again.
  */
 final class MergeTable implements SupportsRead {
@@ -81,7 +82,6 @@ final class MergeTable implements SupportsRead {
     private StructType returned = plan.schema();
     private List<Filter> pushed = List.of();
     private List<ReadPlan.Task> tasks = plan.tasks();
-    private int splits = splitCount(plan.tasks());
 
     @Override
     public Filter[] pushFilters(Filter[] filters) {
@@ -121,9 +121,9 @@ final class MergeTable implements SupportsRead {
       return this;
     }
 
-    /** The indexes of the splits (counted across tasks) that can hold a passing row, or null:
-     * every split. */
-    private Set<Integer> prune() {
+    /** The splits (their indexes, counted across tasks) and files that can hold a passing
+     * row, or null: every one. */
+    private Pruning prune() {
       ArrayNode named = JSON.createArrayNode();
       for (ReadPlan.Task task : plan.tasks()) {
         for (ReadPlan.Split split : task.splits()) {
@@ -140,20 +140,25 @@ final class MergeTable implements SupportsRead {
         return null;
       }
       try {
+        JsonNode root = JSON.readTree(answer);
         Set<Integer> indexes = new HashSet<>();
-        for (JsonNode index : JSON.readTree(answer)) {
+        for (JsonNode index : root.get("splits")) {
           indexes.add(index.asInt());
         }
-        return indexes;
-      } catch (IOException e) {
+        Set<String> files = new HashSet<>();
+        for (JsonNode path : root.get("files")) {
+          files.add(path.asText());
+        }
+        return new Pruning(indexes, files);
+      } catch (IOException | RuntimeException e) {
         return null;
       }
     }
 
-    /** The plan's tasks with only the splits of {@code indexes} (all when null); a task left
-     * with none is dropped. */
-    private List<ReadPlan.Task> kept(Set<Integer> indexes) {
-      if (indexes == null) {
+    /** The plan's tasks with only the splits and files {@code pruning} keeps (all when
+     * null); a split left with no file, or a task with no split, is dropped. */
+    private List<ReadPlan.Task> kept(Pruning pruning) {
+      if (pruning == null) {
         return plan.tasks();
       }
       List<ReadPlan.Task> left = new ArrayList<>();
@@ -161,15 +166,17 @@ final class MergeTable implements SupportsRead {
       for (ReadPlan.Task task : plan.tasks()) {
         List<ReadPlan.Split> splits = new ArrayList<>();
         for (ReadPlan.Split split : task.splits()) {
-          if (indexes.contains(index++)) {
-            splits.add(split);
+          if (pruning.splits().contains(index++)) {
+            ReadPlan.Split narrowed = pruning.narrowed(split);
+            if (narrowed.base().length + narrowed.changes().length > 0) {
+              splits.add(narrowed);
+            }
           }
         }
         if (!splits.isEmpty()) {
           left.add(new ReadPlan.Task(splits.toArray(new ReadPlan.Split[0])));
         }
       }
-      splits = splitCount(left);
       return left;
     }
 
@@ -181,7 +188,8 @@ final class MergeTable implements SupportsRead {
     @Override
     public String description() {
       String pruned = tasks == plan.tasks() ? ""
-          : ", " + splits + " of " + splitCount(plan.tasks()) + " splits";
+          : ", " + splitCount(tasks) + " of " + splitCount(plan.tasks()) + " splits, "
+              + fileCount(tasks) + " of " + fileCount(plan.tasks()) + " files";
       return "firn-merge(" + tasks.size() + " tasks, " + returned.size() + " of "
           + plan.schema().size() + " columns" + pruned + ")";
     }
@@ -200,6 +208,44 @@ final class MergeTable implements SupportsRead {
     public PartitionReaderFactory createReaderFactory() {
       return new Factory(returned, read(returned), plan.key());
     }
+  }
+
+  /** What the driver's Python answered: the splits kept, and the files of theirs kept. */
+  private record Pruning(Set<Integer> splits, Set<String> files) {
+    /** {@code split} with only the files kept: the others cannot hold a key the filters
+     * pass, so the merge of the rest is exact for every key Spark keeps. */
+    ReadPlan.Split narrowed(ReadPlan.Split split) {
+      List<ReadPlan.BaseFile> base = new ArrayList<>();
+      for (ReadPlan.BaseFile file : split.base()) {
+        if (files.contains(file.file().path())) {
+          base.add(file);
+        }
+      }
+      List<ReadPlan.Change> changes = new ArrayList<>();
+      for (ReadPlan.Change change : split.changes()) {
+        if (files.contains(change.file().path())) {
+          changes.add(change);
+        }
+      }
+      return new ReadPlan.Split(
+          split.partition(),
+          base.toArray(new ReadPlan.BaseFile[0]),
+          changes.toArray(new ReadPlan.Change[0]),
+          split.nodeLevel(),
+          split.nodeIndex(),
+          split.prefixed(),
+          split.prefix());
+    }
+  }
+
+  private static int fileCount(List<ReadPlan.Task> tasks) {
+    int count = 0;
+    for (ReadPlan.Task task : tasks) {
+      for (ReadPlan.Split split : task.splits()) {
+        count += split.base().length + split.changes().length;
+      }
+    }
+    return count;
   }
 
   private static int splitCount(List<ReadPlan.Task> tasks) {
