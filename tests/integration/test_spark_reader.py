@@ -276,7 +276,7 @@ def scan_of(df: DataFrame) -> str:
     return str(df._jdf.queryExecution().executedPlan().toString())
 
 
-JVM_KEY_KINDS = ("int64", "int32", "date", "timestamp")
+JVM_KEY_KINDS = ("int64", "int32", "string", "date", "timestamp")
 """The key kinds of KEY_KINDS the JVM reader takes (firn.spark.jvm.jvm_key_type)."""
 
 
@@ -304,9 +304,9 @@ def test_the_jvm_reader_merges_as_the_model(
     table: st.DataObject,
     data: st.DataObject,
 ) -> None:
-    """Partitioned tables keyed (part, k) with an integer, date or timestamp k (the
-    key kinds the JVM reader reads as integers; KEY_KINDS' strings, binaries and
-    decimals stay with the Python source): every split that merges
+    """Partitioned tables keyed (part, k) with an integer, date, timestamp or string k
+    (the key kinds the JVM reader takes; KEY_KINDS' binaries and decimals stay with the
+    Python source): every split that merges
     goes to the JVM reader (files at several tree levels, a small commit's files at
     the partition's root, same-commit delete-then-insert, deletion vectors, minor
     compactions' change files with rows of their own seq), at the latest snapshot
@@ -409,6 +409,60 @@ def test_the_jvm_reader_on_a_table_keyed_by_one_column(
         firn.spark.read(spark, table.name, **options).collect()
 
 
+def test_the_jvm_reader_on_a_table_keyed_by_a_string(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+) -> None:
+    """String keys, ASCII and not (their UTF-8 bytes order them, as Firn sorts them): a
+    load, a small commit at the root, one split by node, a compaction that leaves
+    deletion vectors, more changes; every read by the JVM reader, and a lookup pruned."""
+    schema = pa.schema([pa.field("k", pa.string(), nullable=False), pa.field("v", pa.int64())])
+    table = shared_catalog.create_table(
+        f"jvm_string_key_{next(_names)}",
+        schema,
+        ["k"],
+        properties={
+            "base.buckets": 4,
+            "change.split-rows": 100,
+            "deletion-vectors.max-ratio": 0.9,
+            "deletion-vectors.min-file-bytes": 1,
+        },
+    )
+
+    def name(i: int) -> str:
+        return f"key-{i:05d}" if i % 3 else f"ключ-{i}-é"
+
+    model = {name(i): i for i in range(3000)}
+    table.load(pa.Table.from_pylist([{"k": k, "v": v} for k, v in model.items()], schema))
+
+    def commit(upserts: dict[str, int], deletes: list[str]) -> None:
+        rows = [{"k": k, "v": v, "_op": "U"} for k, v in upserts.items()]
+        rows += [{"k": k, "v": None, "_op": "D"} for k in deletes]
+        table.commit(pa.Table.from_pylist(rows, pa.schema([*schema, pa.field("_op", pa.string())])))
+        model.update(upserts)
+        for k in deletes:
+            model.pop(k, None)
+
+    def check() -> None:
+        df = load(spark, settings, table.name)
+        assert merged_by_jvm(df)
+        assert {r.k: r.v for r in df.collect()} == model
+        assert df.count() == len(model)
+        probe = name(1234)
+        assert {r.k: r.v for r in df.where(F.col("k") == probe).collect()} == (
+            {probe: model[probe]} if probe in model else {}
+        )
+
+    commit({name(5): -5, "zz-new": 1, "ключ-new": 2}, [name(6), name(9), "absent"])  # small
+    check()
+    commit({name(i): -i for i in range(0, 3000, 7)}, [name(i) for i in range(1, 3000, 11)])
+    check()
+    firn.compact(table, kind="major", engine="local")
+    assert any(f["deletion_vector"] for f in table.files().to_pylist())
+    check()
+    commit({name(6): 6, name(1234): 1}, [name(1235)])
+    check()
+
+
 def test_format_firn_is_the_jvm_reader_where_it_takes_the_whole_read(
     spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
 ) -> None:
@@ -464,13 +518,17 @@ def test_format_firn_is_the_jvm_reader_where_it_takes_the_whole_read(
     assert merged_by_jvm(at_first)
     assert len(at_first.collect()) == len(model) - len(added)
 
-    # A string key is not the JVM reader's: the Python source reads it.
-    schema = pa.schema([pa.field("s", pa.string(), nullable=False), pa.field("v", pa.int64())])
-    strings = shared_catalog.create_table(f"routed_strings_{next(_names)}", schema, ["s"])
-    strings.upsert(pa.table({"s": ["x", "y"], "v": [1, 2]}, schema=schema))
-    by_python = load(spark, settings, strings.name)
-    assert not merged_by_jvm(by_python)
-    assert sorted(tuple(r) for r in by_python.collect()) == [("x", 1), ("y", 2)]
+    # A string key is the JVM reader's; a binary key is not: the Python source reads it.
+    for key_type, by_jvm in [(pa.string(), True), (pa.binary(), False)]:
+        schema = pa.schema([pa.field("s", key_type, nullable=False), pa.field("v", pa.int64())])
+        keyed_by = shared_catalog.create_table(f"routed_keys_{next(_names)}", schema, ["s"])
+        keyed_by.upsert(pa.table({"s": ["x", "y"], "v": [1, 2]}, schema=schema))
+        keyed_by.upsert(pa.table({"s": ["y", "z"], "v": [3, 4]}, schema=schema))
+        df = load(spark, settings, keyed_by.name)
+        assert merged_by_jvm(df) == by_jvm, key_type
+        got = sorted((bytes(r.s) if isinstance(r.s, bytearray) else r.s, r.v) for r in df.collect())
+        expected = [("x", 1), ("y", 3), ("z", 4)]
+        assert got == [(k.encode() if not by_jvm else k, v) for k, v in expected]
 
 
 def rows(schema: pa.Schema, model: dict[int, tuple[Any, ...]]) -> pa.Table:

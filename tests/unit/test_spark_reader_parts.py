@@ -244,11 +244,13 @@ def test_spark_types_of_firn_columns() -> None:
         (pa.timestamp("ms"), False),  # Spark reads it as microseconds, which hash otherwise
         (pa.timestamp("ns"), False),
         (pa.date64(), False),
-        (pa.string(), False),
+        (pa.string(), True),  # hashed and ordered by its UTF-8 bytes, as Firn does
+        (pa.large_string(), True),
+        (pa.binary(), False),
         (pa.decimal128(12, 2), False),
     ],
 )
-def test_the_jvm_reader_takes_keys_it_reads_as_the_integers_they_hash_as(
+def test_the_jvm_reader_takes_keys_it_hashes_and_orders_as_firn_does(
     key: pa.DataType, taken: bool
 ) -> None:
     assert jvm_key_type(key) == taken

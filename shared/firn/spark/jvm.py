@@ -72,7 +72,7 @@ def loaded(spark: SparkSession) -> bool:
 def jvm_mergeable(split: Split, schema_id: int) -> bool:
     """Whether the JVM reader returns exactly what ``split.read()`` does: a merged
     (not a change) split of one partition without a filter, of a table whose key is
-    one integer, date or microsecond timestamp column after the partition columns (the
+    one integer, date, microsecond timestamp or string column after the partition columns (the
     partition's rows differ in that column alone), on local storage, every file
     written under ``schema_id``, and column types Spark's Parquet reader reads as the
     source would."""
@@ -99,10 +99,14 @@ def jvm_mergeable(split: Split, schema_id: int) -> bool:
 def jvm_key_type(t: pa.DataType) -> bool:
     """Whether the JVM reader takes a key column of this type: one it reads as the integer
     FirnHash64 hashes (``firn.model.keyhash``) and Firn orders by: an integer (not
-    unsigned 64-bit), a date (days) or a microsecond timestamp. A millisecond timestamp
-    is not: Spark reads it as microseconds, which hash otherwise."""
+    unsigned 64-bit), a date (days) or a microsecond timestamp; or a string, whose UTF-8
+    bytes it hashes and orders by, as Firn does. A millisecond timestamp is not: Spark
+    reads it as microseconds, which hash otherwise. Binary and decimal keys are not
+    (yet): the Python source reads them."""
     if pa.types.is_timestamp(t):
         return bool(t.unit == "us")
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return True
     return (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_date32(t)
 
 

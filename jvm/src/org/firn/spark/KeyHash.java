@@ -32,6 +32,16 @@ final class KeyHash {
     return fold(prefix, integerColumn(value));
   }
 
+  /** The hash of a key of one string column. */
+  static long ofString(UTF8String value) {
+    return fmix(stringColumn(value));
+  }
+
+  /** {@link #after} for a string last column. */
+  static long afterString(long prefix, UTF8String value) {
+    return fold(prefix, stringColumn(value));
+  }
+
   /** A key's hash so far ({@code prefix}) folded with its next column's hash. */
   static long fold(long prefix, long column) {
     return fmix(prefix * P3 + column);

@@ -9,6 +9,7 @@ import java.util.List;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * What {@code firn.spark.jvm.read_plan} hands over, as JSON:
@@ -129,6 +130,12 @@ record ReadPlan(long snapshot, String key, StructType schema, StructType read, L
     /** Whether the key whose last column is {@code key} belongs to the split's node. */
     boolean holds(long key) {
       long hash = prefixed ? KeyHash.after(prefix, key) : KeyHash.ofInteger(key);
+      return (hash & (nodeLevel - 1)) == nodeIndex;
+    }
+
+    /** {@link #holds(long)} for a key whose last column is a string. */
+    boolean holds(UTF8String key) {
+      long hash = prefixed ? KeyHash.afterString(prefix, key) : KeyHash.ofString(key);
       return (hash & (nodeLevel - 1)) == nodeIndex;
     }
   }

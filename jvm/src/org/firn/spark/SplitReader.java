@@ -5,6 +5,7 @@ import java.io.UncheckedIOException;
 import java.lang.ref.SoftReference;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
@@ -23,9 +24,11 @@ import org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecor
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
 
 /**
@@ -38,7 +41,10 @@ import scala.Option;
  * open) or copied when the reader moves on; then the base files are streamed
  * with Spark's vectorised Parquet reader, batch by batch, each without the rows whose keys
  * have a winner ({@link SelectedColumnVector}: nothing copied); then the winning upserts.
- * The key is one integer column.
+ * The key is one integer, date, timestamp or string column. A string key's changes are
+ * numbered as they are first read ({@link #idOf}), and the winners' map works on those
+ * numbers; the base walk compares the strings themselves, in the byte order Firn sorts
+ * them by ({@link SortedStrings}).
  *
  * <p>A base file's rows are in key order (loads and compactions write them so), so whether
  * a base key has a winner is found by walking the winners' sorted keys beside the file, not
@@ -92,9 +98,17 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** A chunk's keys, read once for the load ahead and for the claims. */
   private final long[] chunkKeys = new long[CHUNK_ROWS];
 
+  /** Whether the key is a string column: its changed keys are numbered ({@link #idOf}). */
+  private final boolean stringKey;
+  /** A string key's number, by the key (a copy: a batch's strings point into its buffer). */
+  private final Map<UTF8String, Long> ids = new HashMap<>();
+  /** Each number's string key. */
+  private final List<UTF8String> strings = new ArrayList<>();
+
   /** Whether the split's changes have been read (their winners sorted and listed). */
   private boolean merged;
   private SortedKeys changed;
+  private SortedStrings changedStrings;
   /** Insert files' readers kept open: their last batch holds winning upserts. */
   private final List<FileReader> held = new ArrayList<>();
   private long heldRows;
@@ -119,6 +133,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     this.schema = schema;
     this.dataSchema = dataSchema;
     this.keyColumn = dataSchema.fieldIndex(key);
+    this.stringKey = dataSchema.apply(key).dataType() instanceof StringType;
     this.merging = split.changes().length > 0;
     this.baseSchema = merging ? dataSchema : new StructType(Arrays.copyOf(dataSchema.fields(), schema.size()));
     // A producer's file has no _seq: its rows take the file's (the column reads as nulls).
@@ -136,7 +151,15 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   public boolean next() throws IOException {
     if (!merged) {
       Winners winners = readChanges();
-      changed = new SortedKeys(Arrays.copyOf(winners.keys, winners.size));
+      if (stringKey) {
+        UTF8String[] won = new UTF8String[winners.size];
+        for (int slot = 0; slot < winners.size; slot++) {
+          won[slot] = strings.get((int) winners.keys[slot]);
+        }
+        changedStrings = new SortedStrings(won);
+      } else {
+        changed = new SortedKeys(Arrays.copyOf(winners.keys, winners.size));
+      }
       upserts = winners.upserts();
       heldUpserts = winners.heldUpserts(held.size());
       winners.release();
@@ -147,7 +170,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         ReadPlan.BaseFile file = split.base()[++baseFile];
         base = open(file.file(), baseSchema);
         checkRows(base, file.file(), file.rows());
-        changed.restart();
+        if (stringKey) {
+          changedStrings.restart();
+        } else {
+          changed.restart();
+        }
         hidden = file.vector() == null ? NONE_HIDDEN : positions(file);
         hiddenCursor = 0;
         position = 0;
@@ -207,7 +234,13 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       return keepVisible(keys, n);
     }
     int live = 0;
-    if (keys.dataType() == DataTypes.LongType) {
+    if (stringKey) {
+      for (int i = 0; i < n; i++) {
+        if (!changedStrings.holds(keys.getUTF8String(i))) {
+          kept[live++] = i;
+        }
+      }
+    } else if (keys.dataType() == DataTypes.LongType) {
       for (int i = 0; i < n; i++) {
         if (!changed.holds(keys.getLong(i))) {
           kept[live++] = i;
@@ -253,7 +286,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       if (hiddenCursor < hidden.length && hidden[hiddenCursor] == at) {
         continue;
       }
-      if (!changed.holds(keyAt(keys, i))) {
+      boolean decided =
+          stringKey ? changedStrings.holds(keys.getUTF8String(i)) : changed.holds(keyAt(keys, i));
+      if (!decided) {
         kept[live++] = i;
       }
     }
@@ -411,6 +446,23 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     ColumnVector seq = rows.column(columns[2]);
     int n = rows.numRows();
     int claims = 0;
+    if (stringKey) {
+      for (int i = 0; i < n; i++) {
+        long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
+        if (lsn <= change.floor()) {
+          continue; // merged already
+        }
+        UTF8String text = key.getUTF8String(i);
+        if (change.shared() && !split.holds(text)) {
+          continue; // a sibling node's key
+        }
+        int slot = found.claim(idOf(text), lsn, ord.getLong(i));
+        if (slot >= 0) {
+          claims = won(change, rows, i, slot, found, holder, claimed, claims);
+        }
+      }
+      return claims;
+    }
     long[] keys = chunkKeys;
     // A chunk's keys are read and their map entries loaded first, then claimed: the
     // loads do not wait on one another, so their cache misses overlap (a probe of a map
@@ -433,21 +485,47 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
           continue; // a sibling node's key
         }
         int slot = found.claim(k, lsn, ord.getLong(i));
-        if (slot < 0) {
-          continue;
-        }
-        found.upsert[slot] = !change.delete();
-        found.rows[slot] = null;
-        found.holder[slot] = holder;
-        if (holder >= 0) {
-          found.heldRow[slot] = i;
-          claimed[claims++] = slot;
-        } else if (!change.delete()) {
-          found.rows[slot] = copy.apply(rows.getRow(i)).copy();
+        if (slot >= 0) {
+          claims = won(change, rows, i, slot, found, holder, claimed, claims);
         }
       }
     }
     return claims;
+  }
+
+  /** Row {@code i} of the batch now wins {@code slot}: kept in its batch (listed in {@code
+   * claimed}, whose new count is returned) or copied. */
+  private int won(
+      ReadPlan.Change change,
+      ColumnarBatch rows,
+      int i,
+      int slot,
+      Winners found,
+      int holder,
+      int[] claimed,
+      int claims) {
+    found.upsert[slot] = !change.delete();
+    found.rows[slot] = null;
+    found.holder[slot] = holder;
+    if (holder >= 0) {
+      found.heldRow[slot] = i;
+      claimed[claims++] = slot;
+    } else if (!change.delete()) {
+      found.rows[slot] = copy.apply(rows.getRow(i)).copy();
+    }
+    return claims;
+  }
+
+  /** A string key's number: the same for the same key throughout the split. */
+  private long idOf(UTF8String key) {
+    Long id = ids.get(key);
+    if (id == null) {
+      UTF8String kept = key.clone(); // the batch's buffer is refilled by the next batch
+      id = (long) strings.size();
+      strings.add(kept);
+      ids.put(kept, id);
+    }
+    return id;
   }
 
   /**
@@ -586,6 +664,41 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         cursor++;
       }
       return cursor < keys.length && keys[cursor] == key;
+    }
+  }
+
+  /**
+   * {@link SortedKeys} for string keys: the changed keys in byte order (Firn's order for
+   * strings, as {@link UTF8String#compareTo} compares), walked beside a base file's.
+   */
+  static final class SortedStrings {
+    private final UTF8String[] keys;
+    private int cursor;
+
+    SortedStrings(UTF8String[] keys) {
+      Arrays.sort(keys);
+      this.keys = keys;
+    }
+
+    /** Starts a new file. */
+    void restart() {
+      cursor = 0;
+    }
+
+    /**
+     * Whether {@code key} is among the changed keys. The cursor's last passed key, not the
+     * base key before, tells a key out of order: a batch's strings point into its buffer,
+     * which the next batch refills, so no base key is kept from one call to the next.
+     */
+    boolean holds(UTF8String key) {
+      if (cursor > 0 && key.compareTo(keys[cursor - 1]) <= 0) {
+        int found = Arrays.binarySearch(keys, key);
+        cursor = found >= 0 ? found : -found - 1;
+      }
+      while (cursor < keys.length && keys[cursor].compareTo(key) < 0) {
+        cursor++;
+      }
+      return cursor < keys.length && keys[cursor].equals(key);
     }
   }
 
