@@ -38,6 +38,7 @@ compaction.
 
     .venv/bin/python bench/spark_cdc.py                     # 5M rows, 10 x 100k changes
     .venv/bin/python bench/spark_cdc.py --rows 1000000 --changes 200000   # quicker
+    .venv/bin/python bench/spark_cdc.py --key string    # string keys on both sides
 """
 
 from __future__ import annotations
@@ -67,11 +68,10 @@ from iceberg_spark import (
 )
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from spark_cdc_workload import (
-    LOOKUP,
     PRUNED,
-    UNPRUNED_LOOKUP,
     base,
     changes,
+    lookup,
     read_time,
     read_times,
     summary,
@@ -193,7 +193,10 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
     try:
         with bench_catalog() as catalog:
             properties = dict(p.split("=", 1) for p in args.firn_property)
-            table = catalog.create_table(NAME, SCHEMA, ["id"], properties=properties)
+            schema = string_keyed(SCHEMA) if args.key == "string" else SCHEMA
+            string_key = args.key == "string"
+            key, unpruned = lookup(string_key), lookup(string_key, pruned=False)
+            table = catalog.create_table(NAME, schema, ["id"], properties=properties)
             settings = catalog.settings
             assert settings.database_url is not None
             options = {
@@ -212,11 +215,11 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
 
             # The session's first write and read start its Python workers and ship
             # Firn's code to them (as Iceberg's side loads its classes): not timed.
-            catalog.create_table(f"{NAME}_warm_up", SCHEMA, ["id"])
+            catalog.create_table(f"{NAME}_warm_up", schema, ["id"])
             warm_up = f"{NAME}_warm_up"
             out["warm_up_s"] = timed(
                 lambda: (
-                    base(spark, WARM_UP_ROWS)
+                    base(spark, WARM_UP_ROWS, string_key)
                     .write.format("firn")
                     .mode("overwrite")
                     .options(**options)
@@ -224,16 +227,22 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
                     spark.read.format("firn").options(**options).load(warm_up).count(),
                 )
             )
-            firn.spark.write(base(spark, WARM_UP_ROWS), warm_up, "overwrite", **options)
+            firn.spark.write(base(spark, WARM_UP_ROWS, string_key), warm_up, "overwrite", **options)
             # An append: the Python workers that write change sets (format("firn")'s
             # loads are the JVM loader's now, so the warm-up load starts none).
-            firn.spark.write(changes(spark, WARM_UP_ROWS, 0, 1000), warm_up, "append", **options)
+            firn.spark.write(
+                changes(spark, WARM_UP_ROWS, 0, 1000, string_key), warm_up, "append", **options
+            )
             # The same load twice: by format("firn"), then by firn.spark.write (the JVM
             # loader), which replaces it and is the load compared.
-            out["load_source_s"] = timed(lambda: write(base(spark, args.rows), "overwrite"))
+            out["load_source_s"] = timed(
+                lambda: write(base(spark, args.rows, string_key), "overwrite")
+            )
             out["load_source_by_loader"] = written_by_loader(table)
             out["load_s"] = timed(
-                lambda: firn.spark.write(base(spark, args.rows), NAME, "overwrite", **options)
+                lambda: firn.spark.write(
+                    base(spark, args.rows, string_key), NAME, "overwrite", **options
+                )
             )
             out["load_files"] = table.files().num_rows
             each = args.changes // args.commits
@@ -242,7 +251,7 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["commit_s"] = sum(
                 timed(
                     lambda c=c: firn.spark.write(
-                        changes(spark, args.rows, c, each), NAME, "append", **options
+                        changes(spark, args.rows, c, each, string_key), NAME, "append", **options
                     )
                 )
                 for c in range(args.commits)
@@ -250,11 +259,9 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["before"] = summary(read())
             out["read_before_s"] = read_time(read, args.runs)
             out["read_pruned_before_s"] = read_time(lambda: read().select(*PRUNED), args.runs)
-            out["read_key_before_s"] = read_time(lambda: read().where(LOOKUP), args.runs)
-            out["key_scan_before"] = scan_text(read().where(LOOKUP))
-            out["read_key_unpruned_before_s"] = read_time(
-                lambda: read().where(UNPRUNED_LOOKUP), args.runs
-            )
+            out["read_key_before_s"] = read_time(lambda: read().where(key), args.runs)
+            out["key_scan_before"] = scan_text(read().where(key))
+            out["read_key_unpruned_before_s"] = read_time(lambda: read().where(unpruned), args.runs)
             out["splits_before"] = split_ways(spark, NAME, options)
             out["native_before"] = summary(read_native())
             out["read_before_native_first_s"], out["read_before_native_s"] = read_times(
@@ -266,11 +273,9 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["after"] = summary(read())
             out["read_after_s"] = read_time(read, args.runs)
             out["read_pruned_after_s"] = read_time(lambda: read().select(*PRUNED), args.runs)
-            out["read_key_after_s"] = read_time(lambda: read().where(LOOKUP), args.runs)
-            out["key_scan_after"] = scan_text(read().where(LOOKUP))
-            out["read_key_unpruned_after_s"] = read_time(
-                lambda: read().where(UNPRUNED_LOOKUP), args.runs
-            )
+            out["read_key_after_s"] = read_time(lambda: read().where(key), args.runs)
+            out["key_scan_after"] = scan_text(read().where(key))
+            out["read_key_unpruned_after_s"] = read_time(lambda: read().where(unpruned), args.runs)
             out["native_after"] = summary(read_native())
             out["read_after_native_first_s"], out["read_after_native_s"] = read_times(
                 read_native, args.runs
@@ -286,6 +291,11 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         spark.stop()
     return out
+
+
+def string_keyed(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with a string ``id`` (``--key string``)."""
+    return schema.set(0, pa.field("id", pa.string(), nullable=False))
 
 
 def scan_text(df: Any) -> str:
@@ -353,7 +363,7 @@ def published_read(
         "read_published_s": report["iceberg_s"],
         "published": [
             published.num_rows,
-            pc.sum(published.column("id")).as_py(),
+            pc.sum(pc.cast(published.column("id"), pa.int64())).as_py(),
             pc.sum(published.column("qty")).as_py(),
         ],
         "published_delete_files": report["delete_files"],
@@ -373,6 +383,7 @@ def iceberg_side(args: argparse.Namespace) -> dict[str, Any]:
             "runs": args.runs,
             "cores": args.cores,
             "driver_memory": args.driver_memory,
+            "string_key": args.key == "string",
         }
         return run_spark_side(python, ICEBERG_SIDE, job)
 
@@ -392,6 +403,13 @@ def main() -> int:
         "already run Spark's Parquet reading many times",
     )
     parser.add_argument("--cores", type=int, default=2, help="Spark local[N]")
+    parser.add_argument(
+        "--key",
+        choices=("int", "string"),
+        default="int",
+        help="the key column's type on both sides: string keys are the ids' digits, "
+        "zero-padded to 12",
+    )
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--spark-python", help="Python with a pyspark Iceberg supports")
     parser.add_argument("--iceberg-runtime", default=ICEBERG_RUNTIME, help="Maven coordinate")
@@ -423,7 +441,7 @@ def main() -> int:
         print(f"iceberg: {json.dumps(sides['iceberg'])}", file=sys.stderr, flush=True)
     print(
         f"{args.rows:,} base rows, {args.commits} commits of {args.changes // args.commits:,} "
-        f"changes; Spark local[{args.cores}], driver {args.driver_memory}"
+        f"changes, {args.key} keys; Spark local[{args.cores}], driver {args.driver_memory}"
     )
     names = list(sides)
     print(
@@ -437,13 +455,17 @@ def main() -> int:
         if len(values) == 2:
             line += f"   {values[0] / values[1]:.2f}x"
         print(line)
-    print(f"  (read_pruned: the same read, select({', '.join(PRUNED)}); read_key: where {LOOKUP})")
+    print(
+        f"  (read_pruned: the same read, select({', '.join(PRUNED)}); "
+        f"read_key: where {lookup(args.key == 'string')})"
+    )
     if "firn" in sides:
         f = sides["firn"]
         print(
             f"  (firn's key reads: {f['key_scan_before']} before compaction, "
             f"{f['key_scan_after']} after; the same lookup unpruned, where "
-            f"{UNPRUNED_LOOKUP}: {f['read_key_unpruned_before_s']:.2f} s before, "
+            f"{lookup(args.key == 'string', pruned=False)}: "
+            f"{f['read_key_unpruned_before_s']:.2f} s before, "
             f"{f['read_key_unpruned_after_s']:.2f} s after)"
         )
     if "firn" in sides:

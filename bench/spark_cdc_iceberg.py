@@ -5,7 +5,7 @@ It runs in a Python whose pyspark Iceberg's runtime supports (``.firn/spark-4.1`
 ``bench/iceberg_spark.py``), reads its job as JSON on stdin:
 
     {"jars": [...], "warehouse": "/dir", "rows": N, "commits": C, "changes": K,
-     "runs": R, "cores": 2, "driver_memory": "4g"}
+     "runs": R, "cores": 2, "driver_memory": "4g", "string_key": false}
 
 and prints one JSON object: each stage's seconds and the table's summary before and
 after compaction. The table is format version 3 with merge-on-read deletes, updates
@@ -21,12 +21,12 @@ import sys
 
 from pyspark.sql import SparkSession
 from spark_cdc_workload import (
-    COLUMNS,
-    LOOKUP,
     PRUNED,
     VALUES,
     base,
     changes,
+    columns,
+    lookup,
     read_time,
     read_times,
     report,
@@ -62,9 +62,11 @@ def main() -> int:
     spark = session(job)
     spark.sparkContext.setLogLevel("ERROR")
     rows = job["rows"]
+    string_key = bool(job.get("string_key"))
+    key = lookup(string_key)
     try:
         spark.sql(
-            f"CREATE TABLE {TABLE} ({COLUMNS}) USING iceberg TBLPROPERTIES ("
+            f"CREATE TABLE {TABLE} ({columns(string_key)}) USING iceberg TBLPROPERTIES ("
             "'format-version'='3', 'write.delete.mode'='merge-on-read', "
             "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')"
         )
@@ -72,11 +74,11 @@ def main() -> int:
         warm_up = f"{TABLE}_warm_up"
         out["warm_up_s"] = timed(
             lambda: (
-                base(spark, WARM_UP_ROWS).writeTo(warm_up).using("iceberg").create(),
+                base(spark, WARM_UP_ROWS, string_key).writeTo(warm_up).using("iceberg").create(),
                 spark.table(warm_up).count(),
             )
         )
-        out["load_s"] = timed(lambda: base(spark, rows).writeTo(TABLE).append())
+        out["load_s"] = timed(lambda: base(spark, rows, string_key).writeTo(TABLE).append())
         updates = ", ".join(f"t.{c} = s.{c}" for c in VALUES)
         names = ", ".join(["id", *VALUES])
         merge = (
@@ -88,9 +90,9 @@ def main() -> int:
         )
         commit_s = 0.0
         for c in range(job["commits"]):
-            changes(spark, rows, c, job["changes"] // job["commits"]).createOrReplaceTempView(
-                "changes"
-            )
+            changes(
+                spark, rows, c, job["changes"] // job["commits"], string_key
+            ).createOrReplaceTempView("changes")
             commit_s += timed(lambda: spark.sql(merge).collect())
         out["commit_s"] = commit_s
         out["before"] = summary(spark.table(TABLE))
@@ -100,7 +102,7 @@ def main() -> int:
         out["read_pruned_before_s"] = read_time(
             lambda: spark.table(TABLE).select(*PRUNED), job["runs"]
         )
-        out["read_key_before_s"] = read_time(lambda: spark.table(TABLE).where(LOOKUP), job["runs"])
+        out["read_key_before_s"] = read_time(lambda: spark.table(TABLE).where(key), job["runs"])
         out["files_before"] = spark.sql(f"SELECT count(*) FROM {TABLE}.data_files").collect()[0][0]
         out["deletes_before"] = spark.sql(f"SELECT count(*) FROM {TABLE}.delete_files").collect()[
             0
@@ -117,7 +119,7 @@ def main() -> int:
         out["read_pruned_after_s"] = read_time(
             lambda: spark.table(TABLE).select(*PRUNED), job["runs"]
         )
-        out["read_key_after_s"] = read_time(lambda: spark.table(TABLE).where(LOOKUP), job["runs"])
+        out["read_key_after_s"] = read_time(lambda: spark.table(TABLE).where(key), job["runs"])
         out["files_after"] = spark.sql(f"SELECT count(*) FROM {TABLE}.data_files").collect()[0][0]
         out["iceberg_version"] = spark.sql("SELECT ice.system.iceberg_version()").collect()[0][0]
     finally:

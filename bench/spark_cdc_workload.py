@@ -18,6 +18,9 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 
 COLUMNS = "id BIGINT, qty BIGINT, price DOUBLE, name STRING, ts TIMESTAMP"
+"""The table's columns; with string keys (``--key string``) ``id`` is a STRING."""
+KEY_DIGITS = 12
+"""A string key is the id's digits padded to this width: ``000001234567``."""
 VALUES = ["qty", "price", "name", "ts"]
 PRUNED = ["qty", "name"]
 """The columns of the pruned reads (``read_pruned_*``): a number and a string, not the key,
@@ -30,9 +33,26 @@ folds ``id + 0`` back to ``id``): what it costs when every row is read and Spark
 them (Firn's side reports it as ``read_key_unpruned_*``)."""
 
 
-def base(spark: SparkSession, rows: int) -> DataFrame:
+def columns(string_key: bool) -> str:
+    return COLUMNS.replace("id BIGINT", "id STRING") if string_key else COLUMNS
+
+
+def key_of(number: str, string_key: bool) -> str:
+    """The key column's expression for the id ``number`` (a SQL expression)."""
+    return f"lpad(CAST({number} AS STRING), {KEY_DIGITS}, '0')" if string_key else number
+
+
+def lookup(string_key: bool, pruned: bool = True) -> str:
+    """``LOOKUP`` (or ``UNPRUNED_LOOKUP``) for the key's type."""
+    if not string_key:
+        return LOOKUP if pruned else UNPRUNED_LOOKUP
+    key = "'" + "1234567".rjust(KEY_DIGITS, "0") + "'"
+    return f"id = {key}" if pruned else f"id = {key} OR id = 'none'"
+
+
+def base(spark: SparkSession, rows: int, string_key: bool = False) -> DataFrame:
     return spark.range(0, rows).selectExpr(
-        "id",
+        f"{key_of('id', string_key)} AS id",
         "id % 1000 AS qty",
         "CAST(id % 9973 AS DOUBLE) / 7 AS price",
         "concat('name-', CAST(id % 10007 AS STRING)) AS name",
@@ -40,13 +60,15 @@ def base(spark: SparkSession, rows: int) -> DataFrame:
     )
 
 
-def changes(spark: SparkSession, rows: int, commit: int, count: int) -> DataFrame:
+def changes(
+    spark: SparkSession, rows: int, commit: int, count: int, string_key: bool = False
+) -> DataFrame:
     """One commit's change set with an ``_op`` column (``U`` or ``D``); ids unique."""
     keys = rows + rows // 10
     if count > keys:
         raise ValueError("more changes than keys")
     return spark.range(0, count).selectExpr(
-        f"pmod(id * 53 + {commit * 7919}, {keys}) AS id",
+        f"{key_of(f'pmod(id * 53 + {commit * 7919}, {keys})', string_key)} AS id",
         f"(id + {commit}) % 1000 AS qty",
         f"CAST((id + {commit}) % 9973 AS DOUBLE) / 3 AS price",
         f"concat('changed-{commit}-', CAST(id % 101 AS STRING)) AS name",
@@ -57,7 +79,7 @@ def changes(spark: SparkSession, rows: int, commit: int, count: int) -> DataFram
 
 def summary(df: DataFrame) -> list[int]:
     """Rows, sum of ids, sum of qty: equal on both sides when the tables are."""
-    row = df.selectExpr("count(*)", "sum(id)", "sum(qty)").collect()[0]
+    row = df.selectExpr("count(*)", "sum(CAST(id AS BIGINT))", "sum(qty)").collect()[0]
     return [int(v or 0) for v in row]
 
 

@@ -429,9 +429,11 @@ def test_the_jvm_reader_on_a_table_keyed_by_a_string(
     )
 
     def name(i: int) -> str:
-        return f"key-{i:05d}" if i % 3 else f"ключ-{i}-é"
+        # Long enough that the writer's dictionary fills early and most base pages are
+        # plain: the reader then compares keys in the batch's bytes (InPlaceStrings).
+        return f"key-{i:06d}-{'x' * 24}" if i % 3 else f"ключ-{i}-é"
 
-    model = {name(i): i for i in range(3000)}
+    model = {name(i): i for i in range(60_000)}
     table.load(pa.Table.from_pylist([{"k": k, "v": v} for k, v in model.items()], schema))
 
     def commit(upserts: dict[str, int], deletes: list[str]) -> None:
@@ -454,7 +456,7 @@ def test_the_jvm_reader_on_a_table_keyed_by_a_string(
 
     commit({name(5): -5, "zz-new": 1, "ключ-new": 2}, [name(6), name(9), "absent"])  # small
     check()
-    commit({name(i): -i for i in range(0, 3000, 7)}, [name(i) for i in range(1, 3000, 11)])
+    commit({name(i): -i for i in range(0, 60_000, 7)}, [name(i) for i in range(1, 60_000, 11)])
     check()
     firn.compact(table, kind="major", engine="local")
     assert any(f["deletion_vector"] for f in table.files().to_pylist())

@@ -3,6 +3,8 @@ package org.firn.spark;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.ref.SoftReference;
+import java.lang.reflect.Field;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -21,6 +23,8 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetReadSupport;
 import org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -28,6 +32,7 @@ import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
 
@@ -100,8 +105,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   /** Whether the key is a string column: its changed keys are numbered ({@link #idOf}). */
   private final boolean stringKey;
-  /** A string key's number, by the key (a copy: a batch's strings point into its buffer). */
-  private final Map<UTF8String, Long> ids = new HashMap<>();
+  /** A string key's number, by the key (a copy: a batch's strings point into its buffer);
+   * sized for the split's change rows when they are read. */
+  private Map<UTF8String, Long> ids = Map.of();
   /** Each number's string key. */
   private final List<UTF8String> strings = new ArrayList<>();
 
@@ -234,7 +240,16 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       return keepVisible(keys, n);
     }
     int live = 0;
-    if (stringKey) {
+    byte[] bytes = stringKey ? InPlaceStrings.bytes(keys) : null;
+    if (bytes != null) {
+      WritableColumnVector strings = (WritableColumnVector) keys;
+      for (int i = 0; i < n; i++) {
+        int at = strings.getArrayOffset(i);
+        if (!changedStrings.holds(bytes, at, strings.getArrayLength(i))) {
+          kept[live++] = i;
+        }
+      }
+    } else if (stringKey) {
       for (int i = 0; i < n; i++) {
         if (!changedStrings.holds(keys.getUTF8String(i))) {
           kept[live++] = i;
@@ -357,6 +372,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       rows += change.rows();
     }
     Winners found = Winners.forRows(rows);
+    if (stringKey) {
+      ids = new HashMap<>((int) Math.min(Math.max(16, rows * 4 / 3 + 1), 1 << 26));
+    }
     // Inserts before deletes, as the Python merge stacks them: on an LSN tie (which a
     // valid table never has) the earlier row stays.
     for (boolean deletes : new boolean[] {false, true}) {
@@ -686,6 +704,25 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     }
 
     /**
+     * {@link #holds(UTF8String)} of the key whose UTF-8 bytes are {@code bytes[at, at +
+     * length)}, compared where they lie: a string made per base row was most of a read's
+     * time.
+     */
+    boolean holds(byte[] bytes, int at, int length) {
+      if (cursor > 0 && InPlaceStrings.compare(keys[cursor - 1], bytes, at, length) >= 0) {
+        return holds(UTF8String.fromBytes(bytes, at, length)); // out of order: searched
+      }
+      while (cursor < keys.length) {
+        int order = InPlaceStrings.compare(keys[cursor], bytes, at, length);
+        if (order >= 0) {
+          return order == 0;
+        }
+        cursor++;
+      }
+      return false;
+    }
+
+    /**
      * Whether {@code key} is among the changed keys. The cursor's last passed key, not the
      * base key before, tells a key out of order: a batch's strings point into its buffer,
      * which the next batch refills, so no base key is kept from one call to the next.
@@ -699,6 +736,65 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         cursor++;
       }
       return cursor < keys.length && keys[cursor].equals(key);
+    }
+  }
+
+  /** A batch's string keys read where they lie in an on-heap vector's bytes, not copied. */
+  static final class InPlaceStrings {
+    private static final Field BYTES = byteData();
+    private static final boolean SWAP = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN;
+
+    private InPlaceStrings() {}
+
+    private static Field byteData() {
+      try {
+        Field field = OnHeapColumnVector.class.getDeclaredField("byteData");
+        field.setAccessible(true);
+        return field;
+      } catch (ReflectiveOperationException | RuntimeException e) {
+        return null; // another Spark's vector: strings are made per row
+      }
+    }
+
+    /** The bytes of a string column's values, or null when they are not in one on-heap
+     * array (an off-heap or dictionary-encoded batch: its strings are made per row). */
+    static byte[] bytes(ColumnVector keys) {
+      if (BYTES == null || !(keys instanceof OnHeapColumnVector vector) || vector.hasDictionary()) {
+        return null;
+      }
+      try {
+        return (byte[]) BYTES.get(vector.arrayData());
+      } catch (ReflectiveOperationException | RuntimeException e) {
+        return null;
+      }
+    }
+
+    /** {@code key} against {@code bytes[at, at + length)}, unsigned byte by byte, as
+     * {@link UTF8String#compareTo} orders: negative when {@code key} is smaller. */
+    static int compare(UTF8String key, byte[] bytes, int at, int length) {
+      Object base = key.getBaseObject();
+      long offset = key.getBaseOffset();
+      int size = key.numBytes();
+      int common = Math.min(size, length);
+      long there = Platform.BYTE_ARRAY_OFFSET + at;
+      int i = 0;
+      for (; i + 8 <= common; i += 8) {
+        long x = Platform.getLong(base, offset + i);
+        long y = Platform.getLong(bytes, there + i);
+        if (x != y) {
+          return SWAP
+              ? Long.compareUnsigned(Long.reverseBytes(x), Long.reverseBytes(y))
+              : Long.compareUnsigned(x, y);
+        }
+      }
+      for (; i < common; i++) {
+        int x = Platform.getByte(base, offset + i) & 0xFF;
+        int y = bytes[at + i] & 0xFF;
+        if (x != y) {
+          return x - y;
+        }
+      }
+      return size - length;
     }
   }
 
