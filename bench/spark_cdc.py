@@ -101,6 +101,8 @@ SCHEMA = pa.schema(
 ICEBERG_SIDE = Path(__file__).with_name("spark_cdc_iceberg.py")
 WARM_UP_ROWS = 10_000
 FLOOR_RUNS = 3
+PYTHON_RUNS = 3
+"""Timed reads by Firn's Python source (``read_python_*``): a floor, seconds each."""
 """Most timed runs of the Python floors (no Firn code in them: nothing to compile)."""
 
 STAGES = (
@@ -210,6 +212,11 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             def read() -> Any:
                 return spark.read.format("firn").options(**options).load(NAME)
 
+            def read_python() -> Any:
+                # Firn's Python source, which format("firn") is where the JVM merge
+                # reader does not take a read (firn.spark.register names it so).
+                return spark.read.format("firn-python").options(**options).load(NAME)
+
             def read_native() -> Any:
                 return firn.spark.read(spark, NAME, **options)
 
@@ -259,6 +266,7 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["before"] = summary(read())
             out["read_before_s"] = read_time(read, args.runs)
             out["read_pruned_before_s"] = read_time(lambda: read().select(*PRUNED), args.runs)
+            out["read_python_before_s"] = read_time(read_python, PYTHON_RUNS)
             out["read_key_before_s"] = read_time(lambda: read().where(key), args.runs)
             out["key_scan_before"] = scan_text(read().where(key))
             out["read_key_unpruned_before_s"] = read_time(lambda: read().where(unpruned), args.runs)
@@ -273,6 +281,7 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["after"] = summary(read())
             out["read_after_s"] = read_time(read, args.runs)
             out["read_pruned_after_s"] = read_time(lambda: read().select(*PRUNED), args.runs)
+            out["read_python_after_s"] = read_time(read_python, PYTHON_RUNS)
             out["read_key_after_s"] = read_time(lambda: read().where(key), args.runs)
             out["key_scan_after"] = scan_text(read().where(key))
             out["read_key_unpruned_after_s"] = read_time(lambda: read().where(unpruned), args.runs)
@@ -467,6 +476,11 @@ def main() -> int:
             f"{lookup(args.key == 'string', pruned=False)}: "
             f"{f['read_key_unpruned_before_s']:.2f} s before, "
             f"{f['read_key_unpruned_after_s']:.2f} s after)"
+        )
+        print(
+            f'  (the same reads by Firn\'s Python source, format("firn-python"): '
+            f"{f['read_python_before_s']:.2f} s before compaction, "
+            f"{f['read_python_after_s']:.2f} s after)"
         )
     if "firn" in sides:
         f = sides["firn"]

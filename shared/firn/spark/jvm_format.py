@@ -91,7 +91,9 @@ def jvm_prune(
     kept when its node and a kept split's overlap (a filtered scan may place a
     partition's kept files at a deeper node than the plan did). A merge of only those
     files is exact for every key the filters pass, and Spark applies every filter again
-    after the scan, dropping the other keys: this only saves reading."""
+    after the scan, dropping the other keys: this only saves reading. What prunes is a
+    keyed table's partition and key columns, never floating point (Firn refuses them),
+    so Spark's ordering of NaN, which Arrow's comparisons do not share, never meets it."""
     opts = read_options(options)
     catalog, handle = _open_table(opts)
     try:
