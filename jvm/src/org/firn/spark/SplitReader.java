@@ -7,7 +7,6 @@ import java.lang.reflect.Field;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
@@ -33,6 +32,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.hash.Murmur3_x86_32;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
 
@@ -47,7 +47,7 @@ import scala.Option;
  * with Spark's vectorised Parquet reader, batch by batch, each without the rows whose keys
  * have a winner ({@link SelectedColumnVector}: nothing copied); then the winning upserts.
  * The key is one integer, date, timestamp or string column. A string key's changes are
- * numbered as they are first read ({@link #idOf}), and the winners' map works on those
+ * numbered as they are first read ({@link StringIds}), and the winners' map works on those
  * numbers; the base walk compares the strings themselves, in the byte order Firn sorts
  * them by ({@link SortedStrings}).
  *
@@ -103,13 +103,10 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** A chunk's keys, read once for the load ahead and for the claims. */
   private final long[] chunkKeys = new long[CHUNK_ROWS];
 
-  /** Whether the key is a string column: its changed keys are numbered ({@link #idOf}). */
+  /** Whether the key is a string column: its changed keys are numbered ({@link StringIds}). */
   private final boolean stringKey;
-  /** A string key's number, by the key (a copy: a batch's strings point into its buffer);
-   * sized for the split's change rows when they are read. */
-  private Map<UTF8String, Long> ids = Map.of();
-  /** Each number's string key. */
-  private final List<UTF8String> strings = new ArrayList<>();
+  /** A string key's number, by the key; sized for the split's change rows when read. */
+  private StringIds ids;
 
   /** Whether the split's changes have been read (their winners sorted and listed). */
   private boolean merged;
@@ -160,7 +157,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       if (stringKey) {
         UTF8String[] won = new UTF8String[winners.size];
         for (int slot = 0; slot < winners.size; slot++) {
-          won[slot] = strings.get((int) winners.keys[slot]);
+          won[slot] = ids.key((int) winners.keys[slot]);
         }
         changedStrings = new SortedStrings(won);
       } else {
@@ -373,7 +370,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     }
     Winners found = Winners.forRows(rows);
     if (stringKey) {
-      ids = new HashMap<>((int) Math.min(Math.max(16, rows * 4 / 3 + 1), 1 << 26));
+      ids = new StringIds(rows);
     }
     // Inserts before deletes, as the Python merge stacks them: on an LSN tie (which a
     // valid table never has) the earlier row stays.
@@ -464,6 +461,28 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     ColumnVector seq = rows.column(columns[2]);
     int n = rows.numRows();
     int claims = 0;
+    byte[] bytes = stringKey ? InPlaceStrings.bytes(key) : null;
+    if (bytes != null) {
+      // Numbered where the keys lie in the batch's bytes: a string is made only for a key
+      // first met (kept) and for a shared file's keys (a small commit's), hashed for node.
+      WritableColumnVector strings = (WritableColumnVector) key;
+      for (int i = 0; i < n; i++) {
+        long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
+        if (lsn <= change.floor()) {
+          continue; // merged already
+        }
+        int at = strings.getArrayOffset(i);
+        int length = strings.getArrayLength(i);
+        if (change.shared() && !split.holds(UTF8String.fromBytes(bytes, at, length))) {
+          continue; // a sibling node's key
+        }
+        int slot = found.claim(ids.of(bytes, Platform.BYTE_ARRAY_OFFSET + at, length), lsn, ord.getLong(i));
+        if (slot >= 0) {
+          claims = won(change, rows, i, slot, found, holder, claimed, claims);
+        }
+      }
+      return claims;
+    }
     if (stringKey) {
       for (int i = 0; i < n; i++) {
         long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
@@ -474,7 +493,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         if (change.shared() && !split.holds(text)) {
           continue; // a sibling node's key
         }
-        int slot = found.claim(idOf(text), lsn, ord.getLong(i));
+        int slot = found.claim(ids.of(text), lsn, ord.getLong(i));
         if (slot >= 0) {
           claims = won(change, rows, i, slot, found, holder, claimed, claims);
         }
@@ -532,18 +551,6 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       found.rows[slot] = copy.apply(rows.getRow(i)).copy();
     }
     return claims;
-  }
-
-  /** A string key's number: the same for the same key throughout the split. */
-  private long idOf(UTF8String key) {
-    Long id = ids.get(key);
-    if (id == null) {
-      UTF8String kept = key.clone(); // the batch's buffer is refilled by the next batch
-      id = (long) strings.size();
-      strings.add(kept);
-      ids.put(kept, id);
-    }
-    return id;
   }
 
   /**
@@ -739,6 +746,70 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     }
   }
 
+  /**
+   * The numbers of a split's changed string keys: an open-addressing table of numbers,
+   * probed with a key's bytes where they lie (a batch's, or a string's), each number's key
+   * kept as a string of its own. A key first met is copied; one met again costs a hash
+   * and a comparison of bytes, no allocation.
+   */
+  static final class StringIds {
+    private final List<UTF8String> keys = new ArrayList<>();
+    /** Each entry a number + 1 (0: empty). */
+    private int[] table;
+    private int mask;
+
+    StringIds(long expected) {
+      int capacity = Integer.highestOneBit((int) Math.min(Math.max(expected, 8), 1 << 28));
+      table = new int[capacity * 2];
+      mask = table.length - 1;
+    }
+
+    /** The key numbered {@code id}. */
+    UTF8String key(int id) {
+      return keys.get(id);
+    }
+
+    /** The number of {@code key}. */
+    long of(UTF8String key) {
+      return of(key.getBaseObject(), key.getBaseOffset(), key.numBytes());
+    }
+
+    /** The number of the key whose bytes are at {@code offset} of {@code base}. */
+    long of(Object base, long offset, int length) {
+      int h = Murmur3_x86_32.hashUnsafeBytes(base, offset, length, 0x2A);
+      for (int slot = h & mask; ; slot = (slot + 1) & mask) {
+        int entry = table[slot];
+        if (entry == 0) {
+          byte[] copy = new byte[length];
+          Platform.copyMemory(base, offset, copy, Platform.BYTE_ARRAY_OFFSET, length);
+          keys.add(UTF8String.fromBytes(copy));
+          table[slot] = keys.size();
+          if (keys.size() * 2 > table.length) {
+            grow();
+          }
+          return keys.size() - 1L;
+        }
+        if (InPlaceStrings.equal(keys.get(entry - 1), base, offset, length)) {
+          return entry - 1L;
+        }
+      }
+    }
+
+    private void grow() {
+      table = new int[table.length * 2];
+      mask = table.length - 1;
+      for (int id = 0; id < keys.size(); id++) {
+        UTF8String key = keys.get(id);
+        int h = Murmur3_x86_32.hashUnsafeBytes(key.getBaseObject(), key.getBaseOffset(), key.numBytes(), 0x2A);
+        int slot = h & mask;
+        while (table[slot] != 0) {
+          slot = (slot + 1) & mask;
+        }
+        table[slot] = id + 1;
+      }
+    }
+  }
+
   /** A batch's string keys read where they lie in an on-heap vector's bytes, not copied. */
   static final class InPlaceStrings {
     private static final Field BYTES = byteData();
@@ -767,6 +838,28 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       } catch (ReflectiveOperationException | RuntimeException e) {
         return null;
       }
+    }
+
+    /** Whether {@code key}'s bytes are the {@code length} bytes at {@code offset} of {@code
+     * base}. */
+    static boolean equal(UTF8String key, Object base, long offset, int length) {
+      if (key.numBytes() != length) {
+        return false;
+      }
+      Object mine = key.getBaseObject();
+      long at = key.getBaseOffset();
+      int i = 0;
+      for (; i + 8 <= length; i += 8) {
+        if (Platform.getLong(mine, at + i) != Platform.getLong(base, offset + i)) {
+          return false;
+        }
+      }
+      for (; i < length; i++) {
+        if (Platform.getByte(mine, at + i) != Platform.getByte(base, offset + i)) {
+          return false;
+        }
+      }
+      return true;
     }
 
     /** {@code key} against {@code bytes[at, at + length)}, unsigned byte by byte, as
