@@ -8,7 +8,9 @@ plan: ``jvm_plan`` answers with the plan ``firn.spark.read`` gives the merge rea
 every split of the read is one the merge reader takes (``firn.spark.jvm.jvm_mergeable``:
 compacted splits too, which it streams past an empty set of changes), and with None
 otherwise. None hands the read to the Python source unchanged, as do stream sinks,
-change reads (``start_snapshot``), filters and pushdown.
+change reads (``start_snapshot``) and the ``filter`` and ``pushdown`` options. When a
+query's Spark filters reach the merge reader, it asks ``jvm_prune`` which of the
+plan's splits and files can hold a passing row.
 
 A batch ``df.write.format("firn").mode("overwrite")`` (a load) asks ``jvm_load``: when the
 JVM loader can write the rows as they come (``firn.spark.load.start_load``: the
