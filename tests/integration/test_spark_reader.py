@@ -328,6 +328,16 @@ def test_the_jvm_reader_merges_as_the_model(
     assert Counter((r.qty, r.label) for r in few.collect()) == expected
 
 
+ONE_KEY_TABLE = {
+    "base.buckets": 4,
+    "change.split-rows": 100,
+    "deletion-vectors.max-ratio": 0.9,
+    "deletion-vectors.min-file-bytes": 1,
+}
+"""Tables keyed by one column for the JVM reader: 4 base nodes, a small commit's files at
+the root, compactions that leave deletion vectors."""
+
+
 def test_the_jvm_reader_on_a_table_keyed_by_one_column(
     spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
 ) -> None:
@@ -345,12 +355,7 @@ def test_the_jvm_reader_on_a_table_keyed_by_one_column(
         f"jvm_one_key_{next(_names)}",
         schema,
         ["k"],
-        properties={
-            "base.buckets": 4,
-            "change.split-rows": 100,
-            "deletion-vectors.max-ratio": 0.9,
-            "deletion-vectors.min-file-bytes": 1,
-        },
+        properties=ONE_KEY_TABLE,
     )
     model = {k: (f"v{k}", k / 2) for k in range(0, 3000)}
     table.load(rows(schema, model))
@@ -420,12 +425,7 @@ def test_the_jvm_reader_on_a_table_keyed_by_a_string(
         f"jvm_string_key_{next(_names)}",
         schema,
         ["k"],
-        properties={
-            "base.buckets": 4,
-            "change.split-rows": 100,
-            "deletion-vectors.max-ratio": 0.9,
-            "deletion-vectors.min-file-bytes": 1,
-        },
+        properties=ONE_KEY_TABLE,
     )
 
     def name(i: int) -> str:

@@ -7,6 +7,8 @@ import java.math.BigDecimal;
 import java.time.LocalDate;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
 import org.apache.spark.sql.sources.EqualNullSafe;
 import org.apache.spark.sql.sources.EqualTo;
 import org.apache.spark.sql.sources.Filter;
@@ -37,6 +39,28 @@ import org.apache.spark.sql.sources.StringStartsWith;
  */
 final class PushedFilters {
   private static final ObjectMapper JSON = new ObjectMapper();
+
+  /** A comparison's (or string test's) column and literal, by its class. */
+  private static final Map<Class<?>, Function<Filter, Object[]>> COMPARISONS =
+      Map.of(
+          EqualTo.class, f -> new Object[] {((EqualTo) f).attribute(), ((EqualTo) f).value()},
+          EqualNullSafe.class,
+              f -> new Object[] {((EqualNullSafe) f).attribute(), ((EqualNullSafe) f).value()},
+          GreaterThan.class,
+              f -> new Object[] {((GreaterThan) f).attribute(), ((GreaterThan) f).value()},
+          GreaterThanOrEqual.class,
+              f -> new Object[] {
+                ((GreaterThanOrEqual) f).attribute(), ((GreaterThanOrEqual) f).value()
+              },
+          LessThan.class, f -> new Object[] {((LessThan) f).attribute(), ((LessThan) f).value()},
+          LessThanOrEqual.class,
+              f -> new Object[] {((LessThanOrEqual) f).attribute(), ((LessThanOrEqual) f).value()},
+          StringStartsWith.class,
+              f -> new Object[] {((StringStartsWith) f).attribute(), ((StringStartsWith) f).value()},
+          StringEndsWith.class,
+              f -> new Object[] {((StringEndsWith) f).attribute(), ((StringEndsWith) f).value()},
+          StringContains.class,
+              f -> new Object[] {((StringContains) f).attribute(), ((StringContains) f).value()});
 
   private PushedFilters() {}
 
@@ -85,38 +109,13 @@ final class PushedFilters {
       }
       return node;
     }
-    String attribute;
-    Object value;
-    if (filter instanceof EqualTo f) {
-      attribute = f.attribute();
-      value = f.value();
-    } else if (filter instanceof EqualNullSafe f) {
-      attribute = f.attribute();
-      value = f.value();
-    } else if (filter instanceof GreaterThan f) {
-      attribute = f.attribute();
-      value = f.value();
-    } else if (filter instanceof GreaterThanOrEqual f) {
-      attribute = f.attribute();
-      value = f.value();
-    } else if (filter instanceof LessThan f) {
-      attribute = f.attribute();
-      value = f.value();
-    } else if (filter instanceof LessThanOrEqual f) {
-      attribute = f.attribute();
-      value = f.value();
-    } else if (filter instanceof StringStartsWith f) {
-      attribute = f.attribute();
-      value = f.value();
-    } else if (filter instanceof StringEndsWith f) {
-      attribute = f.attribute();
-      value = f.value();
-    } else if (filter instanceof StringContains f) {
-      attribute = f.attribute();
-      value = f.value();
-    } else {
+    Function<Filter, Object[]> parts = COMPARISONS.get(filter.getClass());
+    if (parts == null) {
       return null;
     }
+    Object[] attributeAndValue = parts.apply(filter);
+    String attribute = (String) attributeAndValue[0];
+    Object value = attributeAndValue[1];
     ObjectNode node = column(filter.getClass().getSimpleName(), attribute);
     if (node == null) {
       return null;
