@@ -55,6 +55,21 @@ every plan of the fleet waited that long to commit. The round goes on at the nex
 sweep, where it stopped."""
 
 
+_TaskKey = tuple[int, int, int, int, str, str]
+"""(task_id, attempt, plan_id, table_id, table, partition_key) of a task's result."""
+
+
+def _key(result: TaskResultEvent) -> _TaskKey:
+    return (
+        result.task_id,
+        result.attempt,
+        result.plan_id,
+        result.table_id,
+        result.table,
+        result.partition_key,
+    )
+
+
 class Committer:
     """Commits complete plans and announces them."""
 
@@ -83,6 +98,12 @@ class Committer:
         self._listed_all = True
         self._announced: Recent[int] = Recent(ANNOUNCED_REMEMBERED)
         """Plans this process announced (``_announce``)."""
+        self._committed: Recent[_TaskKey] = Recent(ANNOUNCED_REMEMBERED)
+        """The tasks of the plans this process committed and announced, as their
+        task-result events name them: a table's plans commit together at the first
+        of their results, and each later one would cost three catalog reads to find
+        its plan committed already. An event that differs in any field is not one of
+        them, and is checked against the catalog as any other."""
 
     @property
     def conn(self) -> Connection:
@@ -92,6 +113,8 @@ class Committer:
         """A wake-up for the plan of the task the event names. What is committed,
         and whether, comes from the catalog rows alone; an event that disagrees with
         its task's row goes to the DLQ, one about an earlier attempt is dropped."""
+        if _key(result) in self._committed:
+            return  # its plan was committed and announced here, with another task's result
         task = task_named(self.conn, result)
         if result.attempt < task.attempt:
             with_context(log, task=task.task_id).info(
@@ -130,6 +153,12 @@ class Committer:
                     outcome.added_files,
                 )
         self._announce(announce)
+        self._committed.add(
+            (task_id, attempt, o.plan_id, o.event.table_id, o.event.table, o.event.partition_key)
+            for o in announce
+            if o.event is not None
+            for task_id, attempt in o.tasks
+        )
         return outcomes
 
     def _observe(self, outcome: PlanCommit) -> None:

@@ -34,6 +34,7 @@ from firn.model.plans import PlanRecord
 from firn.model.schema import TableSchema
 from firn.model.tasks import OutputFile, TaskResult
 from firn.settings import FirnSettings
+from firn_services.committer import handlers as committer_handlers
 from firn_services.committer.handlers import Committer
 from firn_services.dispatcher.handlers import Dispatcher
 
@@ -75,6 +76,20 @@ def _task_event(of: firn.Table, record: PlanRecord, **forged: object) -> Any:
         input_bytes=1,
     ).model_copy(update=forged)
     return as_event(json.loads(event.to_json()))  # as the consume loop reads it
+
+
+def _counting_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[object]:
+    """Each call of ``module.name`` from now on, as its first argument after the
+    connection; the calls go through to the function."""
+    calls: list[object] = []
+    real = getattr(module, name)
+
+    def counted(conn: Any, event: Any) -> Any:
+        calls.append(event)
+        return real(conn, event)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
 
 
 def _states(catalog: firn.Catalog, record: PlanRecord) -> list[str]:
@@ -135,7 +150,7 @@ def _result_event(of: firn.Table, record: PlanRecord, **forged: object) -> Any:
 
 
 def test_a_task_result_is_taken_only_for_its_own_task_and_current_attempt(
-    settings: FirnSettings, catalog: firn.Catalog
+    settings: FirnSettings, catalog: firn.Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real, other, record = _two_tables(catalog)
     conn = catalog.conn
@@ -155,6 +170,14 @@ def test_a_task_result_is_taken_only_for_its_own_task_and_current_attempt(
     assert set(_states(catalog, record)) == {"Prepared"}, "nothing committed"
     committer.task_result(_result_event(real, record))
     assert set(_states(catalog, record)) == {"Committed"}
+    # This process committed the plan: its results again ask the catalog nothing,
+    # and a forgery of one is still checked against the catalog and refused.
+    named = _counting_calls(monkeypatch, committer_handlers, "task_named")
+    committer.task_result(_result_event(real, record))
+    assert named == []
+    with pytest.raises(EventMismatchError, match="plan_id"):
+        committer.task_result(_result_event(real, record, plan_id=record.plan_id + 1))
+    assert len(named) == 1
 
 
 def test_outputs_outside_the_attempt_directory_are_never_registered(

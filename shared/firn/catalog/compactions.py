@@ -68,6 +68,8 @@ class PlanCommit:
     """The compaction event announcing the plan, when this call committed it: made
     from the commit itself, so announcing it reads nothing back (``compaction_event``
     does, for a plan committed earlier)."""
+    tasks: tuple[tuple[int, int], ...] = ()
+    """(task_id, attempt) of each of the plan's tasks, when this call committed it."""
 
     @property
     def written_bytes(self) -> int:
@@ -285,7 +287,8 @@ def _commit(conn: Connection, plan_ids: Sequence[int]) -> dict[int, PlanCommit]:
             now,
         )
         summaries.append(summary)
-        answers[plan.plan_id] = dataclasses.replace(result, event=event)
+        tasks = tuple((int(task[0]), int(task[2])) for task in plan.tasks)
+        answers[plan.plan_id] = dataclasses.replace(result, event=event, tasks=tasks)
     _record_snapshot(conn, table_id, snapshot_id, summaries, now)
     _mark_committed(conn, plans, snapshot_id)
     return answers
