@@ -73,7 +73,11 @@ from fleet_producer import (
     run_producer,
     unpack,
 )
-from harness import stack_home  # bench/ is on sys.path when run as a script
+from harness import (  # bench/ is on sys.path when run as a script
+    SLOW_CREATE_US,
+    file_create_us,
+    stack_home,
+)
 
 import firn
 from firn.catalog.fleet import fleet_status
@@ -285,6 +289,14 @@ def measure(
     args: argparse.Namespace, tables: int, home: Path, members: ExtraMembers
 ) -> dict[str, Any]:
     settings = FirnSettings(application_name="firn-bench-fleet")
+    create_us = {"before": file_create_us(home)}
+    if create_us["before"] > SLOW_CREATE_US:
+        print(
+            f"WARNING: creating a file in {home} takes {create_us['before']:.0f} us: commit "
+            "latencies here measure the disk (see harness.bench_root; FIRN_BENCH_DIR)",
+            file=sys.stderr,
+            flush=True,
+        )
     with firn.connect(settings=settings) as catalog:
         names, create_s = create_tables(catalog, tables, args.properties)
         print(f"created {tables} tables in {create_s:.1f}s", file=sys.stderr, flush=True)
@@ -312,7 +324,9 @@ def measure(
         finally:
             conn.close()
         mismatched = verify(catalog, run.models, args.partitions)
+    create_us["after"] = file_create_us(home)
     result = report(args, tables, create_s, run, settled, latency, size, mismatched)
+    result["file_create_us"] = create_us
     if statements is not None:
         result["statements"] = statements
         print("\n".join(fleet_statements.lines(statements)), file=sys.stderr, flush=True)
