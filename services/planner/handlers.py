@@ -18,10 +18,10 @@ from confluent_kafka import Producer
 
 import firn
 from firn.catalog.claiming import waiting_tasks
-from firn.catalog.event_rows import partition_named
+from firn.catalog.event_rows import requested_partition
 from firn.catalog.files import partitions_of
 from firn.catalog.metrics import partition_metrics
-from firn.catalog.plans import open_plan, open_plans, served_by_committed_plan
+from firn.catalog.plans import open_plans
 from firn.catalog.transitions import move_tasks
 from firn.engine import compaction
 from firn.engine.planning import view_now
@@ -58,49 +58,53 @@ class Planner:
         self.topic = topic
         self._announced: Recent[tuple[int, int]] = Recent(ANNOUNCED_REMEMBERED)
         """(task, attempt) pairs this process announced."""
+        self._announced_plans: Recent[int] = Recent(ANNOUNCED_REMEMBERED)
+        """Plans whose every waiting task this process announced: a request such a
+        plan covers needs nothing more than the check that it still covers it. A task
+        retried since is announced by the dispatcher's sweep once its backoff passes."""
 
     def plan_request(self, request: PlanRequestEvent) -> None:
         """Plan the partition the request names, from the catalog alone: the request
         says which partition, the catalog says what to merge. A request for a
         partition or seq the catalog does not have goes to the DLQ."""
-        greatest_seq = partition_named(self.catalog.conn, request)
-        if request.max_seq > greatest_seq:
+        view = requested_partition(self.catalog.conn, request)
+        if request.max_seq > view.greatest_seq:
             raise EventMismatchError(
                 f"plan-request event names seq {request.max_seq} of {request.table} "
-                f"{request.partition_key!r}, beyond the greatest committed there ({greatest_seq})"
+                f"{request.partition_key!r}, beyond the greatest committed there "
+                f"({view.greatest_seq})"
             )
+        # A re-bucketing step plans from the catalog alone: a full plan committed up
+        # to this seq may have been only the previous step.
+        served = None if request.kind == "full" and request.scope == "due" else view.served_by
+        covering = view.open_plan
+        covers = (
+            covering is not None
+            and covering.kind == request.kind
+            and covering.to_seq >= request.max_seq
+        )
+        if served is None and covers and covering.plan_id in self._announced_plans:
+            # Planned and announced here (often gathered with another partition's
+            # request): the one statement above answers it.
+            with_context(log, table=request.table, partition=repr(request.partition_key)).info(
+                "request up to seq %d covered by plan %d", request.max_seq, covering.plan_id
+            )
+            return
         table = self.catalog.table_by_id(request.table_id)
         if table is None:
             log.warning("plan request for dropped table %s ignored", request.table)
             return
         here = with_context(log, table=table.name, partition=repr(request.partition_key))
-        # A re-bucketing step plans from the catalog alone: a full plan committed up
-        # to this seq may have been only the previous step.
-        served = (
-            None
-            if request.kind == "full" and request.scope == "due"
-            else served_by_committed_plan(
-                self.catalog.conn,
-                table.table_id,
-                request.partition_key,
-                request.kind,
-                request.max_seq,
-            )
-        )
         if served is not None and self._small_base_due(table, request):
             served = None  # no seq answers it: the plan that reached max_seq left them
         if served is not None:
             # Replayed or late: metrics asks again after every compaction if still due.
             here.info("request up to seq %d already served by plan %d", request.max_seq, served)
             return
-        covering = open_plan(self.catalog.conn, table.table_id, request.partition_key)
-        if (
-            covering is not None
-            and covering.kind == request.kind
-            and covering.to_seq >= request.max_seq
-        ):
+        if covers:
             # Planned already (often gathered with another partition's request): what
             # drafting it again would find, without reading its files to find it.
+            assert covering is not None
             here.info("request up to seq %d covered by plan %d", request.max_seq, covering.plan_id)
             self._announce(table, [request.partition_key])
             return
@@ -198,7 +202,8 @@ class Planner:
         nothing (the event is a wake-up), leaving the task to the sweep a minute later."""
         conn = self.catalog.conn
         announced, released = [], []
-        for task in waiting_tasks(conn, table.table_id, partitions):
+        waiting = waiting_tasks(conn, table.table_id, partitions)
+        for task in waiting:
             if task.state == TaskState.INIT:
                 released.append(task)
             elif released_only or (task.task_id, task.attempt) in self._announced:
@@ -219,3 +224,5 @@ class Planner:
         if self.producer.flush(30) > 0:
             raise FirnError("plan-task events were not acknowledged", retryable=True)
         self._announced.add((task.task_id, task.attempt) for task in announced)
+        left = {t.plan_id for t in waiting if (t.task_id, t.attempt) not in self._announced}
+        self._announced_plans.add({t.plan_id for t in waiting} - left)

@@ -10,6 +10,7 @@ Statement counts and plans, not timings."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +24,8 @@ import firn
 from firn.catalog.claiming import claim_tasks, claimable_tasks, release_tasks
 from firn.catalog.compactions import compaction_event, ready_plans_beside
 from firn.catalog.metrics import change_stamp
-from firn.catalog.plans import fail_plan, open_plan, open_plans
+from firn.catalog.observed import merge_latencies
+from firn.catalog.plans import fail_plan, open_plan, open_plans, request_view
 from firn.engine.planning import plan_now
 from firn.model.plans import PlanRecord
 from firn.model.states import Actor
@@ -131,6 +133,12 @@ def hot_paths(catalog: firn.Catalog, settings: FirnSettings, name: str) -> dict[
         ran["planner: open plans"] = counted(
             own,
             lambda: (open_plan(own, table.table_id, "p=a"), open_plans(own, table.table_id)),
+        )
+        ran["planner: a request's view"] = counted(
+            own, lambda: request_view(own, table.table_id, "p=a", "major", 2)
+        )
+        ran["committer: waits a plan ended"] = counted(
+            own, lambda: merge_latencies(own, table.table_id, "p=b", 0, 2, dt.datetime.now(dt.UTC))
         )
         ran["metrics: compaction event"] = counted(
             conn, lambda: reader.compaction_readings(compaction)

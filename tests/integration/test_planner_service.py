@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
+import psycopg
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
@@ -236,7 +237,7 @@ def test_small_base_files_are_planned_though_every_seq_is_merged(
 
 
 def test_a_request_gathers_the_tables_other_due_partitions(
-    settings: FirnSettings, catalog: firn.Catalog, unique: str
+    settings: FirnSettings, catalog: firn.Catalog, unique: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With ``compaction.gather-partitions`` a request plans the table's other due
     partitions with its own, most in need first, up to the number; a later request
@@ -284,7 +285,20 @@ def test_a_request_gathers_the_tables_other_due_partitions(
     ).fetchall()
     assert tasks == [("Pending",)], "every gathered task is released before it is announced"
 
-    planner.plan_request(request("region=a"))  # gathered already: covered
+    statements: list[object] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        statements.append(query)
+        return execute(cursor, query, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(psycopg.Cursor, "execute", counted)
+        planner.plan_request(request("region=a"))  # gathered already: covered
+    assert len(statements) == 1, "a plan this planner announced answers in one statement"
+    # A planner that did not announce it (restarted) reads the waiting tasks to
+    # announce them, and plans nothing either.
+    Planner(catalog, producer(settings), topics.plan_tasks).plan_request(request("region=c"))
     planner.plan_request(request("region=d"))  # left out: planned on its own request
     assert plans() == {
         "region=b": ("Planned", "metrics"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from firn.catalog.plans import RequestView, request_view
 from firn.errors import EventMismatchError
 from firn.events.commits import CommitEvent
 from firn.events.compactions import CompactionEvent
@@ -70,21 +71,18 @@ def task_named(conn: Connection, event: PlanTaskEvent | TaskResultEvent) -> Task
     return task
 
 
-def partition_named(conn: Connection, request: PlanRequestEvent) -> int:
-    """The greatest change seq committed to the partition a plan request names."""
+def requested_partition(conn: Connection, request: PlanRequestEvent) -> RequestView:
+    """The partition a plan request names, as the request is checked against it (one
+    statement: ``firn.catalog.plans.request_view``)."""
     table_id, partition_key = request.table_id, request.partition_key
-    row = conn.execute(
-        "SELECT c.name, p.max_seq FROM catalog_table c JOIN catalog_partition p "
-        "USING (table_id) WHERE c.table_id = %s AND p.partition_key = %s",
-        (table_id, partition_key),
-    ).fetchone()
-    if row is None:
+    view = request_view(conn, table_id, partition_key, request.kind, request.max_seq)
+    if view is None:
         raise EventMismatchError(
             f"plan-request event names partition {partition_key!r} of table id {table_id}, "
             "which does not exist"
         )
-    _agree("plan-request", f"table {table_id}", [("table", request.table, row[0])])
-    return int(row[1])
+    _agree("plan-request", f"table {table_id}", [("table", request.table, view.table)])
+    return view
 
 
 @dataclass(frozen=True)

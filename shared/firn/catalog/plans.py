@@ -301,26 +301,55 @@ SERVES = {"minor": ("minor", "major", "full"), "major": ("major", "full"), "full
 """The committed plan kinds that make a request of each kind unnecessary."""
 
 
-def served_by_committed_plan(
+@dataclass(frozen=True)
+class RequestView:
+    """What a plan request for one partition is checked against, read in one round
+    trip: most requests in a fleet are answered by it alone (their partition was
+    planned already, gathered with another's)."""
+
+    table: str
+    """The table's name, for the event's to be compared with."""
+    greatest_seq: int
+    """The greatest change seq committed to the partition."""
+    served_by: int | None
+    """The committed plan that already did what the request asks (a replayed or late
+    request), if any. A major request is served only once ``max_merged_seq`` reaches
+    its seq: a tiered plan may have folded some units of the partition and not others."""
+    open_plan: OpenPlan | None
+
+
+def request_view(
     conn: Connection, table_id: int, partition_key: str, kind: str, max_seq: int
-) -> int | None:
-    """The committed plan that already did what a request for ``kind`` up to
-    ``max_seq`` asked (a replayed or late request), if there is one. A major request
-    is served only once ``max_merged_seq`` reaches ``max_seq``: a tiered plan may
-    have folded some units of the partition and not others."""
+) -> RequestView | None:
+    """The partition as a request for ``kind`` up to ``max_seq`` sees it; None when
+    the table has no such partition."""
     row = conn.execute(
-        "SELECT max(c.plan_id) FROM compaction_plan c JOIN catalog_partition p "
-        "USING (table_id, partition_key) WHERE c.table_id = %s AND c.partition_key = %s "
-        "AND c.state = %s AND c.to_seq >= %s AND c.kind = ANY(%s) "
-        "AND (%s = 'minor' OR p.max_merged_seq >= %s)",
-        (
-            table_id,
-            partition_key,
-            PlanState.COMMITTED.value,
-            max_seq,
-            list(SERVES[kind]),
-            kind,
-            max_seq,
-        ),
+        "SELECT c.name, p.max_seq, "
+        "(SELECT max(s.plan_id) FROM compaction_plan s WHERE s.table_id = p.table_id "
+        "AND s.partition_key = p.partition_key AND s.state = %(committed)s "
+        "AND s.to_seq >= %(seq)s AND s.kind = ANY(%(serves)s) "
+        "AND (%(kind)s = 'minor' OR p.max_merged_seq >= %(seq)s)), "
+        "o.plan_id, o.kind, o.to_seq "
+        "FROM catalog_table c JOIN catalog_partition p USING (table_id) "
+        "LEFT JOIN compaction_plan o ON o.table_id = p.table_id "
+        "AND o.partition_key = p.partition_key AND o.state = ANY(%(open)s) "
+        "WHERE c.table_id = %(t)s AND p.partition_key = %(k)s",
+        {
+            "t": table_id,
+            "k": partition_key,
+            "committed": PlanState.COMMITTED.value,
+            "seq": max_seq,
+            "serves": list(SERVES[kind]),
+            "kind": kind,
+            "open": [s.value for s in OPEN_PLAN_STATES],
+        },
     ).fetchone()
-    return None if row is None or row[0] is None else int(row[0])
+    if row is None:
+        return None
+    name, greatest, served, plan_id, plan_kind, to_seq = row
+    return RequestView(
+        table=name,
+        greatest_seq=int(greatest),
+        served_by=None if served is None else int(served),
+        open_plan=None if plan_id is None else OpenPlan(int(plan_id), plan_kind, int(to_seq)),
+    )
