@@ -121,7 +121,7 @@ def bench_root() -> Path:
     return root
 
 
-SLOW_CREATE_US = 200.0
+SLOW_CREATE_US = 60.0
 """Above this a file's creation is the disk's history talking (``bench_root``)."""
 
 

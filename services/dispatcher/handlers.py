@@ -47,12 +47,32 @@ from firn.model.tasks import TaskResult
 from firn.observability.instruments import PLANS_FAILED, TASK_DURATION
 from firn.postgres.connection import ReconnectingConnection
 from firn.postgres.retry import is_transient
+from firn_services.recent import Recent
 
 log = logging.getLogger(__name__)
 
 CANDIDATES_PER_TASK = 4
 """Claimable tasks read per batch slot: enough to fill a batch from one table when
 the top of the queue mixes tables."""
+
+
+PREPARED_REMEMBERED = 10_000
+"""Task attempts whose Prepared result the dispatcher remembers: far more than the
+wake-ups of one batch are spread over."""
+
+_TaskKey = tuple[int, int, int, int, str, str]
+"""(task_id, attempt, plan_id, table_id, table, partition_key) of a plan-task event."""
+
+
+def _key(event: PlanTaskEvent) -> _TaskKey:
+    return (
+        event.task_id,
+        event.attempt,
+        event.plan_id,
+        event.table_id,
+        event.table,
+        event.partition_key,
+    )
 
 
 class Dispatcher:
@@ -75,6 +95,13 @@ class Dispatcher:
         self._groups = ThreadPoolExecutor(
             max(1, catalog.settings.dispatcher_local_processes), thread_name_prefix="firn-batch"
         )
+        self._prepared: Recent[_TaskKey] = Recent(PREPARED_REMEMBERED)
+        """The tasks this process ran to Prepared, as the plan-task events that
+        announced them name them (the attempt before the claim). A table's tasks are
+        claimed as one batch at the first of their wake-ups; each later one agrees
+        with what this process wrote, so it needs no reading of its task to be
+        checked, only the queue's (it still wakes the dispatcher for whatever else is
+        claimable). An event that differs in any field is checked as any other."""
 
     def close(self) -> None:
         """Stop the threads that run a batch's tables at once (after the batch in
@@ -84,7 +111,8 @@ class Dispatcher:
     def plan_task(self, event: PlanTaskEvent) -> None:
         """A wake-up: run the batch the catalog says comes first (which need not hold
         the event's own task; a later wake-up or the sweep gets to that one)."""
-        task_named(self.catalog.conn, event)
+        if _key(event) not in self._prepared:
+            task_named(self.catalog.conn, event)
         conn = self.catalog.conn
         settings = self.catalog.settings
         most = settings.dispatcher_max_concurrent_tasks
@@ -142,6 +170,19 @@ class Dispatcher:
         outcomes = compaction.record(self.catalog.db, results, table.properties.task_max_attempts)
         for result, outcome in zip(results, outcomes, strict=True):
             plan_id, partition = partitions[result.task_id]
+            if outcome == "prepared":
+                self._prepared.add(
+                    [
+                        (
+                            result.task_id,
+                            result.attempt - 1,
+                            plan_id,
+                            table.table_id,
+                            table.name,
+                            partition,
+                        )
+                    ]
+                )
             TASK_DURATION.labels(table.name, outcome).observe(result.seconds)
             if outcome == "failed":
                 PLANS_FAILED.labels(table.name, "task").inc()

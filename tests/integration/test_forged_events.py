@@ -36,6 +36,7 @@ from firn.model.tasks import OutputFile, TaskResult
 from firn.settings import FirnSettings
 from firn_services.committer import handlers as committer_handlers
 from firn_services.committer.handlers import Committer
+from firn_services.dispatcher import handlers as dispatcher_handlers
 from firn_services.dispatcher.handlers import Dispatcher
 
 SCHEMA = pa.schema(
@@ -101,7 +102,7 @@ def _states(catalog: firn.Catalog, record: PlanRecord) -> list[str]:
 
 
 def test_a_plan_task_naming_another_table_runs_nothing(
-    settings: FirnSettings, catalog: firn.Catalog
+    settings: FirnSettings, catalog: firn.Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real, other, record = _two_tables(catalog)
     expected = real.read().sort_by("id")
@@ -129,6 +130,14 @@ def test_a_plan_task_naming_another_table_runs_nothing(
 
     dispatcher.plan_task(_task_event(real, record))  # the honest wake-up
     assert ran == ["real"]
+    # This process ran the task: the same wake-up again reads no task row to check
+    # it, and a forgery of it is still checked against the catalog and refused.
+    named = _counting_calls(monkeypatch, dispatcher_handlers, "task_named")
+    dispatcher.plan_task(_task_event(real, record))
+    assert (named, ran) == ([], ["real"])
+    with pytest.raises(EventMismatchError, match="partition_key"):
+        dispatcher.plan_task(_task_event(real, record, partition_key="day=1"))
+    assert len(named) == 1
     assert commit_plan(catalog.conn, record.plan_id).outcome == "committed"
     assert real.read().sort_by("id").equals(expected)
     assert real.read().num_rows == 50
