@@ -77,13 +77,12 @@ class Planner:
         # A re-bucketing step plans from the catalog alone: a full plan committed up
         # to this seq may have been only the previous step.
         served = None if request.kind == "full" and request.scope == "due" else view.served_by
-        covering = view.open_plan
-        covers = (
-            covering is not None
-            and covering.kind == request.kind
-            and covering.to_seq >= request.max_seq
-        )
-        if served is None and covers and covering.plan_id in self._announced_plans:
+        covering = view.open_plan  # the partition's open plan, if it covers the request
+        if covering is not None and (
+            covering.kind != request.kind or covering.to_seq < request.max_seq
+        ):
+            covering = None
+        if served is None and covering is not None and covering.plan_id in self._announced_plans:
             # Planned and announced here (often gathered with another partition's
             # request): the one statement above answers it.
             with_context(log, table=request.table, partition=repr(request.partition_key)).info(
@@ -101,10 +100,9 @@ class Planner:
             # Replayed or late: metrics asks again after every compaction if still due.
             here.info("request up to seq %d already served by plan %d", request.max_seq, served)
             return
-        if covers:
+        if covering is not None:
             # Planned already (often gathered with another partition's request): what
             # drafting it again would find, without reading its files to find it.
-            assert covering is not None
             here.info("request up to seq %d covered by plan %d", request.max_seq, covering.plan_id)
             self._announce(table, [request.partition_key])
             return

@@ -171,7 +171,9 @@ class FirnSettings(BaseSettings):
         le=64,
         description="Worker processes the dispatcher runs batches of at most "
         "dispatcher_local_bytes on (firn.engine.worker_pool): its tasks merge this many "
-        "at a time; 0: in the dispatcher's own process, on dispatcher_local_threads threads.",
+        "at a time; 0: in the dispatcher's own process, on dispatcher_local_threads threads. "
+        "On a machine it shares with producers and the catalog, 1 keeps merges from "
+        "taking every core at once.",
     )
     dispatcher_local_threads: int = Field(
         default=2,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import json
 import posixpath
 from collections.abc import Mapping
@@ -66,18 +65,23 @@ def _fields_of(cls: type[Any], data: Mapping[str, Any]) -> dict[str, Any]:
     return dict(data)
 
 
-@functools.cache
+_FIELD_NAMES: dict[type[Any], tuple[tuple[str, ...], frozenset[str]]] = {}
+
+
 def _field_names(cls: type[Any]) -> tuple[tuple[str, ...], frozenset[str]]:
     """The names of ``cls``'s fields in order, and of those without a default: read once per
     class (a task spec's files are parsed by the dozen; asking ``dataclasses`` for
     the fields each time was a tenth of a small task's bookkeeping)."""
-    fields = dataclasses.fields(cls)
-    required = (
-        f.name
-        for f in fields
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    )
-    return tuple(f.name for f in fields), frozenset(required)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        fields = dataclasses.fields(cls)
+        required = (
+            f.name
+            for f in fields
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        )
+        names = _FIELD_NAMES[cls] = (tuple(f.name for f in fields), frozenset(required))
+    return names
 
 
 def _key(value: Any) -> list[Any] | None:
