@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
@@ -34,3 +34,28 @@ class Recent(Generic[K]):
             self._keys[key] = None
         while len(self._keys) > self.bound:
             self._keys.popitem(last=False)
+
+
+class TaskKey(NamedTuple):
+    """A task attempt as a plan-task or task-result event names it: a service that
+    remembers what it did to a task knows an event that names it with every field
+    alike; one that differs in any field is checked against the catalog as any other."""
+
+    task_id: int
+    attempt: int
+    plan_id: int
+    table_id: int
+    table: str
+    partition_key: str
+
+    @classmethod
+    def of(cls, event: Any) -> TaskKey:
+        """The key of a plan-task or task-result event."""
+        return cls(
+            event.task_id,
+            event.attempt,
+            event.plan_id,
+            event.table_id,
+            event.table,
+            event.partition_key,
+        )

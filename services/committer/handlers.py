@@ -40,7 +40,7 @@ from firn.observability.instruments import (
 )
 from firn.postgres.connection import Connection, ReconnectingConnection
 from firn.postgres.retry import is_transient
-from firn_services.recent import Recent
+from firn_services.recent import Recent, TaskKey
 
 log = logging.getLogger(__name__)
 
@@ -53,21 +53,6 @@ EXPIRY_TURN_SECONDS = 2.0
 results: a round over every table of a 1,000-table fleet took about a minute, and
 every plan of the fleet waited that long to commit. The round goes on at the next
 sweep, where it stopped."""
-
-
-_TaskKey = tuple[int, int, int, int, str, str]
-"""(task_id, attempt, plan_id, table_id, table, partition_key) of a task's result."""
-
-
-def _key(result: TaskResultEvent) -> _TaskKey:
-    return (
-        result.task_id,
-        result.attempt,
-        result.plan_id,
-        result.table_id,
-        result.table,
-        result.partition_key,
-    )
 
 
 class Committer:
@@ -98,7 +83,7 @@ class Committer:
         self._listed_all = True
         self._announced: Recent[int] = Recent(ANNOUNCED_REMEMBERED)
         """Plans this process announced (``_announce``)."""
-        self._committed: Recent[_TaskKey] = Recent(ANNOUNCED_REMEMBERED)
+        self._committed: Recent[TaskKey] = Recent(ANNOUNCED_REMEMBERED)
         """The tasks of the plans this process committed and announced, as their
         task-result events name them: a table's plans commit together at the first
         of their results, and each later one would cost three catalog reads to find
@@ -113,7 +98,7 @@ class Committer:
         """A wake-up for the plan of the task the event names. What is committed,
         and whether, comes from the catalog rows alone; an event that disagrees with
         its task's row goes to the DLQ, one about an earlier attempt is dropped."""
-        if _key(result) in self._committed:
+        if TaskKey.of(result) in self._committed:
             return  # its plan was committed and announced here, with another task's result
         task = task_named(self.conn, result)
         if result.attempt < task.attempt:
@@ -154,9 +139,9 @@ class Committer:
                 )
         self._announce(announce)
         self._committed.add(
-            (task_id, attempt, o.plan_id, o.event.table_id, o.event.table, o.event.partition_key)
+            TaskKey(task_id, attempt, o.plan_id, e.table_id, e.table, e.partition_key)
             for o in announce
-            if o.event is not None
+            if (e := o.event) is not None
             for task_id, attempt in o.tasks
         )
         return outcomes

@@ -47,7 +47,7 @@ from firn.model.tasks import TaskResult
 from firn.observability.instruments import PLANS_FAILED, TASK_DURATION
 from firn.postgres.connection import ReconnectingConnection
 from firn.postgres.retry import is_transient
-from firn_services.recent import Recent
+from firn_services.recent import Recent, TaskKey
 
 log = logging.getLogger(__name__)
 
@@ -59,20 +59,6 @@ the top of the queue mixes tables."""
 PREPARED_REMEMBERED = 10_000
 """Task attempts whose Prepared result the dispatcher remembers: far more than the
 wake-ups of one batch are spread over."""
-
-_TaskKey = tuple[int, int, int, int, str, str]
-"""(task_id, attempt, plan_id, table_id, table, partition_key) of a plan-task event."""
-
-
-def _key(event: PlanTaskEvent) -> _TaskKey:
-    return (
-        event.task_id,
-        event.attempt,
-        event.plan_id,
-        event.table_id,
-        event.table,
-        event.partition_key,
-    )
 
 
 class Dispatcher:
@@ -95,7 +81,7 @@ class Dispatcher:
         self._groups = ThreadPoolExecutor(
             max(1, catalog.settings.dispatcher_local_processes), thread_name_prefix="firn-batch"
         )
-        self._prepared: Recent[_TaskKey] = Recent(PREPARED_REMEMBERED)
+        self._prepared: Recent[TaskKey] = Recent(PREPARED_REMEMBERED)
         """The tasks this process ran to Prepared, as the plan-task events that
         announced them name them (the attempt before the claim). A table's tasks are
         claimed as one batch at the first of their wake-ups; each later one agrees
@@ -111,7 +97,7 @@ class Dispatcher:
     def plan_task(self, event: PlanTaskEvent) -> None:
         """A wake-up: run the batch the catalog says comes first (which need not hold
         the event's own task; a later wake-up or the sweep gets to that one)."""
-        if _key(event) not in self._prepared:
+        if TaskKey.of(event) not in self._prepared:
             task_named(self.catalog.conn, event)
         conn = self.catalog.conn
         settings = self.catalog.settings
@@ -171,18 +157,17 @@ class Dispatcher:
         for result, outcome in zip(results, outcomes, strict=True):
             plan_id, partition = partitions[result.task_id]
             if outcome == "prepared":
-                self._prepared.add(
-                    [
-                        (
-                            result.task_id,
-                            result.attempt - 1,
-                            plan_id,
-                            table.table_id,
-                            table.name,
-                            partition,
-                        )
-                    ]
+                # As the plan-task event that announced it names it: the attempt
+                # before the claim.
+                key = TaskKey(
+                    result.task_id,
+                    result.attempt - 1,
+                    plan_id,
+                    table.table_id,
+                    table.name,
+                    partition,
                 )
+                self._prepared.add([key])
             TASK_DURATION.labels(table.name, outcome).observe(result.seconds)
             if outcome == "failed":
                 PLANS_FAILED.labels(table.name, "task").inc()
