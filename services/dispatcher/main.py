@@ -28,7 +28,7 @@ def main(settings: FirnSettings) -> None:
     log.info("Spark %s session ready on %s", spark.version, settings.spark_master)
     context = prepare(NAME, settings)
     local: Runner = (
-        WorkerPool(settings.dispatcher_local_processes)
+        WorkerPool(settings.dispatcher_local_processes, settings.dispatcher_local_nice)
         if settings.dispatcher_local_processes
         else functools.partial(run_local, threads=settings.dispatcher_local_threads)
     )

@@ -172,8 +172,17 @@ class FirnSettings(BaseSettings):
         description="Worker processes the dispatcher runs batches of at most "
         "dispatcher_local_bytes on (firn.engine.worker_pool): its tasks merge this many "
         "at a time; 0: in the dispatcher's own process, on dispatcher_local_threads threads. "
-        "On a machine it shares with producers and the catalog, 1 keeps merges from "
-        "taking every core at once.",
+        "They run dispatcher_local_nice below the rest of the machine.",
+    )
+    dispatcher_local_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="How much lower the merge worker processes run than the rest of "
+        "the machine (Unix niceness, 0 to 19): merges are background work, and on a "
+        "machine shared with producers and the catalog the commits in flight get the "
+        "cores first; merges still take all of an idle machine. 0: the dispatcher's own "
+        "priority.",
     )
     dispatcher_local_threads: int = Field(
         default=2,

@@ -89,6 +89,24 @@ def test_a_worker_that_died_is_started_again(pool: WorkerPool) -> None:
     assert all("gone.parquet" in (r.error or "") for r in results), results
 
 
+def _niceness() -> int:
+    return os.nice(0)
+
+
+def test_workers_run_below_the_dispatcher_by_their_niceness() -> None:
+    """Merges are background work: the workers run ``nice`` lower than the process
+    that started them, and at its own priority with 0."""
+    own = os.nice(0)
+    for nice in (0, 7):
+        pool = WorkerPool(1, nice=nice)
+        try:
+            assert pool._workers[0].submit(_niceness).result() == min(own + nice, 19)
+        finally:
+            pool.close()
+    with pytest.raises(ValueError, match="niceness"):
+        WorkerPool(1, nice=20)
+
+
 DISPATCHER = """
 import multiprocessing, sys, time
 from firn.engine.worker_pool import WorkerPool

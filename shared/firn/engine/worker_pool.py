@@ -39,10 +39,17 @@ log = logging.getLogger(__name__)
 PARENT_CHECK_SECONDS = 1.0
 
 
-def _exit_with_parent(parent: int) -> None:
-    """Each worker's initializer: exit once the dispatcher that started it is gone. A
-    dispatcher that is killed cannot shut its workers down, and a worker waits for
-    work forever."""
+def _start_worker(parent: int, nice: int) -> None:
+    """Each worker's initializer: lower its scheduling priority by ``nice``, and exit
+    once the dispatcher that started it is gone (a dispatcher that is killed cannot
+    shut its workers down, and a worker waits for work forever).
+
+    A merge is background work: on a machine shared with producers and the catalog,
+    a wave of folds at the same priority takes the cores from the commits in flight
+    and their latency follows (``bench/fleet.py``). Niced, the merges take what the
+    write path leaves; they still get all of an idle machine."""
+    if nice:
+        os.nice(nice)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -61,9 +68,12 @@ def _ready() -> bool:
 class WorkerPool:
     """A ``Runner`` on ``processes`` worker processes (see the module doc)."""
 
-    def __init__(self, processes: int) -> None:
+    def __init__(self, processes: int, nice: int = 0) -> None:
         if processes < 1:
             raise ValueError(f"a worker pool needs at least one process, got {processes}")
+        if not 0 <= nice <= 19:
+            raise ValueError(f"a worker's niceness is 0 to 19, got {nice}")
+        self._nice = nice
         self._context = multiprocessing.get_context("spawn")
         self._workers = [self._start() for _ in range(processes)]
         self._replacing = threading.Lock()  # the dispatcher runs several tables at once
@@ -72,8 +82,8 @@ class WorkerPool:
         worker = ProcessPoolExecutor(
             1,
             mp_context=self._context,
-            initializer=_exit_with_parent,
-            initargs=(os.getpid(),),
+            initializer=_start_worker,
+            initargs=(os.getpid(), self._nice),
         )
         worker.submit(_ready)  # starts the process now, not at the first batch
         return worker
