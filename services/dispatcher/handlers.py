@@ -157,17 +157,18 @@ class Dispatcher:
         for result, outcome in zip(results, outcomes, strict=True):
             plan_id, partition = partitions[result.task_id]
             if outcome == "prepared":
-                # As the plan-task event that announced it names it: the attempt
-                # before the claim.
-                key = TaskKey(
-                    result.task_id,
-                    result.attempt - 1,
-                    plan_id,
-                    table.table_id,
-                    table.name,
-                    partition,
+                self._prepared.add(
+                    [
+                        TaskKey(
+                            result.task_id,
+                            result.attempt - 1,  # the event's: before the claim
+                            plan_id,
+                            table.table_id,
+                            table.name,
+                            partition,
+                        )
+                    ]
                 )
-                self._prepared.add([key])
             TASK_DURATION.labels(table.name, outcome).observe(result.seconds)
             if outcome == "failed":
                 PLANS_FAILED.labels(table.name, "task").inc()

@@ -66,6 +66,8 @@ def _fields_of(cls: type[Any], data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _FIELD_NAMES: dict[type[Any], tuple[tuple[str, ...], frozenset[str]]] = {}
+"""``_field_names``'s memory: a plain dict, since mypy takes ``functools.cache``'s
+wrapper to want ``Hashable`` arguments, which ``type[Any]`` is not to it."""
 
 
 def _field_names(cls: type[Any]) -> tuple[tuple[str, ...], frozenset[str]]:
