@@ -5,7 +5,8 @@ Two agents. Every update of one table lands on one Kafka partition, its table's
 the table's name), so the Faust table (and its changelog) stays partitioned the same
 way when several metrics workers share the load:
 
-- ``track`` reads firn.commits and the updates topic, co-partitioned. A commit event
+- ``track`` reads firn.commits and the updates topic, co-partitioned, a few events
+  at a time (one thread hop for their catalog reads). A commit event
   is decoded once and its increments (one per partition it touched, counted from
   the catalog) are folded in where the event landed: no trip through the updates
   topic, which was the dearest part of a commit event (issue 37). A commit event a
@@ -35,10 +36,12 @@ import asyncio
 import json
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import faust
+import faust.streams as faust_streams
 from tenacity import AsyncRetrying
 
 from firn.events.wire import UnhandledEventError, as_event, decode
@@ -79,6 +82,20 @@ FAN_OUT_BATCH = 64
 FAN_OUT_WITHIN = 0.02
 """Longest ``fan_out`` waits for more events before handling those it has (seconds):
 a compacted partition's reading is this much later at most."""
+
+
+TRACK_BATCH = 64
+"""Most events ``track`` takes at a time."""
+
+TRACK_WITHIN = 0.02
+"""Longest ``track`` waits for more events before tracking those it has (seconds): a
+due partition's plan request is this much later at most."""
+
+PRODUCER_LINGER = 0.005
+"""How long the app's producer gathers messages before a produce request (seconds):
+the Faust table's changelog takes a message per partition a commit touched, and one
+request per few of them instead of per message took a tenth off the service's CPU
+under a fleet's commits (issue 37); a plan request is this much later at most."""
 
 
 FULL_CHECK_EVERY = 10
@@ -127,6 +144,7 @@ def create_app(
         # doubled the fleet's due partitions (bench/fleet.py --members 2). A member
         # handed a partition rebuilds it from the compacted changelog, as at start.
         table_standby_replicas=0,
+        producer_linger=PRODUCER_LINGER,
     )
     app.transport = IdempotentTransport(app.conf.broker_consumer, app)
     source = app.topic(topics.compactions, value_serializer="raw")
@@ -256,21 +274,41 @@ def create_app(
         )
 
     async def track(stream: faust.StreamT[Any]) -> None:
-        async for event in stream.events():
-            try:
+        # Events a few at a time, as fan_out takes them: the commit events' catalog
+        # reads share one thread hop, and each event is then tracked in its order (a
+        # partition's updates must apply in order). A hop per event, its futexes and
+        # the loop's wake-ups were a tenth of the service's CPU under a fleet's
+        # commits (issue 37). The reads see each commit's own files, which never
+        # change, so reading them before the batch is tracked is the same as after.
+        taking = cast(faust.Stream[Any], stream).take_events
+        async for batch in taking(TRACK_BATCH, within=TRACK_WITHIN):
+            commits: list[tuple[Any, tuple[Any, Any]]] = []
+            for event in batch:
                 if event.message.topic != topics.commits:
-                    await track_table(parse_updates(event.value))
                     continue
-                handler, model = handler_and_model(event)
-                found = await _retrying(handler, model)
-                if not found:
-                    continue
-                if lands_where_tracked(event, found[0]["table"]):
-                    await track_table(found)
-                else:
-                    await send_updates(found)
-            except Exception as exc:  # a Faust agent that raises stops the worker
-                await park(event, exc)
+                try:
+                    commits.append((event, handler_and_model(event)))
+                except Exception as exc:  # a Faust agent that raises stops the worker
+                    await park(event, exc)
+            outcomes = await _retrying(handle_all, [d for _, d in commits]) if commits else []
+            found_by_event = {id(e): found for (e, _), found in zip(commits, outcomes, strict=True)}
+            for event in batch:
+                _tracking(event)
+                try:
+                    if event.message.topic != topics.commits:
+                        await track_table(parse_updates(event.value))
+                        continue
+                    found = found_by_event.get(id(event))
+                    if not found:
+                        continue  # parked above (None), or nothing to track
+                    if isinstance(found, Exception):
+                        raise found
+                    if lands_where_tracked(event, found[0]["table"]):
+                        await track_table(found)
+                    else:
+                        await send_updates(found)
+                except Exception as exc:  # a Faust agent that raises stops the worker
+                    await park(event, exc)
 
     changelog = changelog_topic(settings)
 
@@ -403,6 +441,15 @@ async def _all_delivered(topic: Any, messages: list[dict[str, Any]]) -> None:
     pending = [await topic.send(**message) for message in messages]
     for sent in pending:
         await sent
+
+
+def _tracking(event: Any) -> None:
+    """Make ``event`` this task's current event. A Faust table write sends its changelog
+    message to the Kafka partition of the current event, which Faust sets per event
+    only for a stream iterated one event at a time (in the task iterating it); a batch
+    from ``take_events`` is gathered by another task, so ``track`` sets each event as
+    it tracks it: its entries and their changelog stay on the event's partition."""
+    faust_streams._current_event.set(weakref.ref(event))
 
 
 async def _retrying(call: Callable[..., Any], *args: Any) -> Any:

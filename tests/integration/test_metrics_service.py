@@ -17,6 +17,7 @@ import pytest
 import firn
 from firn.kafka import Topics, consumer, ensure_topics, producer
 from firn.settings import FirnSettings
+from firn_services.metrics.app import changelog_topic
 from firn_services.metrics.handlers import table_partition
 from tests.integration.service_processes import running_services
 
@@ -218,3 +219,44 @@ def test_commit_events_land_on_their_tables_partition_and_a_foreign_one_is_still
     finally:
         sent_on.close()
     assert forwarded == [own] * 3
+
+
+def test_each_tracked_partition_is_written_to_its_tables_kafka_partition(
+    settings: FirnSettings, tmp_path: Path, unique: str
+) -> None:
+    """The Faust table's changelog keeps each partition's entry on its table's Kafka
+    partition, where the table's commit events land, so each member sharing the load
+    holds its own tables' entries. ``track`` takes its events a batch at a time, from
+    several Kafka partitions at once: eight tables on different partitions commit
+    before the service starts, so their events arrive together."""
+    topics = Topics.from_settings(settings)
+    partitions = settings.topic_partitions
+    changelog = changelog_topic(settings)
+    ensure_topics(settings, topics.all())
+    ensure_topics(settings, (changelog,), config={"cleanup.policy": "compact"})
+    names = [f"spread{i}" for i in range(8)]
+    assert len({table_partition(name, partitions) for name in names}) > 1
+    named: dict[int, str] = {}
+    with firn.connect(warehouse=str(tmp_path / "wh"), settings=settings) as catalog:
+        for name in names:
+            table = catalog.create_table(name, SCHEMA, ["id"], [], QUIET)
+            _upsert(table, range(3), "a")
+            named[table.table_id] = name
+    reader = consumer(settings, group_id=f"changelog-{unique}")
+    reader.subscribe([changelog])
+    written: dict[str, set[int]] = {}
+    try:
+        with running_services(settings, tmp_path, ["metrics"]) as services:
+            deadline = time.monotonic() + 90
+            while len(written) < len(names) and time.monotonic() < deadline:
+                services.assert_running()
+                message = reader.poll(0.5)
+                if message is None or message.error() is not None:
+                    continue
+                table_id = int(message.key().decode().strip('"').split("/")[0])
+                if table_id in named:
+                    written.setdefault(named[table_id], set()).add(message.partition())
+            logs = services.logs()
+    finally:
+        reader.close()
+    assert written == {name: {table_partition(name, partitions)} for name in names}, logs
