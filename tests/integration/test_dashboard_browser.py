@@ -29,6 +29,7 @@ from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
 import firn
+from firn.catalog.fleet import fleet_status
 from firn.commands.compact import request_compaction
 from firn.dashboard import DashboardServer, serve
 from firn.events.plans import PlanRequestEvent
@@ -174,8 +175,16 @@ def test_the_page_shows_the_catalogs_numbers_and_guards_the_action(
         published = publisher.publish("shop.orders", force=True)
         assert published.outcome == "published"
 
+    with firn.connect(settings=dashboard_settings) as catalog:
+        fleet = fleet_status(catalog.conn)
     browser.get(server.url)
     assert browser.find_element(By.TAG_NAME, "h1").text == "Tables"
+    # The fleet at a glance above the partitions, as firn status --fleet counts it.
+    assert browser.find_element(By.CSS_SELECTOR, "#fleet td.tables").text == str(fleet.tables)
+    debt = browser.find_element(By.CSS_SELECTOR, '#debts tr[data-table="shop.orders"]')
+    assert debt.find_element(By.CSS_SELECTOR, "td.unmerged-files").text == str(
+        sum(p["unmerged_files"] for p in status.values())
+    )
     assert _cell(browser, "shop.orders", "region=eu", "published").startswith("lag ")
     assert len(browser.find_elements(By.CSS_SELECTOR, "figure.publication-lag circle.dot")) == 2
     for key, partition in status.items():

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import SecretStr
 
+from firn.catalog.fleet import FleetStatus, TableDebt, WaitingPartition
 from firn.catalog.history import (
     PlanHistory,
     SchemaHistory,
@@ -207,6 +208,47 @@ def test_a_string_default_is_quoted_and_no_default_is_a_dash() -> None:
     assert '<td class="default">&quot;&quot;</td>' in html
     assert '<td class="default">-</td>' in html
     assert pages.schema_section([]).endswith("No schema versions recorded.</p>")
+
+
+def _fleet(debts: list[TableDebt], oldest: WaitingPartition | None) -> FleetStatus:
+    return FleetStatus(
+        tables=1000,
+        partitions=4000,
+        partitions_unmerged=3600,
+        partitions_due=40,
+        tables_due=12,
+        open_plans=9,
+        tasks={"Executing": 2, "Pending": 7},
+        oldest_due=oldest,
+        debts=debts,
+    )
+
+
+def test_the_fleet_at_a_glance() -> None:
+    debts = [TableDebt(f"t{i}", 4, 4 - i % 4, 9 * i, 2048 * i, 12.0 * i, i % 2) for i in range(30)]
+    oldest = WaitingPartition("<b>busy</b>", "region=eu", "minor", 125.0)
+    html = pages.fleet_section(_fleet(debts, oldest))
+    assert '<td class="tables">1000</td>' in html
+    assert '<td class="due">40 (1.0%) of 12 tables</td>' in html
+    assert '<td class="open-plans">9 (tasks: Executing 2, Pending 7)</td>' in html
+    assert "&lt;b&gt;busy&lt;/b&gt; region=eu, minor due, oldest change 2m05s ago" in html
+    # The tables owing the most, as many as FLEET_DEBTS, in the order given.
+    rows = [html.index(f'<tr data-table="t{i}">') for i in range(pages.FLEET_DEBTS)]
+    assert rows == sorted(rows)
+    assert '<tr data-table="t20">' not in html
+    assert '<td class="num unmerged-bytes" title="4096 bytes">4.0 KiB</td>' in html
+    assert '<td class="waiting-longest">none due</td>' in pages.fleet_section(_fleet([], None))
+    assert 'id="debts"' not in pages.fleet_section(_fleet([], None))
+
+
+def test_an_overview_of_a_large_fleet_says_what_it_leaves_out() -> None:
+    html = pages.overview_page(
+        [status("a", partition("k=1", 1.0, 1))], [], (), _fleet([], None), 999
+    )
+    assert html.index('id="fleet"') < html.index('id="partitions"')
+    assert "999 other tables are not" in html
+    assert "No tables yet." not in pages.overview_page([], [], (), _fleet([], None), 1000)
+    assert 'id="partitions-hidden"' not in pages.overview_page([status("a")], [])
 
 
 def test_overview_without_tables_and_the_dead_letter_note() -> None:

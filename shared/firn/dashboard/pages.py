@@ -15,9 +15,10 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from firn.catalog.fleet import FleetStatus
 from firn.catalog.history import PlanHistory, SchemaHistory, Transition
 from firn.catalog.listing import TaskRow
-from firn.readable import freshness, partition_name, size
+from firn.readable import duration, freshness, partition_name, size
 
 KINDS = ("major", "full", "minor", "auto")
 
@@ -52,18 +53,83 @@ def error_page(status: int, message: str) -> str:
 
 
 def overview_page(
-    statuses: Sequence[dict[str, Any]], tasks: Sequence[TaskRow], charts: Sequence[str] = ()
+    statuses: Sequence[dict[str, Any]],
+    tasks: Sequence[TaskRow],
+    charts: Sequence[str] = (),
+    fleet: FleetStatus | None = None,
+    hidden: int = 0,
 ) -> str:
-    """Every table and its partitions, highest score first, the Iceberg publication
-    charts (``charts``), and the latest tasks."""
+    """The fleet at a glance (``fleet``: ``firn status --fleet``'s figures), the
+    partitions of ``statuses`` (every table's, or of the tables owing the most, with
+    ``hidden`` tables left out), highest score first, the Iceberg publication charts
+    (``charts``), and the latest tasks."""
+    body = fleet_section(fleet) if fleet is not None else ""
     if not statuses:
-        body = '<p class="muted">No tables yet.</p>'
+        body += '<p class="muted">No tables yet.</p>' if not hidden else ""
     else:
-        body = "<h2>Partitions</h2>" + partitions_table(statuses)
-        if charts:
-            body += "<h2>Iceberg publication</h2>" + "".join(charts)
+        body += "<h2>Partitions</h2>" + partitions_table(statuses)
+    if hidden:
+        body += (
+            '<p class="muted" id="partitions-hidden">Only the tables owing the most are '
+            f"listed; {hidden} other tables are not (each has its own page, and "
+            "<code>firn status</code> lists them all).</p>"
+        )
+    if (statuses or hidden) and charts:
+        body += "<h2>Iceberg publication</h2>" + "".join(charts)
     body += "<h2>Recent tasks</h2>" + tasks_table(tasks) + dead_letters_note()
     return layout("Tables", body)
+
+
+FLEET_DEBTS = 20
+"""Tables listed under "Owing the most"."""
+
+
+def fleet_section(fleet: FleetStatus) -> str:
+    """``firn status --fleet`` as a page section: the counts, the partition that has
+    waited longest, and the tables that owe the most."""
+    share = fleet.partitions_due / fleet.partitions if fleet.partitions else 0.0
+    tasks = ", ".join(f"{state} {n}" for state, n in fleet.tasks.items()) or "none"
+    oldest = fleet.oldest_due
+    waited = (
+        "none due"
+        if oldest is None
+        else f"{escape(oldest.table)} {escape(partition_name(oldest.partition))}, "
+        f"{escape(oldest.due)} due, oldest change "
+        f"{'?' if oldest.waiting_seconds is None else duration(oldest.waiting_seconds)} ago"
+    )
+    rows = [
+        ("Tables", "tables", str(fleet.tables)),
+        ("Partitions", "partitions", str(fleet.partitions)),
+        ("With unmerged changes", "unmerged", str(fleet.partitions_unmerged)),
+        ("Due", "due", f"{fleet.partitions_due} ({share:.1%}) of {fleet.tables_due} tables"),
+        ("Open plans", "open-plans", f"{fleet.open_plans} (tasks: {escape(tasks)})"),
+        ("Waiting longest", "waiting-longest", waited),
+    ]
+    cells = "".join(
+        f'<tr><th>{label}</th><td class="{css}">{value}</td></tr>' for label, css, value in rows
+    )
+    body = f'<h2>Fleet</h2><table id="fleet">{cells}</table>'
+    if not fleet.debts:
+        return body
+    head = (
+        "<tr><th>Table</th><th>Partitions due</th><th>With unmerged changes</th>"
+        "<th>Unmerged files</th><th>Unmerged bytes</th><th>Oldest change</th>"
+        "<th>Open plans</th></tr>"
+    )
+    lines = [
+        f'<tr data-table="{escape(d.table)}">'
+        f'<td><a href="{table_href(d.table)}">{escape(d.table)}</a></td>'
+        f'<td class="num due">{d.partitions_due}</td>'
+        f'<td class="num unmerged">{d.partitions_unmerged}</td>'
+        f'<td class="num unmerged-files">{d.unmerged_files}</td>'
+        f'<td class="num unmerged-bytes" title="{d.unmerged_bytes} bytes">'
+        f"{size(d.unmerged_bytes)}</td>"
+        f'<td class="num oldest-change">'
+        f"{'-' if d.oldest_change_seconds is None else duration(d.oldest_change_seconds)}</td>"
+        f'<td class="num open-plans">{d.open_plans}</td></tr>'
+        for d in fleet.debts[:FLEET_DEBTS]
+    ]
+    return body + f'<h3>Owing the most</h3><table id="debts">{head}{"".join(lines)}</table>'
 
 
 def partitions_table(statuses: Sequence[dict[str, Any]]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from firn.api.catalog import Catalog
+from firn.catalog.fleet import fleet_status
 from firn.catalog.history import recent_plans, schema_history, snapshot_bytes
 from firn.catalog.listing import list_tasks
 from firn.catalog.progress import commit_points, merge_points
@@ -22,12 +23,21 @@ class PageNotFound(Exception):
     """The page names something the catalog does not have (HTTP 404)."""
 
 
+OVERVIEW_TABLES = 50
+"""Most tables whose partitions the overview lists (those owing the most, by
+``fleet_status``): each is a ``Table.status()``, and a fleet of thousands would make
+the page thousands of catalog reads."""
+
+
 def overview(catalog: Catalog) -> str:
-    statuses = [catalog.table(name).status() for name in catalog.tables()]
+    fleet = fleet_status(catalog.conn, top=OVERVIEW_TABLES)
+    names = catalog.tables()
+    shown = names if len(names) <= OVERVIEW_TABLES else [d.table for d in fleet.debts]
+    statuses = [catalog.table(name).status() for name in shown]
     tasks = list_tasks(catalog.conn, limit=RECENT_TASKS)
     lags = publication_lags(catalog.conn)[-CHART_POINTS:]
     charts = [lag_chart(LAG_TITLE + ", every table", lags, tables=True)]
-    return pages.overview_page(statuses, tasks, charts)
+    return pages.overview_page(statuses, tasks, charts, fleet, hidden=len(names) - len(shown))
 
 
 def table_view(catalog: Catalog, name: str, *, action_enabled: bool, login: bool = False) -> str:
