@@ -23,11 +23,13 @@ import pytest
 import firn
 from firn.catalog.claiming import claim_tasks, claimable_tasks, release_tasks
 from firn.catalog.compactions import compaction_event, ready_plans_beside
-from firn.catalog.metrics import change_stamp
+from firn.catalog.fleet import fleet_status
+from firn.catalog.metrics import STATES_PER_QUERY, TableRead, change_stamp, partition_states_of
 from firn.catalog.observed import merge_latencies
 from firn.catalog.plans import fail_plan, open_plan, open_plans, request_view
 from firn.engine.planning import plan_now
 from firn.model.plans import PlanRecord
+from firn.model.properties import TableProperties
 from firn.model.states import Actor
 from firn.settings import FirnSettings
 from services.metrics.handlers import CatalogReader
@@ -40,6 +42,7 @@ SCANNED = re.compile(
     r"Seq Scan on (catalog_partition|catalog_table|data_file|snapshot|compaction_plan"
     r"|compaction_task)\b"
 )
+FLEET_SIZE = "SELECT (SELECT count(*) FROM catalog_table), (SELECT count(*) FROM catalog_partition)"
 
 
 class Statements(psycopg.Cursor[Any]):
@@ -249,6 +252,27 @@ def test_hot_paths_cost_the_change_not_the_catalog(
         for query, params in statements:
             if not query.lstrip().upper().startswith(("SELECT", "WITH")):
                 continue
+            plan = "\n".join(
+                str(row[0])
+                for row in catalog.conn.execute("EXPLAIN " + query, params).fetchall()  # type: ignore[arg-type]
+            )
+            assert not SCANNED.search(plan), f"{path}: {query}\n{plan}"
+    # A fleet's periodic check and firn status --fleet read a few hundred tables a
+    # statement: through the indexes too, however much history the catalog holds.
+    generated = [
+        TableRead(1_000_000 + t, TableProperties()) for t in range(1, STATES_PER_QUERY + 1)
+    ]
+    fleet = {
+        "states of many tables": counted(
+            catalog.conn, lambda: partition_states_of(catalog.conn, generated)
+        ),
+        "status --fleet": counted(catalog.conn, lambda: fleet_status(catalog.conn)),
+    }
+    assert len(fleet["states of many tables"]) == 1
+    for path, statements in fleet.items():
+        for query, params in statements:
+            if query.startswith(FLEET_SIZE):
+                continue  # the fleet's size, counted whole: its tables, not their history
             plan = "\n".join(
                 str(row[0])
                 for row in catalog.conn.execute("EXPLAIN " + query, params).fetchall()  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ newest seq, so after one the age counts from that seq's commit.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -27,22 +28,25 @@ from firn.model.triggers import decide
 from firn.postgres.connection import Connection
 
 # Partitions with unmerged changes (the partial index) and the commit time of each
-# one's oldest unfolded change file (an index lookup each). A test EXPLAINs it.
+# one's oldest unfolded change file (an index lookup each, the snapshot's too: a join
+# with the snapshot table read every commit snapshot retention keeps). A test
+# EXPLAINs it. The tables' names and properties are read once a table (TABLES).
 BACKLOG = """
-SELECT p.table_id, t.name, t.properties, p.partition_key,
-       extract(epoch FROM now() - s.created_at)
+SELECT p.table_id, p.partition_key,
+       extract(epoch FROM now() - (
+           SELECT min(s.created_at) FROM snapshot s
+           WHERE s.table_id = p.table_id AND s.kind = 'commit' AND s.seq = oldest.seq))
 FROM catalog_partition p
-JOIN catalog_table t USING (table_id)
 LEFT JOIN LATERAL (
     SELECT f.seq FROM data_file f
     WHERE f.table_id = p.table_id AND f.partition_key = p.partition_key
       AND f.store = 'change' AND f.seq > p.max_merged_seq AND f.removed_snapshot IS NULL
     ORDER BY f.seq LIMIT 1
 ) oldest ON true
-LEFT JOIN snapshot s
-    ON s.table_id = p.table_id AND s.kind = 'commit' AND s.seq = oldest.seq
 WHERE p.max_seq > p.max_merged_seq
 """
+
+TABLES = "SELECT table_id, name, properties::text FROM catalog_table WHERE table_id = ANY(%s)"
 
 
 @dataclass(frozen=True)
@@ -91,11 +95,10 @@ def fleet_status(conn: Connection, top: int | None = None) -> FleetStatus:
         "SELECT (SELECT count(*) FROM catalog_table), (SELECT count(*) FROM catalog_partition)"
     ).fetchone() or (0, 0)
     backlog: dict[int, dict[str, float | None]] = defaultdict(dict)
-    named: dict[int, tuple[str, TableProperties]] = {}
-    for table_id, name, stored, key, age in conn.execute(BACKLOG).fetchall():
+    for table_id, key, age in conn.execute(BACKLOG).fetchall():
         backlog[table_id][key] = None if age is None else round(float(age), 3)
-        if table_id not in named:
-            named[table_id] = (name, TableProperties.from_catalog(stored or {}, name))
+    named = _named(conn, list(backlog))
+    backlog = {tid: ages for tid, ages in backlog.items() if tid in named}  # dropped since
     plans, tasks = _open_work(conn)
     read = partition_states_of(
         conn, [TableRead(tid, named[tid][1], list(ages)) for tid, ages in backlog.items()]
@@ -135,6 +138,18 @@ def fleet_status(conn: Connection, top: int | None = None) -> FleetStatus:
         oldest_due=oldest,
         debts=debts if top is None else debts[:top],
     )
+
+
+def _named(conn: Connection, table_ids: list[int]) -> dict[int, tuple[str, TableProperties]]:
+    """Each table's name and properties; tables that share their stored properties (a
+    fleet made from one template) share one parse of them."""
+    parsed: dict[str, TableProperties] = {}
+    named = {}
+    for table_id, name, stored in conn.execute(TABLES, (table_ids,)).fetchall():
+        if stored not in parsed:
+            parsed[stored] = TableProperties.from_catalog(json.loads(stored or "{}"), name)
+        named[int(table_id)] = (str(name), parsed[stored])
+    return named
 
 
 def _open_work(conn: Connection) -> tuple[dict[int, int], dict[str, int]]:

@@ -26,14 +26,26 @@ WITH wanted AS (
     SELECT * FROM unnest(%(tables)s::bigint[], %(keys)s::text[], %(small)s::bigint[],
                          %(buckets)s::int[]) AS w(table_id, partition_key, small, buckets)
 ), parts AS (
+    -- Each table's partitions, and below each partition's live files, through the
+    -- indexes a table or partition at a time (OFFSET 0 keeps each subquery a
+    -- parameterized scan): joined whole, a few hundred tables' rows made Postgres
+    -- scan catalog_partition and data_file (removed files and all), so a fleet's
+    -- check or status cost more as the catalog and its history grew.
     SELECT p.table_id, p.partition_key, p.max_seq, p.max_merged_seq, p.last_major_at,
            w.small, w.buckets
-    FROM wanted w JOIN catalog_partition p ON p.table_id = w.table_id {only_partition}
+    FROM wanted w CROSS JOIN LATERAL (
+        SELECT * FROM catalog_partition p WHERE p.table_id = w.table_id {only_partition}
+        OFFSET 0
+    ) p
 ), live AS (
-    SELECT f.table_id, f.partition_key, f.store, f.file_type, f.node_m, f.node_i, f.seq,
+    SELECT p.table_id, p.partition_key, f.store, f.file_type, f.node_m, f.node_i, f.seq,
            f.size_bytes, f.store = 'change' AND f.seq > p.max_merged_seq AS unmerged
-    FROM parts p JOIN data_file f USING (table_id, partition_key)
-    WHERE f.removed_snapshot IS NULL
+    FROM parts p CROSS JOIN LATERAL (
+        SELECT f.store, f.file_type, f.node_m, f.node_i, f.seq, f.size_bytes FROM data_file f
+        WHERE f.table_id = p.table_id AND f.partition_key = p.partition_key
+          AND f.removed_snapshot IS NULL
+        OFFSET 0
+    ) f
 ), counted AS (
     SELECT table_id, partition_key, node_m, node_i, count(DISTINCT seq) AS n FROM live
     WHERE unmerged GROUP BY table_id, partition_key, node_m, node_i
