@@ -94,8 +94,9 @@ due partition's plan request is this much later at most."""
 PRODUCER_LINGER = 0.005
 """How long the app's producer gathers messages before a produce request (seconds):
 the Faust table's changelog takes a message per partition a commit touched, and one
-request per few of them instead of per message took a tenth off the service's CPU
-under a fleet's commits (issue 37); a plan request is this much later at most."""
+request per few of them instead of per message costs the service and the broker less
+(issue 37: with ``track``'s batches, 13-24 % less CPU per commit event in
+``bench/README.md``); a plan request is this much later at most."""
 
 
 FULL_CHECK_EVERY = 10
@@ -276,10 +277,10 @@ def create_app(
     async def track(stream: faust.StreamT[Any]) -> None:
         # Events a few at a time, as fan_out takes them: the commit events' catalog
         # reads share one thread hop, and each event is then tracked in its order (a
-        # partition's updates must apply in order). A hop per event, its futexes and
-        # the loop's wake-ups were a tenth of the service's CPU under a fleet's
-        # commits (issue 37). The reads see each commit's own files, which never
-        # change, so reading them before the batch is tracked is the same as after.
+        # partition's updates must apply in order): a hop per event, with its futexes
+        # and the loop's wake-ups, cost more than the catalog read it carried under a
+        # fleet's commits (issue 37). The reads see each commit's own files, which
+        # never change, so reading them before the batch is tracked is the same.
         taking = cast(faust.Stream[Any], stream).take_events
         async for batch in taking(TRACK_BATCH, within=TRACK_WITHIN):
             commits: list[tuple[Any, tuple[Any, Any]]] = []
