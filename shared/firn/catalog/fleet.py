@@ -85,6 +85,16 @@ class FleetStatus:
     debts: list[TableDebt]
     """Tables with unmerged changes, the most due partitions and bytes first."""
 
+    @property
+    def due_share(self) -> float:
+        """The share of the fleet's partitions that are due (0 without partitions)."""
+        return self.partitions_due / self.partitions if self.partitions else 0.0
+
+    @property
+    def tasks_text(self) -> str:
+        """The open plans' tasks by state as people read them: "Executing 2, Pending 7"."""
+        return ", ".join(f"{state} {n}" for state, n in self.tasks.items()) or "none"
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -92,13 +92,12 @@ def show_fleet(settings: FirnSettings, top: int) -> Output:
 
 
 def _fleet_text(fleet: FleetStatus) -> list[str | Grid]:
-    share = fleet.partitions_due / fleet.partitions if fleet.partitions else 0.0
-    tasks = ", ".join(f"{state} {n}" for state, n in fleet.tasks.items()) or "none"
     lines: list[str | Grid] = [
         f"fleet: {fleet.tables} tables, {fleet.partitions} partitions",
-        f"  due: {fleet.partitions_due} partitions ({share:.1%}) of {fleet.tables_due} tables; "
-        f"{fleet.partitions_unmerged} partitions have unmerged changes",
-        f"  open plans: {fleet.open_plans} (tasks: {tasks})",
+        f"  due: {fleet.partitions_due} partitions ({fleet.due_share:.1%}) of "
+        f"{fleet.tables_due} tables; {fleet.partitions_unmerged} partitions have unmerged "
+        "changes",
+        f"  open plans: {fleet.open_plans} (tasks: {fleet.tasks_text})",
     ]
     oldest = fleet.oldest_due
     if oldest is not None:

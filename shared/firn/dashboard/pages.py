@@ -87,8 +87,6 @@ FLEET_DEBTS = 20
 def fleet_section(fleet: FleetStatus) -> str:
     """``firn status --fleet`` as a page section: the counts, the partition that has
     waited longest, and the tables that owe the most."""
-    share = fleet.partitions_due / fleet.partitions if fleet.partitions else 0.0
-    tasks = ", ".join(f"{state} {n}" for state, n in fleet.tasks.items()) or "none"
     oldest = fleet.oldest_due
     waited = (
         "none due"
@@ -101,8 +99,12 @@ def fleet_section(fleet: FleetStatus) -> str:
         ("Tables", "tables", str(fleet.tables)),
         ("Partitions", "partitions", str(fleet.partitions)),
         ("With unmerged changes", "unmerged", str(fleet.partitions_unmerged)),
-        ("Due", "due", f"{fleet.partitions_due} ({share:.1%}) of {fleet.tables_due} tables"),
-        ("Open plans", "open-plans", f"{fleet.open_plans} (tasks: {escape(tasks)})"),
+        (
+            "Due",
+            "due",
+            f"{fleet.partitions_due} ({fleet.due_share:.1%}) of {fleet.tables_due} tables",
+        ),
+        ("Open plans", "open-plans", f"{fleet.open_plans} (tasks: {escape(fleet.tasks_text)})"),
         ("Waiting longest", "waiting-longest", waited),
     ]
     cells = "".join(
