@@ -13,8 +13,12 @@ int64, float64, 16-char string, timestamp):
 3. **read before**: ``Table.scan().to_arrow()`` with those changes unmerged.
 4. **compact**: ``firn.compact(table, engine="local")`` (a major compaction).
 5. **read after**: the same scan of the compacted table, against pyarrow reading the
-   same live rows from plain Parquet (the live rows written once by pyarrow as the
-   table's file count in 1M-row row groups; read with ``pq.read_table``, threads on).
+   same live rows from plain Parquet (the live rows written once by pyarrow, sorted
+   by key, as the table's file count in 1M-row row groups; read with
+   ``pq.read_table``, threads on).
+6. **lookup after**: 20 live keys looked up one by one, ``Table.scan(filter="id =
+   k")``, against ``pq.read_table(filters=pc.field("id") == k)`` of those plain files
+   (a key's row group found by the statistics): ``lookup_after_ms`` is one lookup.
 
 Reads are the best of ``--repeat``; compactions are timed once (each changes the
 table). Loads run in ``--load-rounds`` interleaved rounds, the order of Firn and
@@ -58,6 +62,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from harness import ORDERS, bench_catalog, order_rows  # bench/ is on sys.path when run as a script
 
@@ -65,6 +70,8 @@ import firn
 from firn.commands.tables import parse_properties
 
 ROW_GROUP = 1 << 20
+LOOKUPS = 20
+"""Keys looked up one filtered scan at a time after the compaction."""
 WARM_GIB = 0.0
 """Memory touched before each timed stage (``--warm-gib``)."""
 
@@ -206,10 +213,16 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
         check(after, live_keys, base_rows <= args.check_keys_up_to, "after")
         out["layout_after"] = layout(table)
 
-        # The floor: the same live rows as plain Parquet, in as many files.
+        wanted = rng.choice(live_keys, LOOKUPS, replace=False)
+        out["lookup_after_s"], found = best(args.repeat, functools.partial(lookup, table, wanted))
+        check_found(found, wanted, "Firn")
+
+        # The floor: the same live rows as plain Parquet, in as many files, sorted by
+        # key (so each lookup's filter leaves one row group of one file, as it can).
         files = max(1, out["layout_after"]["base_files"])
         plain = scratch / "plain-live"
         plain.mkdir()
+        after = after.sort_by("id")
         step = -(-after.num_rows // files)
         for n in range(files):
             part = after.slice(n * step, step)
@@ -217,6 +230,9 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
         del after
         paths = sorted(str(p) for p in plain.iterdir())
         out["plain_read_s"], _ = best(args.repeat, functools.partial(pq.read_table, paths))
+        plain_lookup = functools.partial(lookup_plain, paths, wanted)
+        out["plain_lookup_s"], found = best(args.repeat, plain_lookup)
+        check_found(found, wanted, "plain Parquet")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -226,7 +242,27 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
     out["load_vs_delta"] = out["load_s"] / out["delta_load_s"]
     out["read_after_vs_plain"] = out["read_after_s"] / out["plain_read_s"]
     out["read_after_vs_before"] = out["read_after_s"] / out["read_before_s"]
+    out["lookup_after_ms"] = out["lookup_after_s"] / LOOKUPS * 1e3
+    out["lookup_after_vs_plain"] = out["lookup_after_s"] / out["plain_lookup_s"]
     return out
+
+
+def lookup(table: firn.Table, keys: np.ndarray) -> list[pa.Table]:
+    """Each key's row by a filtered scan of the table, one scan a key (the filter's
+    string form, which routes a key to its hash node's files)."""
+    return [table.scan(filter=f"id = {int(k)}").to_arrow() for k in keys]
+
+
+def lookup_plain(paths: list[str], keys: np.ndarray) -> list[pa.Table]:
+    """Each key's row by pyarrow reading the plain files with the filter (row groups
+    skipped by their statistics)."""
+    return [pq.read_table(paths, filters=pc.field("id") == int(k)) for k in keys]
+
+
+def check_found(found: list[pa.Table], keys: np.ndarray, who: str) -> None:
+    got = [t.column("id").to_pylist() for t in found]
+    if got != [[int(k)] for k in keys]:
+        raise SystemExit(f"lookups by {who}: {got[:3]}..., wanted one row of each key")
 
 
 def check(read: pa.Table, live_keys: np.ndarray, keys_too: bool, when: str) -> None:

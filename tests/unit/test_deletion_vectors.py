@@ -4,23 +4,28 @@ what a fold's result may claim about a base file it kept."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from firn.engine.scan import scan_base
 from firn.engine.vectors import _not_in, _replaced_rows
 from firn.errors import CorruptFileError
 from firn.io.deletion_vectors import SCHEMA, live_batches, read_positions, write_positions
+from firn.io.integrity import read_matching
 from firn.io.storage import Storage
-from firn.model.files import DeletionVector
+from firn.model.files import DeletionVector, FileEntry
 from firn.model.schema import TableSchema
 from firn.model.tasks import InputFile, OutputFile, carries
+from firn.model.tree import ROOT
 
 
 def _batches(sizes: list[int]) -> list[pa.RecordBatch]:
@@ -177,3 +182,46 @@ def test_positions_not_yet_hidden_are_a_set_difference(
     a = np.array(sorted(positions), dtype=np.int64)
     b = np.array(sorted(hidden), dtype=np.int64)
     assert _not_in(a, b).tolist() == np.setdiff1d(a, b).tolist()
+
+
+_KV = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string())])
+
+
+@settings(deadline=None, max_examples=80)  # timing is not what this checks
+@given(
+    rows=st.integers(1, 60),
+    group=st.integers(1, 13),
+    picks=st.lists(st.integers(0, 59), max_size=30),
+    low=st.integers(-3, 62),
+    span=st.integers(0, 20),
+)
+def test_a_filtered_read_of_a_file_with_a_vector_reads_only_the_row_groups_it_may_keep(
+    tmp_path_factory: pytest.TempPathFactory,
+    rows: int,
+    group: int,
+    picks: list[int],
+    low: int,
+    span: int,
+) -> None:
+    storage = Storage(str(tmp_path_factory.mktemp("dv")))
+    base = pa.table({"k": range(rows), "v": [f"v{k}" for k in range(rows)]}, schema=_KV)
+    pq.write_table(base, storage.full_path("b.parquet"), row_group_size=group)
+    hidden = sorted({p for p in picks if p < rows})
+    vector = write_positions(storage, "dv.parquet", hidden) if hidden else None
+    size = os.path.getsize(storage.full_path("b.parquet"))
+    entry = FileEntry(1, "", "base", "B", ROOT, 1, "b.parquet", size, rows, [0], [rows - 1], 1)
+    entry = replace(entry, deletion_vector=vector)
+    high = low + span
+    keep = (pc.field("k") >= low) & (pc.field("k") <= high)
+
+    read = scan_base(storage, TableSchema("t", _KV, ("k",)), [entry], keep).to_pylist()
+
+    live = [k for k in range(rows) if k not in hidden and low <= k <= high]
+    assert read == [{"k": k, "v": f"v{k}"} for k in live]
+    if vector is not None:
+        # The row groups read are exactly those whose keys meet the filter's range.
+        _, spans = read_matching(storage, entry, ["k", "v"], keep)
+        starts = range(0, rows, group)
+        assert spans == [
+            (s, min(group, rows - s)) for s in starts if s <= high and low < min(s + group, rows)
+        ]

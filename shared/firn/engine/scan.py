@@ -13,8 +13,9 @@ scan; key and ``_ord`` columns may hold no null (a file lacking one reads as nul
 A dataset scan's errors do not always name the file, so on a failure the files are
 checked one by one to name the bad one (only on that error path).
 
-A base file with a deletion vector (``firn.io.deletion_vectors``) is read whole, on
-its own, without the rows its vector hides; the vector is checked too.
+A base file with a deletion vector (``firn.io.deletion_vectors``) is read on its
+own, without the rows its vector hides (whole, or with a filter only the row groups
+whose statistics may hold a row it keeps); the vector is checked too.
 
 Files written under another schema version than the read's are read by field id
 (``firn.model.projection``): one scan per version, each batch turned into the read's
@@ -35,8 +36,16 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from firn.errors import CorruptFileError, StorageError
-from firn.io.deletion_vectors import live_rows, read_positions
-from firn.io.integrity import IO, RECORD_COUNT, SCHEMA, check_sizes, inspect_file, read_whole
+from firn.io.deletion_vectors import live_matching, live_rows, read_positions
+from firn.io.integrity import (
+    IO,
+    RECORD_COUNT,
+    SCHEMA,
+    check_sizes,
+    inspect_file,
+    read_matching,
+    read_whole,
+)
 from firn.io.storage import Storage
 from firn.model.changes import ORD
 from firn.model.files import FileEntry
@@ -276,16 +285,27 @@ def _live_rows(
     storage: Storage, table: TableSchema, entry: FileEntry, row_filter: pc.Expression | None
 ) -> pa.Table:
     """The rows of a base file with a deletion vector that the vector leaves, as the
-    table's columns, ``row_filter`` applied."""
+    table's columns, ``row_filter`` applied. With a filter, only the row groups their
+    statistics say it may keep are read (a key's lookup reads one of a file's row
+    groups, not the file), when the file stores the read's columns as they are: a
+    file of another schema version is read whole and filtered after its projection,
+    as the scan of such files is."""
     assert entry.deletion_vector is not None
     hidden = read_positions(storage, entry.deletion_vector, entry.record_count)
     required = stored_schema(table, entry.file_type, entry.schema_id)
     view = file_view(table.version_schema(entry.schema_id), table.schema)
-    rows = read_whole(storage, entry, stored_names(view, table.schema.names), required)
+    names = stored_names(view, table.schema.names)
+    matching = row_filter is not None and view.identity
+    if matching:
+        rows, spans = read_matching(storage, entry, names, row_filter, required)
+    else:
+        rows = read_whole(storage, entry, names, required)
     nulls = [f.name for f in view.stored if not f.nullable and rows.column(f.name).null_count]
     if nulls:
         path = storage.full_path(entry.path)
         raise CorruptFileError(path, SCHEMA, f"has nulls (or lacks) {', '.join(nulls)}")
+    if matching:
+        return live_matching(rows, hidden, spans, row_filter).select(table.schema.names)
     rows = view.adapt(live_rows(rows, hidden))
     if row_filter is not None:
         rows = rows.filter(row_filter)

@@ -23,15 +23,16 @@ Executor-safe: pyarrow and numpy only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from firn.errors import CorruptFileError
 from firn.io.file_cache import FileCache
-from firn.io.integrity import RECORD_COUNT, read_batches
+from firn.io.integrity import RECORD_COUNT, Span, read_batches
 from firn.io.storage import Storage
 from firn.model.files import DeletionVector
 
@@ -107,6 +108,34 @@ def live_rows(rows: pa.Table, hidden: Positions) -> pa.Table:
     keep = np.ones(rows.num_rows, dtype=bool)
     keep[hidden] = False
     return rows.filter(pa.array(keep))
+
+
+def live_matching(
+    rows: pa.Table,
+    hidden: Positions,
+    spans: Sequence[Span],
+    row_filter: pc.Expression,
+) -> pa.Table:
+    """The rows ``row_filter`` keeps of ``rows`` (a base file's row groups whose
+    ``spans``, first row and rows, are given, in file order), without those at
+    ``hidden`` positions. The filter goes first, with each row's position beside it,
+    and the vector is then matched to what it kept: a lookup keeps a row or two of a
+    row group, and masking the group's rows first copied all of them twice."""
+    ranges = [np.arange(first, first + n, dtype=np.int64) for first, n in spans]
+    positions = np.concatenate(ranges) if ranges else np.empty(0, np.int64)
+    tagged = rows.append_column(_POSITION, pa.array(positions, pa.int64()))
+    kept = tagged.filter(row_filter)
+    at = kept.column(_POSITION).to_numpy()
+    kept = kept.drop_columns([_POSITION])
+    if not len(hidden) or not len(at):
+        return kept
+    found = np.minimum(np.searchsorted(hidden, at), len(hidden) - 1)
+    live = hidden[found] != at
+    return kept if bool(live.all()) else kept.filter(pa.array(live))
+
+
+_POSITION = "_firn_position"
+"""A column no table may have (``_firn`` names are reserved): a row's position."""
 
 
 def live_batches(batches: Iterable[pa.RecordBatch], hidden: Positions) -> Iterator[pa.RecordBatch]:

@@ -25,11 +25,14 @@ receives both fit it without this layer importing either.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -277,6 +280,69 @@ def read_whole(
             f"{rows.num_rows} rows were read, the catalog says {expected.record_count}",
         )
     return rows
+
+
+Span = tuple[int, int]
+"""A row group's first row in its file, and its rows."""
+
+
+def read_matching(
+    storage: Storage,
+    expected: ExpectedFile,
+    columns: Sequence[str],
+    row_filter: pc.Expression,
+    required: pa.Schema | None = None,
+) -> tuple[pa.Table, list[Span]]:
+    """The file's ``columns`` (those it has) in the row groups whose statistics say
+    they may hold a row ``row_filter`` keeps, whole (not filtered), and each such
+    group's span in file order: a base file is cut in key order, so a key's filter
+    leaves one row group of each file. Checked as ``read_whole`` checks a file, the
+    rows counted against the groups read. A filter the file's columns cannot judge
+    (one naming a column the file lacks) keeps every group."""
+    path = storage.full_path(expected.path)
+    whole = fetched_whole(storage, expected)
+    try:
+        with _source(storage, path, whole) as source:
+            parquet = pq.ParquetFile(source)
+            _raise_first(storage, expected, footer_problems(parquet, expected, required))
+            footer = parquet.metadata
+            starts = list(
+                itertools.accumulate(
+                    (footer.row_group(g).num_rows for g in range(footer.num_row_groups)), initial=0
+                )
+            )
+            kept = _groups_matching(whole if whole is not None else path, storage, row_filter)
+            groups = range(footer.num_row_groups) if kept is None else kept
+            names = set(parquet.schema_arrow.names)
+            rows = parquet.read_row_groups(
+                list(groups), columns=[c for c in columns if c in names], use_threads=True
+            )
+    except (OSError, pa.ArrowException) as exc:
+        raise translate(storage, expected.path, exc) from exc
+    spans = [(starts[g], starts[g + 1] - starts[g]) for g in groups]
+    expected_rows = sum(n for _, n in spans)
+    if rows.num_rows != expected_rows:
+        raise CorruptFileError(
+            path,
+            RECORD_COUNT,
+            f"{rows.num_rows} rows were read from row groups {list(groups)}, their "
+            f"footer says {expected_rows}",
+        )
+    return rows, spans
+
+
+def _groups_matching(
+    source: str | pa.Buffer, storage: Storage, row_filter: pc.Expression
+) -> list[int] | None:
+    """The row groups of a Parquet file (its path, or its bytes) that ``row_filter``
+    may keep, judged by their statistics; None when the filter cannot be judged."""
+    fragment = ds.ParquetFileFormat().make_fragment(
+        source, filesystem=storage.fs if isinstance(source, str) else None
+    )
+    try:
+        return [g.id for g in fragment.subset(filter=row_filter).row_groups]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None  # a column the file lacks, or one it stores as another type
 
 
 def inspect_file(
