@@ -252,8 +252,9 @@ def scan_base(
 ) -> pa.Table:
     """The live rows of base files: all their rows, but those their deletion vectors
     hide. Files without a vector are one dataset scan (``row_filter`` pushed into
-    it); a file with one is read whole, the vector applied to its rows in file order
-    (the only order its positions mean), then filtered. The scan and the files with
+    it); a file with one is read on its own (``_live_rows``: whole, or with a filter
+    the row groups it may keep), its vector matched to its rows by their positions in
+    the file (the only order they mean). The scan and the files with
     vectors are read at once: after a compaction most rows sit in files with vectors,
     and read one after another they left a core idle (2.1 s against 1.1 s for
     pyarrow reading the same 20M rows)."""
