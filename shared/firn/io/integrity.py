@@ -311,7 +311,7 @@ def read_matching(
                     (footer.row_group(g).num_rows for g in range(footer.num_row_groups)), initial=0
                 )
             )
-            kept = _groups_matching(whole if whole is not None else path, storage, row_filter)
+            kept = _groups_matching(source, row_filter)
             groups = range(footer.num_row_groups) if kept is None else kept
             names = set(parquet.schema_arrow.names)
             rows = parquet.read_row_groups(
@@ -331,14 +331,10 @@ def read_matching(
     return rows, spans
 
 
-def _groups_matching(
-    source: str | pa.Buffer, storage: Storage, row_filter: pc.Expression
-) -> list[int] | None:
-    """The row groups of a Parquet file (its path, or its bytes) that ``row_filter``
-    may keep, judged by their statistics; None when the filter cannot be judged."""
-    fragment = ds.ParquetFileFormat().make_fragment(
-        source, filesystem=storage.fs if isinstance(source, str) else None
-    )
+def _groups_matching(source: pa.NativeFile, row_filter: pc.Expression) -> list[int] | None:
+    """The row groups of an open Parquet file that ``row_filter`` may keep, judged by
+    their statistics; None when the filter cannot be judged."""
+    fragment = ds.ParquetFileFormat().make_fragment(source)
     try:
         return [g.id for g in fragment.subset(filter=row_filter).row_groups]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
