@@ -50,7 +50,7 @@ from firn.io.storage import Storage
 from firn.model.changes import ORD
 from firn.model.files import FileEntry
 from firn.model.merge_on_read import SEQ
-from firn.model.projection import file_view, stored_names
+from firn.model.projection import FileView, file_view, stored_names
 from firn.model.schema import TableSchema
 
 
@@ -296,21 +296,25 @@ def _live_rows(
     required = stored_schema(table, entry.file_type, entry.schema_id)
     view = file_view(table.version_schema(entry.schema_id), table.schema)
     names = stored_names(view, table.schema.names)
-    matching = row_filter is not None and view.identity
-    if matching:
+    if row_filter is not None and view.identity:
         rows, spans = read_matching(storage, entry, names, row_filter, required)
-    else:
-        rows = read_whole(storage, entry, names, required)
-    nulls = [f.name for f in view.stored if not f.nullable and rows.column(f.name).null_count]
-    if nulls:
-        path = storage.full_path(entry.path)
-        raise CorruptFileError(path, SCHEMA, f"has nulls (or lacks) {', '.join(nulls)}")
-    if matching:
+        _refuse_missing(storage, entry, view, rows)
         return live_matching(rows, hidden, spans, row_filter).select(table.schema.names)
+    rows = read_whole(storage, entry, names, required)
+    _refuse_missing(storage, entry, view, rows)
     rows = view.adapt(live_rows(rows, hidden))
     if row_filter is not None:
         rows = rows.filter(row_filter)
     return rows.select(table.schema.names)
+
+
+def _refuse_missing(storage: Storage, entry: FileEntry, view: FileView, rows: pa.Table) -> None:
+    """A base file's required columns hold no nulls: one that does (or lacks the
+    column) is damaged, and naming it beats handing its nulls to a reader."""
+    nulls = [f.name for f in view.stored if not f.nullable and rows.column(f.name).null_count]
+    if nulls:
+        path = storage.full_path(entry.path)
+        raise CorruptFileError(path, SCHEMA, f"has nulls (or lacks) {', '.join(nulls)}")
 
 
 def scan_changes(

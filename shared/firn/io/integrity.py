@@ -259,26 +259,7 @@ def read_whole(
     ``footers``: footers already checked, by path; this file's is added once it is
     (a reader that reads a file a few columns at a time checks and decodes its footer
     once: a wide file's footer takes milliseconds to decode)."""
-    path = storage.full_path(expected.path)
-    footer = None if footers is None else footers.get(path)
-    whole = fetched_whole(storage, expected) if footer is None else None
-    try:
-        with _source(storage, path, whole) as source:
-            parquet = pq.ParquetFile(source, metadata=footer)
-            if footer is None:
-                _raise_first(storage, expected, footer_problems(parquet, expected, required))
-                if footers is not None:
-                    footers[path] = parquet.metadata
-            names = set(parquet.schema_arrow.names)
-            rows = parquet.read(columns=[c for c in columns if c in names], use_threads=True)
-    except (OSError, pa.ArrowException) as exc:
-        raise translate(storage, expected.path, exc) from exc
-    if rows.num_rows != expected.record_count:
-        raise CorruptFileError(
-            path,
-            RECORD_COUNT,
-            f"{rows.num_rows} rows were read, the catalog says {expected.record_count}",
-        )
+    rows, _ = _read_groups(storage, expected, columns, required, footers, None)
     return rows
 
 
@@ -296,39 +277,64 @@ def read_matching(
     """The file's ``columns`` (those it has) in the row groups whose statistics say
     they may hold a row ``row_filter`` keeps, whole (not filtered), and each such
     group's span in file order: a base file is cut in key order, so a key's filter
-    leaves one row group of each file. Checked as ``read_whole`` checks a file, the
-    rows counted against the groups read. A filter the file's columns cannot judge
-    (one naming a column the file lacks) keeps every group."""
+    leaves one row group of each file. Checked as ``read_whole`` checks a file. A
+    filter the file's columns cannot judge (one naming a column the file lacks) keeps
+    every group."""
+    return _read_groups(storage, expected, columns, required, None, row_filter)
+
+
+def _read_groups(
+    storage: Storage,
+    expected: ExpectedFile,
+    columns: Sequence[str],
+    required: pa.Schema | None,
+    footers: dict[str, pq.FileMetaData] | None,
+    row_filter: pc.Expression | None,
+) -> tuple[pa.Table, list[Span]]:
+    """``read_whole`` and ``read_matching``: every row group, or those ``row_filter``
+    may keep, with their spans. The footer is checked against the catalog (size,
+    record count, ``required`` columns) unless ``footers`` holds it already, and the
+    rows decoded are counted against the footer's for the groups read."""
     path = storage.full_path(expected.path)
-    whole = fetched_whole(storage, expected)
+    footer = None if footers is None else footers.get(path)
+    whole = fetched_whole(storage, expected) if footer is None else None
     try:
         with _source(storage, path, whole) as source:
-            parquet = pq.ParquetFile(source)
-            _raise_first(storage, expected, footer_problems(parquet, expected, required))
-            footer = parquet.metadata
-            starts = list(
-                itertools.accumulate(
-                    (footer.row_group(g).num_rows for g in range(footer.num_row_groups)), initial=0
-                )
-            )
-            kept = _groups_matching(source, row_filter)
-            groups = range(footer.num_row_groups) if kept is None else kept
+            parquet = pq.ParquetFile(source, metadata=footer)
+            if footer is None:
+                _raise_first(storage, expected, footer_problems(parquet, expected, required))
+                if footers is not None:
+                    footers[path] = parquet.metadata
             names = set(parquet.schema_arrow.names)
-            rows = parquet.read_row_groups(
-                list(groups), columns=[c for c in columns if c in names], use_threads=True
-            )
+            present = [c for c in columns if c in names]
+            groups = None if row_filter is None else _groups_matching(source, row_filter)
+            if groups is None:
+                groups = list(range(parquet.metadata.num_row_groups))
+                rows = parquet.read(columns=present, use_threads=True)
+            else:
+                rows = parquet.read_row_groups(groups, columns=present, use_threads=True)
+            spans = _spans(parquet.metadata, groups)
     except (OSError, pa.ArrowException) as exc:
         raise translate(storage, expected.path, exc) from exc
-    spans = [(starts[g], starts[g + 1] - starts[g]) for g in groups]
-    expected_rows = sum(n for _, n in spans)
-    if rows.num_rows != expected_rows:
+    footer_rows = sum(n for _, n in spans)
+    if rows.num_rows != footer_rows:
         raise CorruptFileError(
             path,
             RECORD_COUNT,
-            f"{rows.num_rows} rows were read from row groups {list(groups)}, their "
-            f"footer says {expected_rows}",
+            f"{rows.num_rows} rows were read from {len(groups)} row groups, their footer "
+            f"says {footer_rows}",
         )
     return rows, spans
+
+
+def _spans(footer: pq.FileMetaData, groups: Sequence[int]) -> list[Span]:
+    """Each of ``groups``' first row in the file and its rows, by the footer."""
+    starts = list(
+        itertools.accumulate(
+            (footer.row_group(g).num_rows for g in range(footer.num_row_groups)), initial=0
+        )
+    )
+    return [(starts[g], starts[g + 1] - starts[g]) for g in groups]
 
 
 def _groups_matching(source: pa.NativeFile, row_filter: pc.Expression) -> list[int] | None:
