@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -163,6 +164,9 @@ def test_a_group_written_one_row_group_at_a_time_is_its_sorted_rows(
             assert f.record_count == part.num_rows
             assert f.min_key == [part.column("id")[0].as_py()]
             assert f.max_key == [part.column("id")[-1].as_py()]
+            # A page index, for the readers that skip pages by it (Spark's).
+            footer = pq.ParquetFile(storage.full_path(f.path)).metadata
+            assert all(footer.row_group(0).column(c).has_column_index for c in range(2))
 
 
 @given(

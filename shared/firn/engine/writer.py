@@ -30,6 +30,13 @@ from firn.model.values import key_at
 ROW_GROUP_ROWS = 1 << 20
 ROW_GROUP_BYTES = 16 << 20  # of Arrow memory buffered per row group at most
 _SAFETY = 1.15  # estimates may be off by this much between row groups
+PAGE_ROWS: int | None = None
+"""Rows per data page at most; None keeps pyarrow's limit, 20,000 rows (parquet-mr's
+too), and writers on Spark executors whose pyarrow predates the setting still work.
+Every file gets a page index: a reader that uses it (Spark's Parquet reader, so Firn's
+JVM merge reader under a filter) decodes only the pages a key's lookup may find it in,
+not a whole row group of a million rows. Writing the index cost nothing measurable
+(5M rows: the same time and bytes, 2026-12-04); pyarrow's own reader ignores it."""
 
 
 class SizedWriter:
@@ -203,6 +210,8 @@ class SizedWriter:
             compression=self.compression,
             use_dictionary=self._dictionary,
             column_encoding=self._delta or None,
+            write_page_index=True,
+            **({} if PAGE_ROWS is None else {"max_rows_per_page": PAGE_ROWS}),
         )
         self._rows = 0
         self._first = None
