@@ -270,6 +270,9 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["read_key_before_s"] = read_time(lambda: read().where(key), args.runs)
             out["key_scan_before"] = scan_text(read().where(key))
             out["read_key_unpruned_before_s"] = read_time(lambda: read().where(unpruned), args.runs)
+            out["key_rows_before"] = [
+                sorted(map(str, read().where(k).collect())) for k in (key, unpruned)
+            ]
             out["splits_before"] = split_ways(spark, NAME, options)
             out["native_before"] = summary(read_native())
             out["read_before_native_first_s"], out["read_before_native_s"] = read_times(
@@ -285,6 +288,9 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["read_key_after_s"] = read_time(lambda: read().where(key), args.runs)
             out["key_scan_after"] = scan_text(read().where(key))
             out["read_key_unpruned_after_s"] = read_time(lambda: read().where(unpruned), args.runs)
+            out["key_rows_after"] = [
+                sorted(map(str, read().where(k).collect())) for k in (key, unpruned)
+            ]
             out["native_after"] = summary(read_native())
             out["read_after_native_first_s"], out["read_after_native_s"] = read_times(
                 read_native, args.runs
@@ -522,6 +528,14 @@ def main() -> int:
             print(
                 f'{"PASS" if same else "FAIL"}: firn.spark.read agrees with format("firn") '
                 f"{when} compaction ({f[f'native_{when}']} against {f[when]})"
+            )
+        for when in ("before", "after"):
+            pruned, whole = f[f"key_rows_{when}"]
+            same = pruned == whole
+            failures += not same
+            print(
+                f"{'PASS' if same else 'FAIL'}: the lookup {when} compaction finds what the "
+                f"unpruned one does ({len(pruned)} against {len(whole)} rows)"
             )
         print(
             "  (firn.spark.read: splits by Spark's Parquet reader / the JVM merge reader / "

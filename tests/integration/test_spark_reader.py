@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -463,6 +464,100 @@ def test_the_jvm_reader_on_a_table_keyed_by_a_string(
     check()
     commit({name(6): 6, name(1234): 1}, [name(1235)])
     check()
+
+
+def scan_rows(df: DataFrame) -> int:
+    """The rows the scan of an executed DataFrame handed on, before Spark's filters."""
+    leaf = df._jdf.queryExecution().executedPlan().collectLeaves().head()
+    return int(leaf.metrics().get("numOutputRows").get().value())
+
+
+@pytest.mark.parametrize(
+    ("group_rows", "page_rows"),
+    [(64, None), (1024, 16)],
+    ids=["row-groups", "pages"],
+)
+def test_the_jvm_reader_skips_base_rows_no_row_of_a_filter_is_in(
+    spark: SparkSession,
+    settings: FirnSettings,
+    shared_catalog: firn.Catalog,
+    monkeypatch: pytest.MonkeyPatch,
+    group_rows: int,
+    page_rows: int | None,
+) -> None:
+    """Base files cut into small row groups (or small pages, which Spark's reader skips
+    by the files' page index), most with deletion vectors, changes above them: a read
+    filtered by the key (one key, IN, ranges), by a value column or a string equals the
+    model, its scan says it filters base files, and a lookup hands on a few groups' or
+    pages' rows, not the table's. The vector's positions count the rows skipped, so a
+    hidden row read as live (or a live one as hidden) fails it."""
+    import firn.engine.loading
+    import firn.engine.writer
+
+    monkeypatch.setattr(firn.engine.writer, "ROW_GROUP_ROWS", group_rows)
+    monkeypatch.setattr(firn.engine.loading, "ROW_GROUP_ROWS", group_rows)
+    monkeypatch.setattr(firn.engine.writer, "PAGE_ROWS", page_rows)
+    schema = pa.schema(
+        [
+            pa.field("k", pa.int64(), nullable=False),
+            pa.field("v", pa.string()),
+            pa.field("x", pa.int32()),
+        ]
+    )
+    table = shared_catalog.create_table(
+        f"jvm_row_groups_{next(_names)}", schema, ["k"], properties=ONE_KEY_TABLE
+    )
+    model = {k: (f"v{k:05d}", k % 97) for k in range(0, 6000)}
+    table.load(rows(schema, model))
+
+    def commit(upserts: dict[int, tuple[str | None, int | None]], deletes: list[int]) -> None:
+        ops = [(k, *v, "U") for k, v in upserts.items()] + [(k, None, None, "D") for k in deletes]
+        table.commit(
+            pa.Table.from_pylist(
+                [{"k": k, "v": v, "x": x, "_op": op} for k, v, x, op in ops],
+                pa.schema([*schema, pa.field("_op", pa.string())]),
+            )
+        )
+        model.update(upserts)
+        for k in deletes:
+            model.pop(k, None)
+
+    commit({k: (f"w{k:05d}", 1000 + k) for k in range(0, 6000, 13)}, list(range(3, 6000, 17)))
+    firn.compact(table, kind="major", engine="local")
+    kept = [
+        pq.ParquetFile(table.storage.full_path(f["path"])).metadata
+        for f in table.files().to_pylist()
+        if f["deletion_vector"]
+    ]
+    assert kept
+    assert min(m.num_row_groups for m in kept) > (2 if page_rows is None else 0)
+    assert all(m.row_group(0).column(0).has_column_index for m in kept)
+    commit({1234: ("moved", 5), 7000: ("new", 5)}, [1235, 4321])  # changes above the base
+
+    cases: list[tuple[Column, Callable[[int, tuple[Any, ...]], bool]]] = [
+        (F.col("k") == 1234, lambda k, r: k == 1234),
+        (F.col("k") == 1235, lambda k, r: k == 1235),  # deleted by the last commit
+        (F.col("k") == 2600, lambda k, r: k == 2600),  # replaced by the first
+        (F.col("k").isin(5, 77, 2999, 5998, 7000), lambda k, r: k in (5, 77, 2999, 5998, 7000)),
+        ((F.col("k") >= 1000) & (F.col("k") < 1100), lambda k, r: 1000 <= k < 1100),
+        (F.col("k") > 5950, lambda k, r: k > 5950),
+        (F.col("k") <= 40, lambda k, r: k <= 40),
+        (F.col("x") == 5, lambda k, r: r[1] == 5),
+        (F.col("v") == "v04000", lambda k, r: r[0] == "v04000"),
+        (F.col("v") < "v00100", lambda k, r: r[0] is not None and r[0] < "v00100"),
+    ]
+    for condition, passes in cases:
+        df = load(spark, settings, table.name).where(condition)
+        assert merged_by_jvm(df)
+        assert "base row groups by" in scan_of(df), condition
+        assert {r.k: (r.v, r.x) for r in df.collect()} == {
+            k: r for k, r in model.items() if passes(k, r)
+        }, condition
+    lookup = load(spark, settings, table.name).where(F.col("k") == 4000)
+    assert [r.k for r in lookup.collect()] == [4000]
+    # What the scan handed on: the upserts, a group (or page) of each base file the key
+    # may be in, never a whole file.
+    assert scan_rows(lookup) < 4 * (page_rows or group_rows), scan_rows(lookup)
 
 
 def test_format_firn_is_the_jvm_reader_where_it_takes_the_whole_read(

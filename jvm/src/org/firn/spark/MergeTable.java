@@ -9,6 +9,7 @@ import java.util.EnumSet;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import org.apache.parquet.filter2.predicate.FilterPredicate;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -82,13 +83,16 @@ final class MergeTable implements SupportsRead {
     private StructType returned = plan.schema();
     private List<Filter> pushed = List.of();
     private List<ReadPlan.Task> tasks = plan.tasks();
+    /** Spark's filters on base files' row groups, or null ({@link BaseFilter}). */
+    private FilterPredicate baseFilter;
 
     @Override
     public Filter[] pushFilters(Filter[] filters) {
       if (options != null && planner != null && plan.snapshot() >= 0) {
         pushed = PushedFilters.usable(filters);
       }
-      return filters; // all of them: Spark filters the rows, the splits are only pruned
+      baseFilter = BaseFilter.of(filters, plan.read());
+      return filters; // all of them: Spark filters the rows, splits and row groups are pruned
     }
 
     @Override
@@ -190,8 +194,9 @@ final class MergeTable implements SupportsRead {
       String pruned = tasks == plan.tasks() ? ""
           : ", " + splitCount(tasks) + " of " + splitCount(plan.tasks()) + " splits, "
               + fileCount(tasks) + " of " + fileCount(plan.tasks()) + " files";
+      String groups = baseFilter == null ? "" : ", base row groups by " + baseFilter;
       return "firn-merge(" + tasks.size() + " tasks, " + returned.size() + " of "
-          + plan.schema().size() + " columns" + pruned + ")";
+          + plan.schema().size() + " columns" + pruned + groups + ")";
     }
 
     @Override
@@ -206,7 +211,7 @@ final class MergeTable implements SupportsRead {
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-      return new Factory(returned, read(returned), plan.key());
+      return new Factory(returned, read(returned), plan.key(), baseFilter);
     }
   }
 
@@ -273,11 +278,13 @@ final class MergeTable implements SupportsRead {
     private final StructType schema;
     private final StructType read;
     private final String key;
+    private final FilterPredicate baseFilter;
 
-    Factory(StructType schema, StructType read, String key) {
+    Factory(StructType schema, StructType read, String key, FilterPredicate baseFilter) {
       this.schema = schema;
       this.read = read;
       this.key = key;
+      this.baseFilter = baseFilter;
     }
 
     @Override
@@ -287,7 +294,7 @@ final class MergeTable implements SupportsRead {
 
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-      return new TaskReader(((ReadPlan.Task) partition).splits(), schema, read, key);
+      return new TaskReader(((ReadPlan.Task) partition).splits(), schema, read, key, baseFilter);
     }
 
     @Override

@@ -15,11 +15,19 @@ import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapred.FileSplit;
 import org.apache.hadoop.mapreduce.TaskAttemptID;
 import org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl;
+import org.apache.parquet.HadoopReadOptions;
+import org.apache.parquet.filter2.predicate.FilterPredicate;
+import org.apache.parquet.hadoop.ParquetFileReader;
 import org.apache.parquet.hadoop.ParquetInputFormat;
+import org.apache.parquet.hadoop.metadata.BlockMetaData;
+import org.apache.parquet.hadoop.metadata.ParquetMetadata;
+import org.apache.parquet.hadoop.util.HadoopInputFile;
+import org.apache.parquet.io.SeekableInputStream;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetReadSupport;
 import org.apache.spark.sql.execution.datasources.parquet.VectorizedParquetRecordReader;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
@@ -87,8 +95,14 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private final StructType dataSchema;
   private final int keyColumn;
   /** What a base file is read as: {@code dataSchema}, or without the key when nothing in the
-   * split changed (a compacted split: no key is looked up, so none is decoded unasked). */
+   * split changed (a compacted split: no key is looked up, so none is decoded unasked); with
+   * {@code baseFilter}, then each row's index in its file. */
   private final StructType baseSchema;
+  /** Spark's filters as Parquet's predicate on base files ({@link BaseFilter}), or null. */
+  private final FilterPredicate baseFilter;
+  /** With {@code baseFilter}: where a base batch's rows' indexes in their file are (the row
+   * groups the filter skips leave gaps that a deletion vector's positions count). */
+  private final int rowIndexColumn;
   /** Whether the split has change files above its base: if not, no base row is looked up. */
   private final boolean merging;
   /** What an insert file is read as: the data columns, then _ord and _seq. */
@@ -125,20 +139,35 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** The rows of the base file being read that its deletion vector hides, ascending. */
   private long[] hidden = NONE_HIDDEN;
   private int hiddenCursor;
-  /** The position in its file of the first row of the next base batch. */
+  /** The position in its file of the first row of the next base batch (without {@code
+   * baseFilter}: every row is read). */
   private long position;
+  /** With {@code baseFilter}: the base batch's rows' positions in their file. */
+  private ColumnVector rowIndexes;
   /** The positions of a base batch's rows passed on (the batch is consumed before the next). */
   private final int[] kept = new int[BATCH_ROWS];
   private ColumnarBatch current;
 
-  SplitReader(ReadPlan.Split split, StructType schema, StructType dataSchema, String key) {
+  SplitReader(
+      ReadPlan.Split split,
+      StructType schema,
+      StructType dataSchema,
+      String key,
+      FilterPredicate baseFilter) {
     this.split = split;
     this.schema = schema;
     this.dataSchema = dataSchema;
     this.keyColumn = dataSchema.fieldIndex(key);
     this.stringKey = dataSchema.apply(key).dataType() instanceof StringType;
     this.merging = split.changes().length > 0;
-    this.baseSchema = merging ? dataSchema : new StructType(Arrays.copyOf(dataSchema.fields(), schema.size()));
+    StructType base =
+        merging ? dataSchema : new StructType(Arrays.copyOf(dataSchema.fields(), schema.size()));
+    this.baseFilter = baseFilter;
+    this.baseSchema = baseFilter == null ? base : base.add(ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(), DataTypes.LongType, true);
+    this.rowIndexColumn = baseFilter == null ? -1 : base.size();
+    if (baseFilter != null) {
+      contexts.put(baseSchema, filteredContext(baseSchema, baseFilter));
+    }
     // A producer's file has no _seq: its rows take the file's (the column reads as nulls).
     this.insertSchema =
         dataSchema.add(ORD, DataTypes.LongType, false).add(SEQ, DataTypes.LongType, true);
@@ -189,6 +218,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       }
       ColumnarBatch rows = base.resultBatch();
       int n = rows.numRows();
+      rowIndexes = baseFilter == null ? null : rows.column(rowIndexColumn);
       int live = merging ? keep(rows.column(keyColumn), n) : visible(n);
       position += n;
       if (live == 0) {
@@ -276,7 +306,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     }
     int live = 0;
     for (int i = 0; i < n; i++) {
-      long at = position + i;
+      long at = positionOf(i);
       while (hiddenCursor < hidden.length && hidden[hiddenCursor] < at) {
         hiddenCursor++;
       }
@@ -291,7 +321,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private int keepVisible(ColumnVector keys, int n) {
     int live = 0;
     for (int i = 0; i < n; i++) {
-      long at = position + i;
+      long at = positionOf(i);
       while (hiddenCursor < hidden.length && hidden[hiddenCursor] < at) {
         hiddenCursor++;
       }
@@ -305,6 +335,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       }
     }
     return live;
+  }
+
+  /** The position in its file of the base batch's row {@code i}. */
+  private long positionOf(int i) {
+    return rowIndexes == null ? position + i : rowIndexes.getLong(i);
   }
 
   /** The positions a base file's deletion vector hides, checked as the Python side does. */
@@ -579,16 +614,31 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     }
     TaskAttemptContextImpl context = contexts.computeIfAbsent(schema, this::contextFor);
     FileReader reader = new FileReader(Math.max(1, batchRows));
+    FileSplit whole = new FileSplit(path, 0, file.size(), new String[0]);
+    SeekableInputStream stream = null;
     try {
-      reader.initialize(
-          new FileSplit(path, 0, file.size(), new String[0]),
-          context,
-          Option.empty(),
-          Option.empty(),
-          Option.empty());
+      if (schema == baseSchema && baseFilter != null) {
+        // The footer read here, before the filter drops row groups, counts the file's rows
+        // for checkRows; the reader then takes it and the open stream.
+        HadoopInputFile input = HadoopInputFile.fromPath(path, context.getConfiguration());
+        stream = input.newStream();
+        ParquetMetadata footer =
+            ParquetFileReader.readFooter(input, HadoopReadOptions.builder(conf, path).build(), stream);
+        for (BlockMetaData group : footer.getBlocks()) {
+          reader.fileRows += group.getRowCount();
+        }
+        reader.initialize(
+            whole, context, Option.apply(input), Option.apply(stream), Option.apply(footer));
+      } else {
+        reader.initialize(whole, context, Option.empty(), Option.empty(), Option.empty());
+        reader.fileRows = reader.rowsToRead();
+      }
       reader.resultBatch(); // allocates the batch nextBatch fills
     } catch (IOException | InterruptedException | RuntimeException e) {
       reader.close();
+      if (stream != null) {
+        stream.close();
+      }
       throw new IOException("firn-merge: cannot read " + file.path() + ": " + e.getMessage(), e);
     }
     return reader;
@@ -597,21 +647,25 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** As the Python side checks (firn.io.integrity): a file of other rows than the catalog's. */
   private static void checkRows(FileReader reader, ReadPlan.File file, long rows)
       throws IOException {
-    if (reader.rows() != rows) {
+    if (reader.fileRows != rows) {
       reader.close();
       throw new IOException(
-          "firn-merge: " + file.path() + " holds " + reader.rows() + " rows, its catalog entry "
+          "firn-merge: " + file.path() + " holds " + reader.fileRows + " rows, its catalog entry "
               + rows);
     }
   }
 
   /** Spark's vectorised Parquet reader, saying how many rows the file holds. */
   static final class FileReader extends VectorizedParquetRecordReader {
+    /** The file's rows, whether or not a filter skips some of them. */
+    long fileRows;
+
     FileReader(int batchRows) {
       super(false, batchRows);
     }
 
-    long rows() {
+    /** The rows the reader returns: those of the row groups (and pages) a filter keeps. */
+    long rowsToRead() {
       return totalRowCount;
     }
   }
@@ -620,6 +674,14 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private TaskAttemptContextImpl contextFor(StructType schema) {
     conf.set(ParquetReadSupport.SPARK_ROW_REQUESTED_SCHEMA(), schema.json());
     return new TaskAttemptContextImpl(conf, new TaskAttemptID());
+  }
+
+  /** {@link #contextFor}, with Parquet's row groups (and pages) filtered by {@code filter}. */
+  private TaskAttemptContextImpl filteredContext(StructType schema, FilterPredicate filter) {
+    Configuration filtered = new Configuration(conf);
+    filtered.set(ParquetReadSupport.SPARK_ROW_REQUESTED_SCHEMA(), schema.json());
+    ParquetInputFormat.setFilterPredicate(filtered, filter);
+    return new TaskAttemptContextImpl(filtered, new TaskAttemptID());
   }
 
   private static Configuration readerConf() {

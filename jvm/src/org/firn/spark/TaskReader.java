@@ -1,6 +1,7 @@
 package org.firn.spark;
 
 import java.io.IOException;
+import org.apache.parquet.filter2.predicate.FilterPredicate;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.types.StructType;
@@ -11,14 +12,21 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
   private final StructType schema;
   private final StructType read;
   private final String key;
+  private final FilterPredicate baseFilter;
   private int next;
   private SplitReader current;
 
-  TaskReader(ReadPlan.Split[] splits, StructType schema, StructType read, String key) {
+  TaskReader(
+      ReadPlan.Split[] splits,
+      StructType schema,
+      StructType read,
+      String key,
+      FilterPredicate baseFilter) {
     this.splits = splits;
     this.schema = schema;
     this.read = read;
     this.key = key;
+    this.baseFilter = baseFilter;
   }
 
   @Override
@@ -34,7 +42,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
       if (next == splits.length) {
         return false;
       }
-      current = new SplitReader(splits[next++], schema, read, key);
+      current = new SplitReader(splits[next++], schema, read, key, baseFilter);
     }
   }
 
