@@ -32,6 +32,15 @@ import org.apache.spark.sql.types.StructType;
  * filter to the rows the reader returns.
  */
 final class BaseFilter {
+  /** The filters taken as Parquet's comparisons (the string tests are not: Parquet has none). */
+  private static final Set<Class<?>> COMPARISONS =
+      Set.of(
+          EqualTo.class,
+          GreaterThan.class,
+          GreaterThanOrEqual.class,
+          LessThan.class,
+          LessThanOrEqual.class);
+
   private BaseFilter() {}
 
   /** The conjunction of the filters that can be taken on {@code schema}'s columns, or null. */
@@ -50,7 +59,8 @@ final class BaseFilter {
     if (filter instanceof In in) {
       return in(in.attribute(), in.values(), schema);
     }
-    Object[] operands = comparison(filter);
+    Object[] operands =
+        COMPARISONS.contains(filter.getClass()) ? PushedFilters.operands(filter) : null;
     if (operands == null) {
       return null;
     }
@@ -68,23 +78,7 @@ final class BaseFilter {
     return compare(filter, FilterApi.binaryColumn(column), Binary.fromString((String) operands[1]));
   }
 
-  /** A comparison's column and literal, or null for any other filter. */
-  private static Object[] comparison(Filter filter) {
-    if (filter instanceof EqualTo f) {
-      return new Object[] {f.attribute(), f.value()};
-    } else if (filter instanceof GreaterThan f) {
-      return new Object[] {f.attribute(), f.value()};
-    } else if (filter instanceof GreaterThanOrEqual f) {
-      return new Object[] {f.attribute(), f.value()};
-    } else if (filter instanceof LessThan f) {
-      return new Object[] {f.attribute(), f.value()};
-    } else if (filter instanceof LessThanOrEqual f) {
-      return new Object[] {f.attribute(), f.value()};
-    }
-    return null;
-  }
-
-  /** {@code filter} (one of {@link #comparison}'s) as Parquet's predicate on {@code column}. */
+  /** {@code filter} (one of {@link #COMPARISONS}) as Parquet's predicate on {@code column}. */
   private static <T extends Comparable<T>, C extends Column<T> & SupportsLtGt>
       FilterPredicate compare(Filter filter, C column, T value) {
     if (filter instanceof EqualTo) {
@@ -118,12 +112,14 @@ final class BaseFilter {
       return null; // IN () or IN (NULL): Spark passes no row; prune none, all the same
     }
     if (type == DataTypes.LongType) {
-      return FilterApi.in(FilterApi.longColumn(column), of(literals, v -> ((Number) v).longValue()));
+      return FilterApi.in(
+          FilterApi.longColumn(column), of(literals, v -> ((Number) v).longValue()));
     }
     if (type == DataTypes.IntegerType) {
       return FilterApi.in(FilterApi.intColumn(column), of(literals, v -> ((Number) v).intValue()));
     }
-    return FilterApi.in(FilterApi.binaryColumn(column), of(literals, v -> Binary.fromString((String) v)));
+    return FilterApi.in(
+        FilterApi.binaryColumn(column), of(literals, v -> Binary.fromString((String) v)));
   }
 
   private static <T> Set<T> of(Set<Object> literals, Function<Object, T> convert) {

@@ -64,6 +64,12 @@ final class PushedFilters {
 
   private PushedFilters() {}
 
+  /** A comparison's (or string test's) column and literal, or null for another filter. */
+  static Object[] operands(Filter filter) {
+    Function<Filter, Object[]> parts = COMPARISONS.get(filter.getClass());
+    return parts == null ? null : parts.apply(filter);
+  }
+
   /** The filters that have a JSON form (the ones pruning uses). */
   static List<Filter> usable(Filter[] filters) {
     List<Filter> usable = new ArrayList<>();
@@ -109,11 +115,10 @@ final class PushedFilters {
       }
       return node;
     }
-    Function<Filter, Object[]> parts = COMPARISONS.get(filter.getClass());
-    if (parts == null) {
+    Object[] attributeAndValue = operands(filter);
+    if (attributeAndValue == null) {
       return null;
     }
-    Object[] attributeAndValue = parts.apply(filter);
     String attribute = (String) attributeAndValue[0];
     Object value = attributeAndValue[1];
     ObjectNode node = column(filter.getClass().getSimpleName(), attribute);

@@ -163,7 +163,12 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     StructType base =
         merging ? dataSchema : new StructType(Arrays.copyOf(dataSchema.fields(), schema.size()));
     this.baseFilter = baseFilter;
-    this.baseSchema = baseFilter == null ? base : base.add(ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(), DataTypes.LongType, true);
+    // Spark's reader fills this column with each row's index in its file (nullable: a
+    // column the file lacks must be, or the reader refuses it as missing).
+    this.baseSchema =
+        baseFilter == null
+            ? base
+            : base.add(ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(), DataTypes.LongType, true);
     this.rowIndexColumn = baseFilter == null ? -1 : base.size();
     if (baseFilter != null) {
       contexts.put(baseSchema, filteredContext(baseSchema, baseFilter));
