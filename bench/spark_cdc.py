@@ -195,9 +195,8 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
     try:
         with bench_catalog() as catalog:
             properties = dict(p.split("=", 1) for p in args.firn_property)
-            schema = string_keyed(SCHEMA) if args.key == "string" else SCHEMA
-            string_key = args.key == "string"
-            key, unpruned = lookup(string_key), lookup(string_key, pruned=False)
+            schema = keyed(SCHEMA, args.key)
+            key, unpruned = lookup(args.key), lookup(args.key, pruned=False)
             table = catalog.create_table(NAME, schema, ["id"], properties=properties)
             settings = catalog.settings
             assert settings.database_url is not None
@@ -226,7 +225,7 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             warm_up = f"{NAME}_warm_up"
             out["warm_up_s"] = timed(
                 lambda: (
-                    base(spark, WARM_UP_ROWS, string_key)
+                    base(spark, WARM_UP_ROWS, args.key)
                     .write.format("firn")
                     .mode("overwrite")
                     .options(**options)
@@ -234,21 +233,21 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
                     spark.read.format("firn").options(**options).load(warm_up).count(),
                 )
             )
-            firn.spark.write(base(spark, WARM_UP_ROWS, string_key), warm_up, "overwrite", **options)
+            firn.spark.write(base(spark, WARM_UP_ROWS, args.key), warm_up, "overwrite", **options)
             # An append: the Python workers that write change sets (format("firn")'s
             # loads are the JVM loader's now, so the warm-up load starts none).
             firn.spark.write(
-                changes(spark, WARM_UP_ROWS, 0, 1000, string_key), warm_up, "append", **options
+                changes(spark, WARM_UP_ROWS, 0, 1000, args.key), warm_up, "append", **options
             )
             # The same load twice: by format("firn"), then by firn.spark.write (the JVM
             # loader), which replaces it and is the load compared.
             out["load_source_s"] = timed(
-                lambda: write(base(spark, args.rows, string_key), "overwrite")
+                lambda: write(base(spark, args.rows, args.key), "overwrite")
             )
             out["load_source_by_loader"] = written_by_loader(table)
             out["load_s"] = timed(
                 lambda: firn.spark.write(
-                    base(spark, args.rows, string_key), NAME, "overwrite", **options
+                    base(spark, args.rows, args.key), NAME, "overwrite", **options
                 )
             )
             out["load_files"] = table.files().num_rows
@@ -258,7 +257,7 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             out["commit_s"] = sum(
                 timed(
                     lambda c=c: firn.spark.write(
-                        changes(spark, args.rows, c, each, string_key), NAME, "append", **options
+                        changes(spark, args.rows, c, each, args.key), NAME, "append", **options
                     )
                 )
                 for c in range(args.commits)
@@ -308,9 +307,10 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def string_keyed(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with a string ``id`` (``--key string``)."""
-    return schema.set(0, pa.field("id", pa.string(), nullable=False))
+def keyed(schema: pa.Schema, key: str) -> pa.Schema:
+    """``schema`` with ``id`` of the ``--key`` type."""
+    types = {"int": pa.int64(), "string": pa.string(), "binary": pa.binary()}
+    return schema.set(0, pa.field("id", types[key], nullable=False))
 
 
 def scan_text(df: Any) -> str:
@@ -398,7 +398,7 @@ def iceberg_side(args: argparse.Namespace) -> dict[str, Any]:
             "runs": args.runs,
             "cores": args.cores,
             "driver_memory": args.driver_memory,
-            "string_key": args.key == "string",
+            "key": args.key,
         }
         return run_spark_side(python, ICEBERG_SIDE, job)
 
@@ -420,10 +420,10 @@ def main() -> int:
     parser.add_argument("--cores", type=int, default=2, help="Spark local[N]")
     parser.add_argument(
         "--key",
-        choices=("int", "string"),
+        choices=("int", "string", "binary"),
         default="int",
         help="the key column's type on both sides: string keys are the ids' digits, "
-        "zero-padded to 12",
+        "zero-padded to 12; binary keys those digits' bytes",
     )
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--spark-python", help="Python with a pyspark Iceberg supports")
@@ -472,14 +472,14 @@ def main() -> int:
         print(line)
     print(
         f"  (read_pruned: the same read, select({', '.join(PRUNED)}); "
-        f"read_key: where {lookup(args.key == 'string')})"
+        f"read_key: where {lookup(args.key)})"
     )
     if "firn" in sides:
         f = sides["firn"]
         print(
             f"  (firn's key reads: {f['key_scan_before']} before compaction, "
             f"{f['key_scan_after']} after; the same lookup unpruned, where "
-            f"{lookup(args.key == 'string', pruned=False)}: "
+            f"{lookup(args.key, pruned=False)}: "
             f"{f['read_key_unpruned_before_s']:.2f} s before, "
             f"{f['read_key_unpruned_after_s']:.2f} s after)"
         )

@@ -5,7 +5,7 @@ It runs in a Python whose pyspark Iceberg's runtime supports (``.firn/spark-4.1`
 ``bench/iceberg_spark.py``), reads its job as JSON on stdin:
 
     {"jars": [...], "warehouse": "/dir", "rows": N, "commits": C, "changes": K,
-     "runs": R, "cores": 2, "driver_memory": "4g", "string_key": false}
+     "runs": R, "cores": 2, "driver_memory": "4g", "key": "int"}
 
 and prints one JSON object: each stage's seconds and the table's summary before and
 after compaction. The table is format version 3 with merge-on-read deletes, updates
@@ -62,11 +62,11 @@ def main() -> int:
     spark = session(job)
     spark.sparkContext.setLogLevel("ERROR")
     rows = job["rows"]
-    string_key = bool(job.get("string_key"))
-    key = lookup(string_key)
+    key_kind = str(job.get("key", "int"))
+    key = lookup(key_kind)
     try:
         spark.sql(
-            f"CREATE TABLE {TABLE} ({columns(string_key)}) USING iceberg TBLPROPERTIES ("
+            f"CREATE TABLE {TABLE} ({columns(key_kind)}) USING iceberg TBLPROPERTIES ("
             "'format-version'='3', 'write.delete.mode'='merge-on-read', "
             "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')"
         )
@@ -74,11 +74,11 @@ def main() -> int:
         warm_up = f"{TABLE}_warm_up"
         out["warm_up_s"] = timed(
             lambda: (
-                base(spark, WARM_UP_ROWS, string_key).writeTo(warm_up).using("iceberg").create(),
+                base(spark, WARM_UP_ROWS, key_kind).writeTo(warm_up).using("iceberg").create(),
                 spark.table(warm_up).count(),
             )
         )
-        out["load_s"] = timed(lambda: base(spark, rows, string_key).writeTo(TABLE).append())
+        out["load_s"] = timed(lambda: base(spark, rows, key_kind).writeTo(TABLE).append())
         updates = ", ".join(f"t.{c} = s.{c}" for c in VALUES)
         names = ", ".join(["id", *VALUES])
         merge = (
@@ -91,7 +91,7 @@ def main() -> int:
         commit_s = 0.0
         for c in range(job["commits"]):
             changes(
-                spark, rows, c, job["changes"] // job["commits"], string_key
+                spark, rows, c, job["changes"] // job["commits"], key_kind
             ).createOrReplaceTempView("changes")
             commit_s += timed(lambda: spark.sql(merge).collect())
         out["commit_s"] = commit_s

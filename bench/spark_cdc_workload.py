@@ -18,9 +18,12 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 
 COLUMNS = "id BIGINT, qty BIGINT, price DOUBLE, name STRING, ts TIMESTAMP"
-"""The table's columns; with string keys (``--key string``) ``id`` is a STRING."""
+"""The table's columns; with ``--key string`` (``binary``) ``id`` is a STRING (BINARY)."""
 KEY_DIGITS = 12
-"""A string key is the id's digits padded to this width: ``000001234567``."""
+"""A string key is the id's digits padded to this width, ``000001234567``; a binary key
+is that string's bytes."""
+KEY_TYPES = {"int": "BIGINT", "string": "STRING", "binary": "BINARY"}
+"""``--key``: the key column's SQL type."""
 VALUES = ["qty", "price", "name", "ts"]
 PRUNED = ["qty", "name"]
 """The columns of the pruned reads (``read_pruned_*``): a number and a string, not the key,
@@ -33,26 +36,30 @@ folds ``id + 0`` back to ``id``): what it costs when every row is read and Spark
 them (Firn's side reports it as ``read_key_unpruned_*``)."""
 
 
-def columns(string_key: bool) -> str:
-    return COLUMNS.replace("id BIGINT", "id STRING") if string_key else COLUMNS
+def columns(key: str) -> str:
+    return COLUMNS.replace("id BIGINT", f"id {KEY_TYPES[key]}")
 
 
-def key_of(number: str, string_key: bool) -> str:
+def key_of(number: str, key: str) -> str:
     """The key column's expression for the id ``number`` (a SQL expression)."""
-    return f"lpad(CAST({number} AS STRING), {KEY_DIGITS}, '0')" if string_key else number
+    if key == "int":
+        return number
+    digits = f"lpad(CAST({number} AS STRING), {KEY_DIGITS}, '0')"
+    return digits if key == "string" else f"CAST({digits} AS BINARY)"
 
 
-def lookup(string_key: bool, pruned: bool = True) -> str:
+def lookup(key: str, pruned: bool = True) -> str:
     """``LOOKUP`` (or ``UNPRUNED_LOOKUP``) for the key's type."""
-    if not string_key:
-        return LOOKUP if pruned else UNPRUNED_LOOKUP
-    key = "'" + "1234567".rjust(KEY_DIGITS, "0") + "'"
-    return f"id = {key}" if pruned else f"id = {key} OR id = 'none'"
+    digits = "1234567".rjust(KEY_DIGITS, "0")
+    literal = {"int": "1234567", "string": f"'{digits}'", "binary": f"X'{digits.encode().hex()}'"}
+    absent = {"int": "-1", "string": "'none'", "binary": "X'00'"}
+    found = f"id = {literal[key]}"
+    return found if pruned else f"{found} OR id = {absent[key]}"
 
 
-def base(spark: SparkSession, rows: int, string_key: bool = False) -> DataFrame:
+def base(spark: SparkSession, rows: int, key: str = "int") -> DataFrame:
     return spark.range(0, rows).selectExpr(
-        f"{key_of('id', string_key)} AS id",
+        f"{key_of('id', key)} AS id",
         "id % 1000 AS qty",
         "CAST(id % 9973 AS DOUBLE) / 7 AS price",
         "concat('name-', CAST(id % 10007 AS STRING)) AS name",
@@ -60,15 +67,13 @@ def base(spark: SparkSession, rows: int, string_key: bool = False) -> DataFrame:
     )
 
 
-def changes(
-    spark: SparkSession, rows: int, commit: int, count: int, string_key: bool = False
-) -> DataFrame:
+def changes(spark: SparkSession, rows: int, commit: int, count: int, key: str = "int") -> DataFrame:
     """One commit's change set with an ``_op`` column (``U`` or ``D``); ids unique."""
     keys = rows + rows // 10
     if count > keys:
         raise ValueError("more changes than keys")
     return spark.range(0, count).selectExpr(
-        f"{key_of(f'pmod(id * 53 + {commit * 7919}, {keys})', string_key)} AS id",
+        f"{key_of(f'pmod(id * 53 + {commit * 7919}, {keys})', key)} AS id",
         f"(id + {commit}) % 1000 AS qty",
         f"CAST((id + {commit}) % 9973 AS DOUBLE) / 3 AS price",
         f"concat('changed-{commit}-', CAST(id % 101 AS STRING)) AS name",
@@ -79,7 +84,9 @@ def changes(
 
 def summary(df: DataFrame) -> list[int]:
     """Rows, sum of ids, sum of qty: equal on both sides when the tables are."""
-    row = df.selectExpr("count(*)", "sum(CAST(id AS BIGINT))", "sum(qty)").collect()[0]
+    # A key of any --key type back to its id: a binary's bytes are its digits.
+    ids = "sum(CAST(CAST(id AS STRING) AS BIGINT))"
+    row = df.selectExpr("count(*)", ids, "sum(qty)").collect()[0]
     return [int(v or 0) for v in row]
 
 

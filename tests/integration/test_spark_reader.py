@@ -16,6 +16,7 @@ import itertools
 import operator
 from collections import Counter
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -277,7 +278,7 @@ def scan_of(df: DataFrame) -> str:
     return str(df._jdf.queryExecution().executedPlan().toString())
 
 
-JVM_KEY_KINDS = ("int64", "int32", "string", "date", "timestamp")
+JVM_KEY_KINDS = ("int64", "int32", "string", "binary", "date", "timestamp")
 """The key kinds of KEY_KINDS the JVM reader takes (firn.spark.jvm.jvm_key_type)."""
 
 
@@ -306,8 +307,8 @@ def test_the_jvm_reader_merges_as_the_model(
     data: st.DataObject,
 ) -> None:
     """Partitioned tables keyed (part, k) with an integer, date, timestamp or string k
-    (the key kinds the JVM reader takes; KEY_KINDS' binaries and decimals stay with the
-    Python source): every split that merges
+    (the key kinds the JVM reader takes; KEY_KINDS' decimals stay with the Python
+    source): every split that merges
     goes to the JVM reader (files at several tree levels, a small commit's files at
     the partition's root, same-commit delete-then-insert, deletion vectors, minor
     compactions' change files with rows of their own seq), at the latest snapshot
@@ -415,29 +416,37 @@ def test_the_jvm_reader_on_a_table_keyed_by_one_column(
         firn.spark.read(spark, table.name, **options).collect()
 
 
-def test_the_jvm_reader_on_a_table_keyed_by_a_string(
-    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog
+@pytest.mark.parametrize("key_type", [pa.string(), pa.binary()], ids=["string", "binary"])
+def test_the_jvm_reader_on_a_table_keyed_by_bytes(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog, key_type: pa.DataType
 ) -> None:
-    """String keys, ASCII and not (their UTF-8 bytes order them, as Firn sorts them): a
-    load, a small commit at the root, one split by node, a compaction that leaves
-    deletion vectors, more changes; every read by the JVM reader, and a lookup pruned."""
-    schema = pa.schema([pa.field("k", pa.string(), nullable=False), pa.field("v", pa.int64())])
+    """String keys, ASCII and not (their UTF-8 bytes order them, as Firn sorts them), or
+    binary keys, some not UTF-8 at all (their bytes order them): a load, a small commit
+    at the root, one split by node, a compaction that leaves deletion vectors, more
+    changes; every read by the JVM reader, and a lookup pruned."""
+    binary = pa.types.is_binary(key_type)
+    schema = pa.schema([pa.field("k", key_type, nullable=False), pa.field("v", pa.int64())])
     table = shared_catalog.create_table(
-        f"jvm_string_key_{next(_names)}",
+        f"jvm_bytes_key_{next(_names)}",
         schema,
         ["k"],
         properties=ONE_KEY_TABLE,
     )
 
-    def name(i: int) -> str:
+    def name(i: int) -> Any:
         # Long enough that the writer's dictionary fills early and most base pages are
         # plain: the reader then compares keys in the batch's bytes (InPlaceStrings).
-        return f"key-{i:06d}-{'x' * 24}" if i % 3 else f"ключ-{i}-é"
+        text = f"key-{i:06d}-{'x' * 24}" if i % 3 else f"ключ-{i}-é"
+        if not binary:
+            return text
+        # Bytes above 0x7f first in a fifth of them, some not UTF-8 at all: compared
+        # unsigned, as Firn orders binary keys.
+        return (bytes([0xFF, i % 256]) if i % 5 == 0 else b"") + text.encode()
 
     model = {name(i): i for i in range(60_000)}
     table.load(pa.Table.from_pylist([{"k": k, "v": v} for k, v in model.items()], schema))
 
-    def commit(upserts: dict[str, int], deletes: list[str]) -> None:
+    def commit(upserts: dict[Any, int], deletes: list[Any]) -> None:
         rows = [{"k": k, "v": v, "_op": "U"} for k, v in upserts.items()]
         rows += [{"k": k, "v": None, "_op": "D"} for k in deletes]
         table.commit(pa.Table.from_pylist(rows, pa.schema([*schema, pa.field("_op", pa.string())])))
@@ -445,17 +454,28 @@ def test_the_jvm_reader_on_a_table_keyed_by_a_string(
         for k in deletes:
             model.pop(k, None)
 
+    def bytes_of(k: Any) -> Any:
+        return bytes(k) if binary else k  # Spark returns a binary as a bytearray
+
     def check() -> None:
         df = load(spark, settings, table.name)
         assert merged_by_jvm(df)
-        assert {r.k: r.v for r in df.collect()} == model
+        assert {bytes_of(r.k): r.v for r in df.collect()} == model
         assert df.count() == len(model)
         probe = name(1234)
-        assert {r.k: r.v for r in df.where(F.col("k") == probe).collect()} == (
+        found = df.where(F.col("k") == probe)
+        assert {bytes_of(r.k): r.v for r in found.collect()} == (
             {probe: model[probe]} if probe in model else {}
         )
+        # Pruned (the splits and files that may hold the key: a small commit's files at
+        # the root are every split's), and to the row groups (pages) it may be in.
+        scan = scan_of(found)
+        assert " of 4 splits, " in scan, scan
+        assert "base row groups by eq(k, " in scan, scan
 
-    commit({name(5): -5, "zz-new": 1, "ключ-new": 2}, [name(6), name(9), "absent"])  # small
+    new_keys = [b"zz-new", "ключ-new".encode(), b"\x80\x00"] if binary else ["zz-new", "ключ-new"]
+    absent = b"absent" if binary else "absent"
+    commit({name(5): -5, **{k: i for i, k in enumerate(new_keys)}}, [name(6), name(9), absent])
     check()
     commit({name(i): -i for i in range(0, 60_000, 7)}, [name(i) for i in range(1, 60_000, 11)])
     check()
@@ -620,17 +640,22 @@ def test_format_firn_is_the_jvm_reader_where_it_takes_the_whole_read(
     assert merged_by_jvm(at_first)
     assert len(at_first.collect()) == len(model) - len(added)
 
-    # A string key is the JVM reader's; a binary key is not: the Python source reads it.
-    for key_type, by_jvm in [(pa.string(), True), (pa.binary(), False)]:
+    # String and binary keys are the JVM reader's; a decimal key is not: the Python
+    # source reads it.
+    keys: list[tuple[pa.DataType, list[Any], bool]] = [
+        (pa.string(), ["x", "y", "z"], True),
+        (pa.binary(), [b"x", b"\xff\x00", b"z"], True),
+        (pa.decimal128(6, 2), [Decimal("1.50"), Decimal("-2.25"), Decimal("3.00")], False),
+    ]
+    for key_type, (x, y, z), by_jvm in keys:
         schema = pa.schema([pa.field("s", key_type, nullable=False), pa.field("v", pa.int64())])
         keyed_by = shared_catalog.create_table(f"routed_keys_{next(_names)}", schema, ["s"])
-        keyed_by.upsert(pa.table({"s": ["x", "y"], "v": [1, 2]}, schema=schema))
-        keyed_by.upsert(pa.table({"s": ["y", "z"], "v": [3, 4]}, schema=schema))
+        keyed_by.upsert(pa.table({"s": [x, y], "v": [1, 2]}, schema=schema))
+        keyed_by.upsert(pa.table({"s": [y, z], "v": [3, 4]}, schema=schema))
         df = load(spark, settings, keyed_by.name)
         assert merged_by_jvm(df) == by_jvm, key_type
-        got = sorted((bytes(r.s) if isinstance(r.s, bytearray) else r.s, r.v) for r in df.collect())
-        expected = [("x", 1), ("y", 3), ("z", 4)]
-        assert got == [(k.encode() if not by_jvm else k, v) for k, v in expected]
+        got = {(bytes(r.s) if isinstance(r.s, bytearray) else r.s): r.v for r in df.collect()}
+        assert got == {x: 1, y: 3, z: 4}, key_type
 
 
 def rows(schema: pa.Schema, model: dict[int, tuple[Any, ...]]) -> pa.Table:

@@ -43,6 +43,7 @@ SCHEMA = pa.schema(
         pa.field("day", pa.date32()),
         pa.field("amount", pa.decimal128(12, 2)),
         pa.field("n", pa.int32()),
+        pa.field("blob", pa.binary()),
     ]
 )
 
@@ -127,6 +128,10 @@ def test_push_keeps_what_it_cannot_answer_exactly() -> None:
             sds.GreaterThanOrEqual(("day",), dt.date(2026, 12, 4)),
         ),
         (
+            {"filter": "EqualTo", "column": ["blob"], "value": {"binary": "AAH/"}},
+            sds.EqualTo(("blob",), b"\x00\x01\xff"),
+        ),
+        (
             {"filter": "EqualNullSafe", "column": ["n"], "value": None},
             sds.EqualNullSafe(("n",), None),
         ),
@@ -158,6 +163,7 @@ def test_the_jvm_readers_filters_are_read_as_spark_gives_a_python_source(
     [
         {"filter": "Or", "left": {}, "right": {}},
         {"filter": "EqualTo", "column": ["ts"], "value": {"timestamp": 1}},
+        {"filter": "EqualTo", "column": ["blob"], "value": {"binary": "not base64!"}},
         {"filter": "Not", "child": {"filter": "And"}},
     ],
 )
@@ -246,7 +252,9 @@ def test_spark_types_of_firn_columns() -> None:
         (pa.date64(), False),
         (pa.string(), True),  # hashed and ordered by its UTF-8 bytes, as Firn does
         (pa.large_string(), True),
-        (pa.binary(), False),
+        (pa.binary(), True),  # hashed and ordered by its bytes, as a string's
+        (pa.large_binary(), True),
+        (pa.binary(16), False),  # fixed size: left to the Python source
         (pa.decimal128(12, 2), False),
     ],
 )

@@ -99,13 +99,21 @@ def jvm_mergeable(split: Split, schema_id: int) -> bool:
 def jvm_key_type(t: pa.DataType) -> bool:
     """Whether the JVM reader takes a key column of this type: one it reads as the integer
     FirnHash64 hashes (``firn.model.keyhash``) and Firn orders by: an integer (not
-    unsigned 64-bit), a date (days) or a microsecond timestamp; or a string, whose UTF-8
-    bytes it hashes and orders by, as Firn does. A millisecond timestamp is not: Spark
-    reads it as microseconds, which hash otherwise. Binary and decimal keys are not
-    (yet): the Python source reads them."""
+    unsigned 64-bit), a date (days) or a microsecond timestamp; or a string or binary,
+    whose bytes (a string's UTF-8) it hashes and orders by, as Firn does. A millisecond
+    timestamp is not: Spark reads it as microseconds, which hash otherwise. Decimal keys
+    are not (yet): the Python source reads them."""
     if pa.types.is_timestamp(t):
         return bool(t.unit == "us")
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    if any(
+        is_bytes(t)
+        for is_bytes in (
+            pa.types.is_string,
+            pa.types.is_large_string,
+            pa.types.is_binary,
+            pa.types.is_large_binary,
+        )
+    ):
         return True
     return (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_date32(t)
 

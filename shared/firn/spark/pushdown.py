@@ -22,6 +22,8 @@ are used for pruning and also handed back to Spark (``exact_for_changes``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -136,7 +138,8 @@ _FROM_JVM: dict[str, type] = {
 def from_jvm(data: Mapping[str, Any]) -> sds.Filter:
     """One of Spark's filters as the JVM merge reader hands it over (``org.firn.spark.
     PushedFilters``: ``{"filter": class name, "column": [names], "value": v}``, ``"values"``
-    for ``In``, ``"child"`` for ``Not``; a date as ``{"date": "YYYY-MM-DD"}``), as the
+    for ``In``, ``"child"`` for ``Not``; a date as ``{"date": "YYYY-MM-DD"}``, a binary
+    as ``{"binary": base64}``), as the
     Python data source API would give it. ``Unsupported`` for anything else."""
     kind = data.get("filter")
     if kind == "Not":
@@ -158,6 +161,11 @@ def _value(value: Any) -> Any:
     if isinstance(value, dict):
         if set(value) == {"date"}:
             return dt.date.fromisoformat(value["date"])
+        if set(value) == {"binary"}:
+            try:
+                return base64.b64decode(value["binary"], validate=True)
+            except binascii.Error as exc:
+                raise Unsupported(f"a literal {value!r}") from exc
         raise Unsupported(f"a literal {value!r}")
     return value
 

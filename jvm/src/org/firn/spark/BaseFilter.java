@@ -27,9 +27,9 @@ import org.apache.spark.sql.types.StructType;
  * <p>Dropping a base row that fails a filter never changes what passes it: the row is either
  * returned, and Spark drops it, or replaced by a change, which is read whatever the filter.
  * Change files are never filtered (a change row that fails the filter may still replace a base
- * row that passes). Only comparisons and {@code IN} on a top-level integer, long or string
- * column with a literal of its type are taken; the rest prune nothing, and Spark applies every
- * filter to the rows the reader returns.
+ * row that passes). Only comparisons and {@code IN} on a top-level integer, long, string or
+ * binary column with a literal of its type are taken; the rest prune nothing, and Spark applies
+ * every filter to the rows the reader returns.
  */
 final class BaseFilter {
   /** The filters taken as Parquet's comparisons (the string tests are not: Parquet has none). */
@@ -75,7 +75,14 @@ final class BaseFilter {
     if (type == DataTypes.IntegerType) {
       return compare(filter, FilterApi.intColumn(column), ((Number) operands[1]).intValue());
     }
-    return compare(filter, FilterApi.binaryColumn(column), Binary.fromString((String) operands[1]));
+    return compare(filter, FilterApi.binaryColumn(column), binary(operands[1]));
+  }
+
+  /** A string's UTF-8 or a binary's bytes, as Parquet compares both (unsigned, by byte). */
+  private static Binary binary(Object literal) {
+    return literal instanceof String text
+        ? Binary.fromString(text)
+        : Binary.fromConstantByteArray((byte[]) literal);
   }
 
   /** {@code filter} (one of {@link #COMPARISONS}) as Parquet's predicate on {@code column}. */
@@ -118,8 +125,7 @@ final class BaseFilter {
     if (type == DataTypes.IntegerType) {
       return FilterApi.in(FilterApi.intColumn(column), of(literals, v -> ((Number) v).intValue()));
     }
-    return FilterApi.in(
-        FilterApi.binaryColumn(column), of(literals, v -> Binary.fromString((String) v)));
+    return FilterApi.in(FilterApi.binaryColumn(column), of(literals, BaseFilter::binary));
   }
 
   private static <T> Set<T> of(Set<Object> literals, Function<Object, T> convert) {
@@ -138,7 +144,10 @@ final class BaseFilter {
     }
     DataType type = schema.apply(column).dataType();
     boolean taken =
-        type == DataTypes.LongType || type == DataTypes.IntegerType || type == DataTypes.StringType;
+        type == DataTypes.LongType
+            || type == DataTypes.IntegerType
+            || type == DataTypes.StringType
+            || type == DataTypes.BinaryType;
     return taken ? type : null;
   }
 
@@ -147,6 +156,9 @@ final class BaseFilter {
   private static boolean fits(DataType type, Object value) {
     if (type == DataTypes.StringType) {
       return value instanceof String;
+    }
+    if (type == DataTypes.BinaryType) {
+      return value instanceof byte[];
     }
     if (type == DataTypes.LongType) {
       return value instanceof Long || value instanceof Integer;

@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.math.BigDecimal;
 import java.time.LocalDate;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
@@ -28,11 +29,12 @@ import org.apache.spark.sql.sources.StringStartsWith;
  * Spark's pushed filters as JSON for the driver's Python ({@code
  * firn.spark.pushdown.from_jvm}), which prunes the planned splits with them: {@code
  * {"filter": "EqualTo", "column": ["region"], "value": "eu"}}, {@code "values"} for
- * {@code In}, {@code "child"} for {@code Not}, a date as {@code {"date": "2026-12-04"}}.
+ * {@code In}, {@code "child"} for {@code Not}, a date as {@code {"date": "2026-12-04"}}, a
+ * binary as {@code {"binary": "<base64>"}}.
  *
  * <p>Only what Python takes exactly as its own data source API would give it: comparisons,
  * {@code IN}, {@code IS [NOT] NULL}, {@code NOT} and the string tests, on a top-level column,
- * with a string, boolean, integer, finite floating point or date literal. Anything else (a
+ * with a string, boolean, integer, finite floating point, date or binary literal. Anything else (a
  * nested column, a timestamp or decimal literal, {@code OR}) is left out: the merge reader
  * never filters rows itself, Spark applies every filter after the scan, so a filter left out
  * only prunes less.
@@ -168,6 +170,8 @@ final class PushedFilters {
       values.addObject().put("date", date.toString());
     } else if (value instanceof java.sql.Date date) {
       values.addObject().put("date", date.toLocalDate().toString());
+    } else if (value instanceof byte[] bytes) {
+      values.addObject().put("binary", Base64.getEncoder().encodeToString(bytes));
     } else if (value instanceof BigDecimal) {
       return false; // a decimal's scale would be lost on the way
     } else {

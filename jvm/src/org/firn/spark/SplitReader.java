@@ -35,6 +35,7 @@ import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnVector;
@@ -117,9 +118,10 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** A chunk's keys, read once for the load ahead and for the claims. */
   private final long[] chunkKeys = new long[CHUNK_ROWS];
 
-  /** Whether the key is a string column: its changed keys are numbered ({@link StringIds}). */
-  private final boolean stringKey;
-  /** A string key's number, by the key; sized for the split's change rows when read. */
+  /** Whether the key is a string or binary column, compared, hashed and numbered by its bytes
+   * (as Firn orders and hashes both): its changed keys are numbered ({@link StringIds}). */
+  private final boolean bytesKey;
+  /** A string (or binary) key's number, by the key; sized for the split's change rows. */
   private StringIds ids;
 
   /** Whether the split's changes have been read (their winners sorted and listed). */
@@ -158,7 +160,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     this.schema = schema;
     this.dataSchema = dataSchema;
     this.keyColumn = dataSchema.fieldIndex(key);
-    this.stringKey = dataSchema.apply(key).dataType() instanceof StringType;
+    DataType keyType = dataSchema.apply(key).dataType();
+    this.bytesKey = keyType instanceof StringType || keyType instanceof BinaryType;
     this.merging = split.changes().length > 0;
     StructType base =
         merging ? dataSchema : new StructType(Arrays.copyOf(dataSchema.fields(), schema.size()));
@@ -188,7 +191,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   public boolean next() throws IOException {
     if (!merged) {
       Winners winners = readChanges();
-      if (stringKey) {
+      if (bytesKey) {
         UTF8String[] won = new UTF8String[winners.size];
         for (int slot = 0; slot < winners.size; slot++) {
           won[slot] = ids.key((int) winners.keys[slot]);
@@ -207,7 +210,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         ReadPlan.BaseFile file = split.base()[++baseFile];
         base = open(file.file(), baseSchema);
         checkRows(base, file.file(), file.rows());
-        if (stringKey) {
+        if (bytesKey) {
           changedStrings.restart();
         } else {
           changed.restart();
@@ -272,7 +275,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       return keepVisible(keys, n);
     }
     int live = 0;
-    byte[] bytes = stringKey ? InPlaceStrings.bytes(keys) : null;
+    byte[] bytes = bytesKey ? InPlaceStrings.bytes(keys) : null;
     if (bytes != null) {
       WritableColumnVector strings = (WritableColumnVector) keys;
       for (int i = 0; i < n; i++) {
@@ -281,7 +284,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
           kept[live++] = i;
         }
       }
-    } else if (stringKey) {
+    } else if (bytesKey) {
       for (int i = 0; i < n; i++) {
         if (!changedStrings.holds(keys.getUTF8String(i))) {
           kept[live++] = i;
@@ -334,7 +337,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         continue;
       }
       boolean decided =
-          stringKey ? changedStrings.holds(keys.getUTF8String(i)) : changed.holds(keyAt(keys, i));
+          bytesKey ? changedStrings.holds(keys.getUTF8String(i)) : changed.holds(keyAt(keys, i));
       if (!decided) {
         kept[live++] = i;
       }
@@ -409,7 +412,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       rows += change.rows();
     }
     Winners found = Winners.forRows(rows);
-    if (stringKey) {
+    if (bytesKey) {
       ids = new StringIds(rows);
     }
     // Inserts before deletes, as the Python merge stacks them: on an LSN tie (which a
@@ -501,7 +504,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     ColumnVector seq = rows.column(columns[2]);
     int n = rows.numRows();
     int claims = 0;
-    byte[] bytes = stringKey ? InPlaceStrings.bytes(key) : null;
+    byte[] bytes = bytesKey ? InPlaceStrings.bytes(key) : null;
     if (bytes != null) {
       // Numbered where the keys lie in the batch's bytes: a string is made only for a key
       // first met (kept) and for a shared file's keys (a small commit's), hashed for node.
@@ -523,7 +526,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       }
       return claims;
     }
-    if (stringKey) {
+    if (bytesKey) {
       for (int i = 0; i < n; i++) {
         long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
         if (lsn <= change.floor()) {
