@@ -251,6 +251,7 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
                 )
             )
             out["load_files"] = table.files().num_rows
+            out["load_by_loader"] = written_by_loader(table)
             each = args.changes // args.commits
             # firn.spark.write shuffles each change set by change node first: one file
             # per node and operation, not one per task too (firn.spark.clustering).
@@ -506,7 +507,9 @@ def main() -> int:
             line += f"   {f['load_source_s'] / sides['iceberg']['load_s']:.2f}x"
         print(line)
         print(
-            f"  (load: firn.spark.write, the JVM loader, {f['load_files']} base files; "
+            f"  (load: firn.spark.write, by "
+            f"{'the JVM loader' if f.get('load_by_loader') else 'the Python source'}, "
+            f"{f['load_files']} base files; "
             f'load_source: df.write.format("firn"), by '
             f"{'the JVM loader' if f.get('load_source_by_loader') else 'the Python source'})"
         )
