@@ -105,15 +105,9 @@ def jvm_key_type(t: pa.DataType) -> bool:
     are not (yet): the Python source reads them."""
     if pa.types.is_timestamp(t):
         return bool(t.unit == "us")
-    if any(
-        is_bytes(t)
-        for is_bytes in (
-            pa.types.is_string,
-            pa.types.is_large_string,
-            pa.types.is_binary,
-            pa.types.is_large_binary,
-        )
-    ):
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return True
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return True
     return (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_date32(t)
 

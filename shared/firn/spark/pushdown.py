@@ -139,8 +139,8 @@ def from_jvm(data: Mapping[str, Any]) -> sds.Filter:
     """One of Spark's filters as the JVM merge reader hands it over (``org.firn.spark.
     PushedFilters``: ``{"filter": class name, "column": [names], "value": v}``, ``"values"``
     for ``In``, ``"child"`` for ``Not``; a date as ``{"date": "YYYY-MM-DD"}``, a binary
-    as ``{"binary": base64}``), as the
-    Python data source API would give it. ``Unsupported`` for anything else."""
+    as ``{"binary": base64}``), as the Python data source API would give it.
+    ``Unsupported`` for anything else."""
     kind = data.get("filter")
     if kind == "Not":
         return sds.Not(from_jvm(data["child"]))
