@@ -26,6 +26,7 @@ from pyspark.sql.types import IntegerType
 
 import firn
 import firn.spark
+from firn.catalog.files import files_at
 from firn.engine.spark_session import spark_session
 from firn.model.keyhash import hash_keys, node_index
 from firn.model.schema import TableSchema
@@ -33,6 +34,7 @@ from firn.settings import FirnSettings
 from firn.spark import jvm_format
 from firn.spark.clustering import FUNCTION, FUNCTION_CLASS, key_lanes
 from tests.changesets import KEY_KINDS, ReferenceModel, as_view, operations, table_schema
+from tests.integration.table_checks import catalog_conn
 
 _names = itertools.count()
 SCHEMA = pa.schema(
@@ -434,11 +436,14 @@ def test_a_schema_change_while_a_spark_compaction_runs_loses_nothing(
 
 # -- the JVM loader (firn.spark.write, mode overwrite) ------------------------------
 
-LOADER_KINDS = [k for k in KEY_KINDS if k.name in ("int64", "int32", "string", "date", "timestamp")]
+LOADER_KINDS = [
+    k for k in KEY_KINDS if k.name in ("int64", "int32", "string", "binary", "date", "timestamp")
+]
 SPARK_KEY_TYPES = {
     "int64": "long",
     "int32": "int",
     "string": "string",
+    "binary": "binary",
     "date": "date",
     "timestamp": "timestamp",
 }
@@ -729,6 +734,36 @@ def test_the_jvm_loader_writes_every_type_it_takes_as_the_table_reads_it(
     assert back.cast(table.schema).sort_by("k").to_pylist() == expected.to_pylist()
 
 
+def test_the_jvm_loader_takes_a_binary_key(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    """A binary key's bytes are hashed and ordered as Firn does (unsigned: 0x80 and above
+    after ASCII), a NUL and the empty key among them; the files' key ranges are the
+    catalog's (hex), and changes merge on top as the model."""
+    schema = pa.schema([pa.field("k", pa.binary(), nullable=False), pa.field("v", pa.int64())])
+    table = catalog.create_table(
+        f"spark_binary_key_{next(_names)}", schema, ["k"], properties={"base.buckets": 4}
+    )
+    keys = [b"", b"\x00", b"\x00\x01", b"a", b"ab", b"\x7f", b"\x80", b"\xff", b"\xff\xff"]
+    keys += [bytes([n, 255 - n, n % 7]) for n in range(0, 256, 3)]
+    df = spark.createDataFrame([(k, i) for i, k in enumerate(keys)], "k binary, v long")
+    firn.spark.write(df.repartition(3), table.name, "overwrite", **options)
+    assert written_by_loader(table)
+    assert_in_their_nodes(table)
+    model = {k: i for i, k in enumerate(keys)}
+    assert dict(zip(*table.read().to_pydict().values(), strict=True)) == model
+    # Each file's key range as the catalog keeps a binary key: its hex.
+    for e in files_at(catalog_conn(table), table.table_id, table.current_snapshot()):
+        rows = pq.read_table(table.storage.full_path(e.path)).column("k").to_pylist()
+        assert (e.min_key, e.max_key) == ([rows[0].hex()], [rows[-1].hex()])
+    changes = [{"k": b"\x80", "v": -1, "_op": "U"}, {"k": b"", "v": None, "_op": "D"}]
+    table.commit(pa.Table.from_pylist(changes, pa.schema([*schema, pa.field("_op", pa.string())])))
+    model[b"\x80"] = -1
+    del model[b""]
+    firn.compact(table, engine="local")
+    assert dict(zip(*table.read().to_pydict().values(), strict=True)) == model
+
+
 # -- appends shuffled by change node (firn.spark.write, mode append) -----------------
 
 
@@ -738,7 +773,9 @@ def test_the_spark_change_node_is_the_key_hash_node(spark: SparkSession) -> None
     spark.udf.registerJavaFunction(FUNCTION, FUNCTION_CLASS, IntegerType())
     for kind in LOADER_KINDS:
         definition = table_schema(kind)
-        keys = [("é/x y" if n % 2 else "a", kind.value(n)) for n in range(-40, 200, 7)]
+        # Negative numbers too, but a binary key's bytes are numbers from 0 to 255.
+        numbers = range(0, 240, 7) if kind.name == "binary" else range(-40, 200, 7)
+        keys = [("é/x y" if n % 2 else "a", kind.value(n)) for n in numbers]
         df = spark.createDataFrame(keys, f"part string, k {SPARK_KEY_TYPES[kind.name]}")
         stub = _KeyedStub(definition, ("part", "k"))
         lanes = key_lanes(df, stub)  # type: ignore[arg-type]

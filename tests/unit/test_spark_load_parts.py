@@ -90,7 +90,9 @@ def test_key_and_column_types_the_loader_takes() -> None:
     assert all(keyable(t) for t in (pa.int8(), pa.int32(), pa.date32(), pa.string()))
     assert keyable(pa.timestamp("us"))
     assert not keyable(pa.timestamp("ms"))
-    assert not any(keyable(t) for t in (pa.uint8(), pa.binary(), pa.large_string()))
+    assert not any(keyable(t) for t in (pa.uint8(), pa.large_binary(), pa.large_string()))
+    assert keyable(pa.binary())  # a key column's bytes, hashed and ordered as a string's
+    assert not keyable(pa.binary(), partition=True)
     assert writable(pa.decimal128(20, 3))
     assert writable(pa.float32())
     assert writable(pa.binary())

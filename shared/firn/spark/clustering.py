@@ -60,11 +60,12 @@ def by_change_node(df: DataFrame, table: Table) -> DataFrame:
 
 def key_lanes(df: DataFrame, table: Table) -> list[Column] | None:
     """The key columns of ``df`` as FirnHash64 reads them (integers as they are,
-    dates as days, timestamps as microseconds, strings as they are), or None when a
-    column's type in ``df`` or in the table is not one of those (the task's cast
-    would change the value hashed)."""
+    dates as days, timestamps as microseconds, strings and binaries as they are), or
+    None when a column's type in ``df`` or in the table is not one of those (the task's
+    cast would change the value hashed)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import (
+        BinaryType,
         ByteType,
         DateType,
         IntegerType,
@@ -92,10 +93,11 @@ def key_lanes(df: DataFrame, table: Table) -> list[Column] | None:
             and stored.tz is not None
         ):
             lanes.append(F.unix_micros(F.col(name)))
-        elif isinstance(given, StringType) and (
-            pa.types.is_string(stored) or pa.types.is_large_string(stored)
-        ):
-            lanes.append(F.col(name))
+        elif (
+            isinstance(given, StringType)
+            and (pa.types.is_string(stored) or pa.types.is_large_string(stored))
+        ) or (isinstance(given, BinaryType) and pa.types.is_binary(stored)):
+            lanes.append(F.col(name))  # hashed by their bytes as they are
         else:
             log.info(
                 "%s: an append is not shuffled by change node: key column %r is %s in the "

@@ -216,8 +216,11 @@ def unloadable(job: WriteJob, columns: Sequence[str]) -> str | None:
         if not writable(f.type) or field_id(f) is None:
             return f"column {f.name!r} ({f.type}) is not one the loader writes"
     for name in {*table.primary_key, *table.partition_by}:
-        if not keyable(schema.field(name).type):
-            return f"key or partition column {name!r} is not an integer, date, timestamp or string"
+        if not keyable(schema.field(name).type, partition=name in table.partition_by):
+            return (
+                f"key or partition column {name!r} is not an integer, date, timestamp or "
+                "string (or, as a key column alone, binary)"
+            )
     return None
 
 
@@ -233,13 +236,16 @@ def writable(t: pa.DataType) -> bool:
     return jvm.alike(t) and not pa.types.is_large_binary(t)
 
 
-def keyable(t: pa.DataType) -> bool:
-    """Key and partition column types the loader hashes and orders as Firn does."""
+def keyable(t: pa.DataType, partition: bool = False) -> bool:
+    """Key and partition column types the loader hashes and orders as Firn does: a
+    binary key column too (its bytes hashed and ordered as a string's), but not a
+    binary partition column, which no partition path spells."""
     return (
         (pa.types.is_integer(t) and not pa.types.is_unsigned_integer(t))
         or pa.types.is_date32(t)
         or (pa.types.is_timestamp(t) and writable(t))
         or pa.types.is_string(t)
+        or (pa.types.is_binary(t) and not partition)
     )
 
 

@@ -13,8 +13,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * <p>The key's columns arrive as Spark hands a Java UDF a struct: integers as their boxed
  * types (the caller turns dates into days and timestamps into microseconds first, as Firn
- * hashes them), strings as {@link String}. A null key is placed at node 0: the write task
- * refuses it with the table's own message.
+ * hashes them), strings as {@link String}, binaries as {@code byte[]}. A null key is placed
+ * at node 0: the write task refuses it with the table's own message.
  */
 public final class ChangeNode implements UDF2<Row, Integer, Integer> {
   private static final long serialVersionUID = 1L;
@@ -33,6 +33,8 @@ public final class ChangeNode implements UDF2<Row, Integer, Integer> {
       long column;
       if (value instanceof String text) {
         column = KeyHash.stringColumn(UTF8String.fromString(text));
+      } else if (value instanceof byte[] binary) {
+        column = KeyHash.stringColumn(UTF8String.fromBytes(binary)); // hashed as a string's bytes
       } else if (value instanceof Long
           || value instanceof Integer
           || value instanceof Short
@@ -41,7 +43,7 @@ public final class ChangeNode implements UDF2<Row, Integer, Integer> {
       } else {
         throw new IllegalArgumentException(
             "firn-write: key column " + c + " has a " + value.getClass().getSimpleName()
-                + " value; " + NAME + " takes integers and strings");
+                + " value; " + NAME + " takes integers, strings and binaries");
       }
       h = c == 0 ? KeyHash.first(column) : KeyHash.fold(h, column);
     }

@@ -2,8 +2,10 @@ package org.firn.spark;
 
 import java.io.Serializable;
 import java.util.ArrayList;
+import java.util.HexFormat;
 import java.util.List;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DateType;
@@ -18,10 +20,11 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Some columns of a row (a key, or the partition columns) read into {@link Values}: integers,
- * dates (days) and timestamps (microseconds) as longs, strings as copies. Compared as Firn
- * orders keys (numbers by value, strings by their UTF-8 bytes, as Spark sorts them too),
- * hashed as FirnHash64 folds a composite key, and put in the JSON form the catalog keeps
- * ({@code firn.model.values.column_to_json}).
+ * dates (days) and timestamps (microseconds) as longs, strings and a key's binaries as copies
+ * of their bytes. Compared as Firn orders keys (numbers by value, strings and binaries by their
+ * bytes, unsigned, as Spark sorts them too), hashed as FirnHash64 folds a composite key (a
+ * binary as a string of its bytes), and put in the JSON form the catalog keeps ({@code
+ * firn.model.values.column_to_json}: a binary in hex).
  */
 final class KeyColumns implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -29,15 +32,20 @@ final class KeyColumns implements Serializable {
   private final int[] ordinals;
   private final DataType[] types;
   private final String[] names;
+  /** Which columns are strings or binaries: compared, hashed and held as bytes. */
+  private final boolean[] bytes;
 
   KeyColumns(StructType schema, int[] ordinals, String what) {
     this.ordinals = ordinals;
     this.types = new DataType[ordinals.length];
     this.names = new String[ordinals.length];
+    this.bytes = new boolean[ordinals.length];
     for (int c = 0; c < ordinals.length; c++) {
       types[c] = schema.fields()[ordinals[c]].dataType();
       names[c] = schema.fields()[ordinals[c]].name();
-      if (!integral(types[c]) && !(types[c] instanceof StringType)) {
+      bytes[c] =
+          types[c] instanceof StringType || (types[c] instanceof BinaryType && what.equals("key"));
+      if (!integral(types[c]) && !bytes[c]) {
         throw new IllegalArgumentException(
             what + " column " + names[c] + " has type " + types[c].simpleString()
                 + ", which format(\"firn-load\") does not take");
@@ -63,6 +71,8 @@ final class KeyColumns implements Serializable {
       DataType t = types[c];
       if (t instanceof StringType) {
         into.strings[c] = row.getUTF8String(o).clone();
+      } else if (t instanceof BinaryType) {
+        into.strings[c] = UTF8String.fromBytes(row.getBinary(o)); // a row's getBinary copies
       } else if (t instanceof LongType || t instanceof TimestampType || t instanceof TimestampNTZType) {
         into.longs[c] = row.getLong(o);
       } else if (t instanceof IntegerType || t instanceof DateType) {
@@ -80,7 +90,7 @@ final class KeyColumns implements Serializable {
   int withNul(Values v) {
     for (int c = 0; c < ordinals.length; c++) {
       UTF8String s = v.strings[c];
-      if (s != null && s.indexOf(NUL, 0) >= 0) {
+      if (types[c] instanceof StringType && s.indexOf(NUL, 0) >= 0) {
         return c;
       }
     }
@@ -97,7 +107,7 @@ final class KeyColumns implements Serializable {
   int compare(Values a, Values b) {
     for (int c = 0; c < ordinals.length; c++) {
       int order =
-          types[c] instanceof StringType
+          bytes[c]
               ? a.strings[c].binaryCompare(b.strings[c])
               : Long.compare(a.longs[c], b.longs[c]);
       if (order != 0) {
@@ -112,7 +122,7 @@ final class KeyColumns implements Serializable {
     long h = 0;
     for (int c = 0; c < ordinals.length; c++) {
       long column =
-          types[c] instanceof StringType
+          bytes[c]
               ? KeyHash.stringColumn(v.strings[c])
               : KeyHash.integerColumn(v.longs[c]);
       h = c == 0 ? KeyHash.first(column) : KeyHash.fold(h, column);
@@ -121,11 +131,17 @@ final class KeyColumns implements Serializable {
   }
 
   /** The values as the catalog stores a key: numbers (dates in days, timestamps in
-   * microseconds) and strings. */
+   * microseconds), strings, and binaries in hex. */
   List<Object> json(Values v) {
     List<Object> out = new ArrayList<>(ordinals.length);
     for (int c = 0; c < ordinals.length; c++) {
-      out.add(types[c] instanceof StringType ? v.strings[c].toString() : (Object) v.longs[c]);
+      if (types[c] instanceof StringType) {
+        out.add(v.strings[c].toString());
+      } else if (types[c] instanceof BinaryType) {
+        out.add(HexFormat.of().formatHex(v.strings[c].getBytes()));
+      } else {
+        out.add(v.longs[c]);
+      }
     }
     return out;
   }
