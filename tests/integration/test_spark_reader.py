@@ -363,17 +363,8 @@ def test_the_jvm_reader_on_a_table_keyed_by_one_column(
     table.load(rows(schema, model))
     options = connection(settings)
 
-    def commit(upserts: dict[int, tuple[str | None, float | None]], deletes: list[int]) -> None:
-        ops = [(k, *v, "U") for k, v in upserts.items()] + [(k, None, None, "D") for k in deletes]
-        table.commit(
-            pa.Table.from_pylist(
-                [{"k": k, "v": v, "x": x, "_op": op} for k, v, x, op in ops],
-                pa.schema([*schema, pa.field("_op", pa.string())]),
-            )
-        )
-        model.update(upserts)  # then the deletes, which come later in the change set
-        for k in deletes:
-            model.pop(k, None)
+    def commit(upserts: dict[int, tuple[Any, ...]], deletes: list[int]) -> None:
+        commit_kvx(table, model, upserts, deletes)
 
     def check() -> None:
         df = firn.spark.read(spark, table.name, **options)
@@ -530,17 +521,8 @@ def test_the_jvm_reader_skips_base_rows_no_row_of_a_filter_is_in(
     model = {k: (f"v{k:05d}", k % 97) for k in range(0, 6000)}
     table.load(rows(schema, model))
 
-    def commit(upserts: dict[int, tuple[str | None, int | None]], deletes: list[int]) -> None:
-        ops = [(k, *v, "U") for k, v in upserts.items()] + [(k, None, None, "D") for k in deletes]
-        table.commit(
-            pa.Table.from_pylist(
-                [{"k": k, "v": v, "x": x, "_op": op} for k, v, x, op in ops],
-                pa.schema([*schema, pa.field("_op", pa.string())]),
-            )
-        )
-        model.update(upserts)
-        for k in deletes:
-            model.pop(k, None)
+    def commit(upserts: dict[int, tuple[Any, ...]], deletes: list[int]) -> None:
+        commit_kvx(table, model, upserts, deletes)
 
     commit({k: (f"w{k:05d}", 1000 + k) for k in range(0, 6000, 13)}, list(range(3, 6000, 17)))
     firn.compact(table, kind="major", engine="local")
@@ -660,6 +642,27 @@ def test_format_firn_is_the_jvm_reader_where_it_takes_the_whole_read(
 
 def rows(schema: pa.Schema, model: dict[int, tuple[Any, ...]]) -> pa.Table:
     return pa.Table.from_pylist([{"k": k, "v": v, "x": x} for k, (v, x) in model.items()], schema)
+
+
+def commit_kvx(
+    table: firn.Table,
+    model: dict[int, tuple[Any, ...]],
+    upserts: dict[int, tuple[Any, ...]],
+    deletes: list[int],
+) -> None:
+    """Commit upserts of (v, x) by k, then deletes of k, to a table of columns k, v, x,
+    and apply them to ``model`` in that order (the deletes come later in the change set)."""
+    ops = [(k, *v, "U") for k, v in upserts.items()] + [(k, None, None, "D") for k in deletes]
+    schema = table.schema
+    table.commit(
+        pa.Table.from_pylist(
+            [{"k": k, "v": v, "x": x, "_op": op} for k, v, x, op in ops],
+            pa.schema([*schema, pa.field("_op", pa.string())]),
+        )
+    )
+    model.update(upserts)
+    for k in deletes:
+        model.pop(k, None)
 
 
 # -- pruning, columns, SQL, snapshots, bad input ------------------------------------
