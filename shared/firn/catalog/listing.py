@@ -124,13 +124,6 @@ def plan_progress(
     conn: Connection, table_id: int, partitions: Sequence[str], after: dict[str, int]
 ) -> dict[str, PlanProgress]:
     """For each partition, its max_merged_seq and the plans newer than ``after``."""
-    merged: dict[str, int] = dict(
-        conn.execute(
-            "SELECT partition_key, max_merged_seq FROM catalog_partition WHERE table_id = %s "
-            "AND partition_key = ANY(%s)",
-            (table_id, list(partitions)),
-        ).fetchall()
-    )
     plans = conn.execute(
         "SELECT p.partition_key, p.plan_id, p.kind, p.state, p.to_seq, p.error, "
         "coalesce(jsonb_object_agg(t.state, t.n) FILTER (WHERE t.state IS NOT NULL), '{}') "
@@ -140,6 +133,16 @@ def plan_progress(
         "GROUP BY p.partition_key, p.plan_id ORDER BY p.plan_id",
         (table_id, list(partitions)),
     ).fetchall()
+    # Read after the plans: a plan's commit moves max_merged_seq in the same
+    # transaction, so a plan seen Committed above is always reflected here (read the
+    # other way round, a commit landing between the two reads looks half done).
+    merged: dict[str, int] = dict(
+        conn.execute(
+            "SELECT partition_key, max_merged_seq FROM catalog_partition WHERE table_id = %s "
+            "AND partition_key = ANY(%s)",
+            (table_id, list(partitions)),
+        ).fetchall()
+    )
     progress = {part: PlanProgress(part, int(merged.get(part, 0))) for part in partitions}
     for part, plan_id, kind, state, to_seq, error, tasks in plans:
         if plan_id <= after.get(part, 0):
