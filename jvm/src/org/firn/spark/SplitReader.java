@@ -7,6 +7,7 @@ import java.lang.reflect.Field;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
@@ -117,6 +118,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   /** A chunk's keys, read once for the load ahead and for the claims. */
   private final long[] chunkKeys = new long[CHUNK_ROWS];
+  /** A chunk's string (or binary) keys: where each one's bytes lie, and their hashes. */
+  private final Object[] chunkBases = new Object[CHUNK_ROWS];
+  private final long[] chunkOffsets = new long[CHUNK_ROWS];
+  private final int[] chunkLengths = new int[CHUNK_ROWS];
+  private final int[] chunkHashes = new int[CHUNK_ROWS];
 
   /** Whether the key is a string or binary column, compared, hashed and numbered by its bytes
    * (as Firn orders and hashes both): its changed keys are numbered ({@link StringIds}). */
@@ -504,44 +510,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     ColumnVector seq = rows.column(columns[2]);
     int n = rows.numRows();
     int claims = 0;
-    byte[] bytes = bytesKey ? InPlaceStrings.bytes(key) : null;
-    if (bytes != null) {
-      // Numbered where the keys lie in the batch's bytes: a string is made only for a key
-      // first met (kept) and for a shared file's keys (a small commit's), hashed for node.
-      WritableColumnVector strings = (WritableColumnVector) key;
-      for (int i = 0; i < n; i++) {
-        long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
-        if (lsn <= change.floor()) {
-          continue; // merged already
-        }
-        int at = strings.getArrayOffset(i);
-        int length = strings.getArrayLength(i);
-        if (change.shared() && !split.holds(UTF8String.fromBytes(bytes, at, length))) {
-          continue; // a sibling node's key
-        }
-        int slot = found.claim(ids.of(bytes, Platform.BYTE_ARRAY_OFFSET + at, length), lsn, ord.getLong(i));
-        if (slot >= 0) {
-          claims = won(change, rows, i, slot, found, holder, claimed, claims);
-        }
-      }
-      return claims;
-    }
     if (bytesKey) {
-      for (int i = 0; i < n; i++) {
-        long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
-        if (lsn <= change.floor()) {
-          continue; // merged already
-        }
-        UTF8String text = key.getUTF8String(i);
-        if (change.shared() && !split.holds(text)) {
-          continue; // a sibling node's key
-        }
-        int slot = found.claim(ids.of(text), lsn, ord.getLong(i));
-        if (slot >= 0) {
-          claims = won(change, rows, i, slot, found, holder, claimed, claims);
-        }
-      }
-      return claims;
+      return claimBytes(change, rows, key, ord, seq, found, holder, claimed);
     }
     long[] keys = chunkKeys;
     // A chunk's keys are read and their map entries loaded first, then claimed: the
@@ -570,6 +540,68 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         }
       }
     }
+    return claims;
+  }
+
+  /**
+   * {@link #claimBatch} of a string or binary key, chunk by chunk as the integer path goes:
+   * a chunk's keys are hashed and the entries of their numbers' table loaded first, then
+   * numbered and claimed, so the table's cache misses overlap instead of each waiting on the
+   * last. A key's bytes are read where they lie in the batch's one array; a batch that does
+   * not hold them so (a dictionary-encoded change file's, as pyarrow writes a producer's
+   * keys) gives a string per row. Numbered keys are claimed by their numbers ({@link
+   * Winners#claimNumbered}): no second map.
+   */
+  private int claimBytes(
+      ReadPlan.Change change,
+      ColumnarBatch rows,
+      ColumnVector key,
+      ColumnVector ord,
+      ColumnVector seq,
+      Winners found,
+      int holder,
+      int[] claimed) {
+    byte[] bytes = InPlaceStrings.bytes(key);
+    WritableColumnVector strings = bytes == null ? null : (WritableColumnVector) key;
+    int n = rows.numRows();
+    int claims = 0;
+    for (int start = 0; start < n; start += CHUNK_ROWS) {
+      int end = Math.min(n, start + CHUNK_ROWS);
+      for (int i = start; i < end; i++) {
+        int c = i - start;
+        if (bytes != null) {
+          chunkBases[c] = bytes;
+          chunkOffsets[c] = Platform.BYTE_ARRAY_OFFSET + strings.getArrayOffset(i);
+          chunkLengths[c] = strings.getArrayLength(i);
+        } else {
+          UTF8String text = key.getUTF8String(i);
+          chunkBases[c] = text.getBaseObject();
+          chunkOffsets[c] = text.getBaseOffset();
+          chunkLengths[c] = text.numBytes();
+        }
+        chunkHashes[c] = StringIds.hash(chunkBases[c], chunkOffsets[c], chunkLengths[c]);
+      }
+      ids.touch(chunkHashes, end - start);
+      for (int i = start; i < end; i++) {
+        int c = i - start;
+        long lsn = seq.isNullAt(i) ? change.seq() : seq.getLong(i);
+        if (lsn <= change.floor()) {
+          continue; // merged already
+        }
+        Object base = chunkBases[c];
+        long offset = chunkOffsets[c];
+        int length = chunkLengths[c];
+        if (change.shared() && !split.holds(UTF8String.fromAddress(base, offset, length))) {
+          continue; // a sibling node's key
+        }
+        int id = ids.of(base, offset, length, chunkHashes[c]);
+        int slot = found.claimNumbered(id, lsn, ord.getLong(i));
+        if (slot >= 0) {
+          claims = won(change, rows, i, slot, found, holder, claimed, claims);
+        }
+      }
+    }
+    Arrays.fill(chunkBases, null); // not the batch's buffer kept past it
     return claims;
   }
 
@@ -771,7 +803,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     private int cursor;
 
     SortedStrings(UTF8String[] keys) {
-      Arrays.sort(keys);
+      Arrays.sort(keys, InPlaceStrings.BYTE_ORDER);
       this.keys = keys;
     }
 
@@ -805,11 +837,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
      * which the next batch refills, so no base key is kept from one call to the next.
      */
     boolean holds(UTF8String key) {
-      if (cursor > 0 && key.compareTo(keys[cursor - 1]) <= 0) {
-        int found = Arrays.binarySearch(keys, key);
+      if (cursor > 0 && InPlaceStrings.BYTE_ORDER.compare(key, keys[cursor - 1]) <= 0) {
+        int found = Arrays.binarySearch(keys, key, InPlaceStrings.BYTE_ORDER);
         cursor = found >= 0 ? found : -found - 1;
       }
-      while (cursor < keys.length && keys[cursor].compareTo(key) < 0) {
+      while (cursor < keys.length && InPlaceStrings.BYTE_ORDER.compare(keys[cursor], key) < 0) {
         cursor++;
       }
       return cursor < keys.length && keys[cursor].equals(key);
@@ -817,21 +849,31 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   }
 
   /**
-   * The numbers of a split's changed string keys: an open-addressing table of numbers,
-   * probed with a key's bytes where they lie (a batch's, or a string's), each number's key
-   * kept as a string of its own. A key first met is copied; one met again costs a hash
-   * and a comparison of bytes, no allocation.
+   * The numbers of a split's changed string keys, 0, 1, 2... in the order the keys are first
+   * met: an open-addressing table probed with a key's bytes where they lie (a batch's, or a
+   * string's), each number's key kept as a string of its own. An entry holds the key's hash
+   * beside its number, so a probe that meets another key's entry tells so without reading
+   * that key's bytes (another cache miss). A key first met is copied; one met again costs a
+   * hash and a comparison of bytes, no allocation.
    */
   static final class StringIds {
+    private static final int SEED = 0x2A;
     private final List<UTF8String> keys = new ArrayList<>();
-    /** Each entry a number + 1 (0: empty). */
-    private int[] table;
+    /** Each entry the key's hash in the high half and its number + 1 in the low (0: empty). */
+    private long[] table;
     private int mask;
+    /** What {@link #touch} loaded, summed: never read, kept so the loads stay. */
+    long touched;
 
     StringIds(long expected) {
       int capacity = Integer.highestOneBit((int) Math.min(Math.max(expected, 8), 1 << 28));
-      table = new int[capacity * 2];
+      table = new long[capacity * 2];
       mask = table.length - 1;
+    }
+
+    /** The hash {@link #of} takes for the key whose bytes are at {@code offset} of {@code base}. */
+    static int hash(Object base, long offset, int length) {
+      return Murmur3_x86_32.hashUnsafeBytes(base, offset, length, SEED);
     }
 
     /** The key numbered {@code id}. */
@@ -839,43 +881,50 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       return keys.get(id);
     }
 
-    /** The number of {@code key}. */
-    long of(UTF8String key) {
-      return of(key.getBaseObject(), key.getBaseOffset(), key.numBytes());
+    /** Loads the entries the first {@code n} {@code hashes} probe first ({@link
+     * Winners#touch}'s reason). */
+    void touch(int[] hashes, int n) {
+      long sum = 0;
+      for (int i = 0; i < n; i++) {
+        sum += table[hashes[i] & mask];
+      }
+      touched += sum;
     }
 
-    /** The number of the key whose bytes are at {@code offset} of {@code base}. */
-    long of(Object base, long offset, int length) {
-      int h = Murmur3_x86_32.hashUnsafeBytes(base, offset, length, 0x2A);
+    /** The number of the key whose bytes are at {@code offset} of {@code base}, its
+     * {@link #hash} {@code h}. */
+    int of(Object base, long offset, int length, int h) {
       for (int slot = h & mask; ; slot = (slot + 1) & mask) {
-        int entry = table[slot];
+        long entry = table[slot];
         if (entry == 0) {
           byte[] copy = new byte[length];
           Platform.copyMemory(base, offset, copy, Platform.BYTE_ARRAY_OFFSET, length);
           keys.add(UTF8String.fromBytes(copy));
-          table[slot] = keys.size();
+          table[slot] = ((long) h << 32) | keys.size();
           if (keys.size() * 2 > table.length) {
             grow();
           }
-          return keys.size() - 1L;
+          return keys.size() - 1;
         }
-        if (InPlaceStrings.equal(keys.get(entry - 1), base, offset, length)) {
-          return entry - 1L;
+        int id = (int) entry - 1;
+        if ((int) (entry >>> 32) == h && InPlaceStrings.equal(keys.get(id), base, offset, length)) {
+          return id;
         }
       }
     }
 
     private void grow() {
-      table = new int[table.length * 2];
+      long[] old = table;
+      table = new long[old.length * 2];
       mask = table.length - 1;
-      for (int id = 0; id < keys.size(); id++) {
-        UTF8String key = keys.get(id);
-        int h = Murmur3_x86_32.hashUnsafeBytes(key.getBaseObject(), key.getBaseOffset(), key.numBytes(), 0x2A);
-        int slot = h & mask;
-        while (table[slot] != 0) {
-          slot = (slot + 1) & mask;
+      for (long entry : old) {
+        if (entry != 0) {
+          int slot = (int) (entry >>> 32) & mask;
+          while (table[slot] != 0) {
+            slot = (slot + 1) & mask;
+          }
+          table[slot] = entry;
         }
-        table[slot] = id + 1;
       }
     }
   }
@@ -884,6 +933,15 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   static final class InPlaceStrings {
     private static final Field BYTES = byteData();
     private static final boolean SWAP = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN;
+
+    /**
+     * Strings in Firn's order, their bytes unsigned ({@link UTF8String#compareTo}'s binary
+     * order). Not compareTo itself: Spark 4's asks the process environment whether it runs
+     * under test on every call, which made sorting a split's changed keys cost more than
+     * comparing them.
+     */
+    static final Comparator<UTF8String> BYTE_ORDER =
+        (a, b) -> compareAt(a, b.getBaseObject(), b.getBaseOffset(), b.numBytes());
 
     private InPlaceStrings() {}
 
@@ -935,15 +993,20 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     /** {@code key} against {@code bytes[at, at + length)}, unsigned byte by byte, as
      * {@link UTF8String#compareTo} orders: negative when {@code key} is smaller. */
     static int compare(UTF8String key, byte[] bytes, int at, int length) {
-      Object base = key.getBaseObject();
-      long offset = key.getBaseOffset();
+      return compareAt(key, bytes, Platform.BYTE_ARRAY_OFFSET + at, length);
+    }
+
+    /** {@link #compare(UTF8String, byte[], int, int)} of the {@code length} bytes at {@code
+     * offset} of {@code base}. */
+    static int compareAt(UTF8String key, Object base, long offset, int length) {
+      Object mine = key.getBaseObject();
+      long from = key.getBaseOffset();
       int size = key.numBytes();
       int common = Math.min(size, length);
-      long there = Platform.BYTE_ARRAY_OFFSET + at;
       int i = 0;
       for (; i + 8 <= common; i += 8) {
-        long x = Platform.getLong(base, offset + i);
-        long y = Platform.getLong(bytes, there + i);
+        long x = Platform.getLong(mine, from + i);
+        long y = Platform.getLong(base, offset + i);
         if (x != y) {
           return SWAP
               ? Long.compareUnsigned(Long.reverseBytes(x), Long.reverseBytes(y))
@@ -951,8 +1014,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         }
       }
       for (; i < common; i++) {
-        int x = Platform.getByte(base, offset + i) & 0xFF;
-        int y = bytes[at + i] & 0xFF;
+        int x = Platform.getByte(mine, from + i) & 0xFF;
+        int y = Platform.getByte(base, offset + i) & 0xFF;
         if (x != y) {
           return x - y;
         }
@@ -1116,6 +1179,33 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       ords[slot] = ord;
       table[2 * h] = key;
       table[2 * h + 1] = slot + 1;
+      return slot;
+    }
+
+    /**
+     * {@link #claim} of a key numbered 0, 1, 2... in the order it is first claimed (a string
+     * key's {@link StringIds} number, taken just before its claim): its number is its slot,
+     * so no table is probed.
+     */
+    int claimNumbered(int id, long seq, long ord) {
+      if (id < size) {
+        if (seq > seqs[id] || (seq == seqs[id] && ord > ords[id])) {
+          seqs[id] = seq;
+          ords[id] = ord;
+          return id;
+        }
+        return -1;
+      }
+      if (id != size) {
+        throw new IllegalStateException("key number " + id + " claimed before " + size);
+      }
+      if (size == keys.length) {
+        grow();
+      }
+      int slot = size++;
+      keys[slot] = id;
+      seqs[slot] = seq;
+      ords[slot] = ord;
       return slot;
     }
 
