@@ -310,7 +310,12 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
 
 def keyed(schema: pa.Schema, key: str) -> pa.Schema:
     """``schema`` with ``id`` of the ``--key`` type."""
-    types = {"int": pa.int64(), "string": pa.string(), "binary": pa.binary()}
+    types = {
+        "int": pa.int64(),
+        "string": pa.string(),
+        "binary": pa.binary(),
+        "decimal": pa.decimal128(20, 0),
+    }
     return schema.set(0, pa.field("id", types[key], nullable=False))
 
 
@@ -421,10 +426,11 @@ def main() -> int:
     parser.add_argument("--cores", type=int, default=2, help="Spark local[N]")
     parser.add_argument(
         "--key",
-        choices=("int", "string", "binary"),
+        choices=("int", "string", "binary", "decimal"),
         default="int",
         help="the key column's type on both sides: string keys are the ids' digits, "
-        "zero-padded to 12; binary keys those digits' bytes",
+        "zero-padded to 12; binary keys those digits' bytes; decimal keys the ids as "
+        "DECIMAL(20,0)",
     )
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--spark-python", help="Python with a pyspark Iceberg supports")

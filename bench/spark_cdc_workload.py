@@ -18,11 +18,13 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 
 COLUMNS = "id BIGINT, qty BIGINT, price DOUBLE, name STRING, ts TIMESTAMP"
-"""The table's columns; with ``--key string`` (``binary``) ``id`` is a STRING (BINARY)."""
+"""The table's columns; with ``--key string`` (``binary``, ``decimal``) ``id`` is a STRING
+(BINARY, DECIMAL(20,0))."""
 KEY_DIGITS = 12
 """A string key is the id's digits padded to this width, ``000001234567``; a binary key
-is that string's bytes."""
-KEY_TYPES = {"int": "BIGINT", "string": "STRING", "binary": "BINARY"}
+is that string's bytes; a decimal key the id as DECIMAL(20,0), which Spark holds as bytes
+(past 18 digits), not as a long."""
+KEY_TYPES = {"int": "BIGINT", "string": "STRING", "binary": "BINARY", "decimal": "DECIMAL(20,0)"}
 """``--key``: the key column's SQL type."""
 VALUES = ["qty", "price", "name", "ts"]
 PRUNED = ["qty", "name"]
@@ -44,6 +46,8 @@ def key_of(number: str, key: str) -> str:
     """The key column's expression for the id ``number`` (a SQL expression)."""
     if key == "int":
         return number
+    if key == "decimal":
+        return f"CAST({number} AS DECIMAL(20,0))"
     digits = f"lpad(CAST({number} AS STRING), {KEY_DIGITS}, '0')"
     return digits if key == "string" else f"CAST({digits} AS BINARY)"
 
@@ -51,8 +55,13 @@ def key_of(number: str, key: str) -> str:
 def lookup(key: str, pruned: bool = True) -> str:
     """``LOOKUP`` (or ``UNPRUNED_LOOKUP``) for the key's type."""
     digits = "1234567".rjust(KEY_DIGITS, "0")
-    literal = {"int": "1234567", "string": f"'{digits}'", "binary": f"X'{digits.encode().hex()}'"}
-    absent = {"int": "-1", "string": "'none'", "binary": "X'00'"}
+    literal = {
+        "int": "1234567",
+        "string": f"'{digits}'",
+        "binary": f"X'{digits.encode().hex()}'",
+        "decimal": "1234567BD",
+    }
+    absent = {"int": "-1", "string": "'none'", "binary": "X'00'", "decimal": "-1BD"}
     found = f"id = {literal[key]}"
     return found if pruned else f"{found} OR id = {absent[key]}"
 

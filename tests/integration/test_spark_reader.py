@@ -12,6 +12,7 @@ are checked too.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import operator
 from collections import Counter
@@ -278,8 +279,12 @@ def scan_of(df: DataFrame) -> str:
     return str(df._jdf.queryExecution().executedPlan().toString())
 
 
-JVM_KEY_KINDS = ("int64", "int32", "string", "binary", "date", "timestamp")
+JVM_KEY_KINDS = ("int64", "int32", "string", "binary", "date", "timestamp", "decimal")
 """The key kinds of KEY_KINDS the JVM reader takes (firn.spark.jvm.jvm_key_type)."""
+
+WIDE_DECIMAL = KeyKind("decimal38", pa.decimal128(38, 0), lambda n: Decimal((n - 8) * 10**25 + n))
+"""A decimal key Spark holds as bytes, not a long (KEY_KINDS' decimal has 12 digits): values
+past 64 bits, negative ones among them (their high lane all ones)."""
 
 
 def jvm_splits(name: str, options: dict[str, str], **read: Any) -> int:
@@ -294,7 +299,7 @@ def jvm_splits(name: str, options: dict[str, str], **read: Any) -> int:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    kind=st.sampled_from([k for k in KEY_KINDS if k.name in JVM_KEY_KINDS]),
+    kind=st.sampled_from([*(k for k in KEY_KINDS if k.name in JVM_KEY_KINDS), WIDE_DECIMAL]),
     table=st.data(),
     data=st.data(),
 )
@@ -306,9 +311,9 @@ def test_the_jvm_reader_merges_as_the_model(
     table: st.DataObject,
     data: st.DataObject,
 ) -> None:
-    """Partitioned tables keyed (part, k) with an integer, date, timestamp or string k
-    (the key kinds the JVM reader takes; KEY_KINDS' decimals stay with the Python
-    source): every split that merges
+    """Partitioned tables keyed (part, k) with an integer, date, timestamp, string,
+    binary or decimal k (12 digits, which Spark holds as a long, and 38, as bytes):
+    every split that merges
     goes to the JVM reader (files at several tree levels, a small commit's files at
     the partition's root, same-commit delete-then-insert, deletion vectors, minor
     compactions' change files with rows of their own seq), at the latest snapshot
@@ -477,6 +482,60 @@ def test_the_jvm_reader_on_a_table_keyed_by_bytes(
     check()
 
 
+@pytest.mark.parametrize(
+    "key_type", [pa.decimal128(12, 2), pa.decimal128(38, 0)], ids=["decimal12", "decimal38"]
+)
+def test_the_jvm_reader_on_a_table_keyed_by_a_decimal(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog, key_type: pa.DataType
+) -> None:
+    """Decimal keys, negative and positive, past 64 bits at 38 digits (which Spark holds as
+    bytes, not a long): a load, a small commit at the root (each split keeps its own
+    node's keys by their hash), one split by node, a compaction that leaves deletion
+    vectors, more changes; every read by the JVM reader, equal to the model."""
+    schema = pa.schema([pa.field("k", key_type, nullable=False), pa.field("v", pa.int64())])
+    table = shared_catalog.create_table(
+        f"jvm_decimal_key_{next(_names)}", schema, ["k"], properties=ONE_KEY_TABLE
+    )
+    scale = Decimal(10) ** (25 if key_type.precision == 38 else 6)
+
+    def key(i: int) -> Decimal:
+        # Around zero both ways, so the sign decides the order as often as the digits.
+        step = Decimal(i - 30_000) * scale
+        return step + Decimal(i % 7) if key_type.scale == 0 else (step + i % 7) / 100
+
+    model = {key(i): i for i in range(60_000)}
+    table.load(pa.Table.from_pylist([{"k": k, "v": v} for k, v in model.items()], schema))
+
+    def commit(upserts: dict[Decimal, int], deletes: list[Decimal]) -> None:
+        rows = [{"k": k, "v": v, "_op": "U"} for k, v in upserts.items()]
+        rows += [{"k": k, "v": None, "_op": "D"} for k in deletes]
+        table.commit(pa.Table.from_pylist(rows, pa.schema([*schema, pa.field("_op", pa.string())])))
+        model.update(upserts)
+        for k in deletes:
+            model.pop(k, None)
+
+    def check() -> None:
+        df = load(spark, settings, table.name)
+        assert merged_by_jvm(df)
+        assert {r.k: r.v for r in df.collect()} == model
+        assert df.count() == len(model)
+        for probe in (key(1234), key(6)):  # Spark still applies a filter it pushed
+            found = df.where(F.col("k") == F.lit(probe))
+            assert {r.k: r.v for r in found.collect()} == (
+                {probe: model[probe]} if probe in model else {}
+            )
+
+    commit({key(5): -5, key(29_999): -1, Decimal(0): 0}, [key(6), key(30_001)])  # at the root
+    check()
+    commit({key(i): -i for i in range(0, 60_000, 7)}, [key(i) for i in range(1, 60_000, 11)])
+    check()
+    firn.compact(table, kind="major", engine="local")
+    assert any(f["deletion_vector"] for f in table.files().to_pylist())
+    check()
+    commit({key(6): 6, key(1234): 1}, [key(1235), key(59_999)])
+    check()
+
+
 def scan_rows(df: DataFrame) -> int:
     """The rows the scan of an executed DataFrame handed on, before Spark's filters."""
     leaf = df._jdf.queryExecution().executedPlan().collectLeaves().head()
@@ -622,12 +681,15 @@ def test_format_firn_is_the_jvm_reader_where_it_takes_the_whole_read(
     assert merged_by_jvm(at_first)
     assert len(at_first.collect()) == len(model) - len(added)
 
-    # String and binary keys are the JVM reader's; a decimal key is not: the Python
-    # source reads it.
+    # String, binary and decimal keys are the JVM reader's; a millisecond timestamp is
+    # not (Spark reads it as microseconds, which hash otherwise): the Python source reads it.
+    huge = Decimal(10**37)
     keys: list[tuple[pa.DataType, list[Any], bool]] = [
         (pa.string(), ["x", "y", "z"], True),
         (pa.binary(), [b"x", b"\xff\x00", b"z"], True),
-        (pa.decimal128(6, 2), [Decimal("1.50"), Decimal("-2.25"), Decimal("3.00")], False),
+        (pa.decimal128(6, 2), [Decimal("1.50"), Decimal("-2.25"), Decimal("3.00")], True),
+        (pa.decimal128(38, 0), [-huge, Decimal(-1), huge], True),
+        (pa.timestamp("ms"), [dt.datetime(2024, 1, d) for d in (1, 2, 3)], False),
     ]
     for key_type, (x, y, z), by_jvm in keys:
         schema = pa.schema([pa.field("s", key_type, nullable=False), pa.field("v", pa.int64())])

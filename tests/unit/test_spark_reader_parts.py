@@ -255,7 +255,9 @@ def test_spark_types_of_firn_columns() -> None:
         (pa.binary(), True),  # hashed and ordered by its bytes, as a string's
         (pa.large_binary(), True),
         (pa.binary(16), False),  # fixed size: left to the Python source
-        (pa.decimal128(12, 2), False),
+        (pa.decimal128(12, 2), True),  # by its unscaled value, as FirnHash64 hashes it
+        (pa.decimal128(38, 0), True),
+        (pa.decimal256(40, 0), False),  # FirnHash64 takes decimal128 only
     ],
 )
 def test_the_jvm_reader_takes_keys_it_hashes_and_orders_as_firn_does(

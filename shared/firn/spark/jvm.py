@@ -72,10 +72,10 @@ def loaded(spark: SparkSession) -> bool:
 def jvm_mergeable(split: Split, schema_id: int) -> bool:
     """Whether the JVM reader returns exactly what ``split.read()`` does: a merged
     (not a change) split of one partition without a filter, of a table whose key is
-    one integer, date, microsecond timestamp or string column after the partition columns (the
-    partition's rows differ in that column alone), on local storage, every file
-    written under ``schema_id``, and column types Spark's Parquet reader reads as the
-    source would."""
+    one integer, date, microsecond timestamp, string, binary or decimal column after the
+    partition columns (the partition's rows differ in that column alone), on local
+    storage, every file written under ``schema_id``, and column types Spark's Parquet
+    reader reads as the source would."""
     table = split.table
     if split.changes or split.filter is not None or not table.keyed:
         return False
@@ -99,15 +99,17 @@ def jvm_mergeable(split: Split, schema_id: int) -> bool:
 def jvm_key_type(t: pa.DataType) -> bool:
     """Whether the JVM reader takes a key column of this type: one it reads as the integer
     FirnHash64 hashes (``firn.model.keyhash``) and Firn orders by: an integer (not
-    unsigned 64-bit), a date (days) or a microsecond timestamp; or a string or binary,
-    whose bytes (a string's UTF-8) it hashes and orders by, as Firn does. A millisecond
-    timestamp is not: Spark reads it as microseconds, which hash otherwise. Decimal keys
-    are not (yet): the Python source reads them."""
+    unsigned 64-bit), a date (days) or a microsecond timestamp; a string or binary,
+    whose bytes (a string's UTF-8) it hashes and orders by, as Firn does; or a decimal128,
+    by its unscaled value (``DecimalKeys`` on the JVM side). A millisecond timestamp is
+    not: Spark reads it as microseconds, which hash otherwise."""
     if pa.types.is_timestamp(t):
         return bool(t.unit == "us")
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return True
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return True
+    if pa.types.is_decimal128(t):
         return True
     return (pa.types.is_integer(t) and not pa.types.is_uint64(t)) or pa.types.is_date32(t)
 

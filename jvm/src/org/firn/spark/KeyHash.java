@@ -6,8 +6,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * FirnHash64: the hash that puts a key in its tree node, as {@code firn.model.keyhash}
  * defines it (part of the on-disk format; the pinned vectors of its tests hold this port
  * too, through the Spark reader's and loader's tests). A value becomes 64-bit lanes: an
- * integer, a date (days) or a timestamp (microseconds) one lane, tagged alike; a string its
- * byte length, then its bytes as little-endian 8-byte words, the last one zero-padded.
+ * integer, a date (days) or a timestamp (microseconds) one lane, tagged alike; a decimal the
+ * low and high 64 bits of its unscaled value; a string its byte length, then its bytes as
+ * little-endian 8-byte words, the last one zero-padded.
  */
 final class KeyHash {
   private static final long SEED = 0x9E3779B97F4A7C15L;
@@ -17,6 +18,7 @@ final class KeyHash {
   private static final long F1 = 0xFF51AFD7ED558CCDL;
   private static final long F2 = 0xC4CEB9FE1A85EC53L;
   private static final long TAG_INTEGER = 1L;
+  private static final long TAG_DECIMAL = 2L;
   private static final long TAG_BYTES = 3L;
 
   private KeyHash() {}
@@ -55,6 +57,11 @@ final class KeyHash {
   /** The column hash of an integer, date or timestamp value: one lane. */
   static long integerColumn(long value) {
     return fmix(absorb(SEED ^ TAG_INTEGER, value) ^ 1L);
+  }
+
+  /** The column hash of a decimal: the low, then the high 64 bits of its unscaled value. */
+  static long decimalColumn(long low, long high) {
+    return fmix(absorb(absorb(SEED ^ TAG_DECIMAL, low), high) ^ 2L);
   }
 
   /** The column hash of a string: its UTF-8 length, then its bytes 8 at a time. */

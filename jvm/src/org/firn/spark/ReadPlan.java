@@ -133,6 +133,14 @@ record ReadPlan(long snapshot, String key, StructType schema, StructType read, L
       return (hash & (nodeLevel - 1)) == nodeIndex;
     }
 
+    /** {@link #holds(long)} for a key whose last column is a decimal, in its {@link
+     * DecimalKeys} form at {@code bytes[at, at + 16)}. */
+    boolean holdsDecimal(byte[] bytes, int at) {
+      long column = DecimalKeys.columnHash(bytes, at);
+      long hash = prefixed ? KeyHash.fold(prefix, column) : KeyHash.first(column);
+      return (hash & (nodeLevel - 1)) == nodeIndex;
+    }
+
     /** {@link #holds(long)} for a key whose last column is a string. */
     boolean holds(UTF8String key) {
       long hash = prefixed ? KeyHash.afterString(prefix, key) : KeyHash.ofString(key);

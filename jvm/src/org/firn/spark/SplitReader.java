@@ -36,6 +36,7 @@ import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructType;
@@ -56,10 +57,11 @@ import scala.Option;
  * open) or copied when the reader moves on; then the base files are streamed
  * with Spark's vectorised Parquet reader, batch by batch, each without the rows whose keys
  * have a winner ({@link SelectedColumnVector}: nothing copied); then the winning upserts.
- * The key is one integer, date, timestamp or string column. A string key's changes are
- * numbered as they are first read ({@link StringIds}), and the winners' map works on those
- * numbers; the base walk compares the strings themselves, in the byte order Firn sorts
- * them by ({@link SortedStrings}).
+ * The key is one integer, date, timestamp, string, binary or decimal column. A string's
+ * (or binary's) changes are numbered as they are first read ({@link StringIds}), and the
+ * winners' slots are those numbers; the base walk compares the strings themselves, in the
+ * byte order Firn sorts them by ({@link SortedStrings}). A decimal goes the same way in a
+ * form of 16 bytes whose byte order is its numeric order ({@link DecimalKeys}).
  *
  * <p>A base file's rows are in key order (loads and compactions write them so), so whether
  * a base key has a winner is found by walking the winners' sorted keys beside the file, not
@@ -127,6 +129,11 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** Whether the key is a string or binary column, compared, hashed and numbered by its bytes
    * (as Firn orders and hashes both): its changed keys are numbered ({@link StringIds}). */
   private final boolean bytesKey;
+  /** A decimal key's type (null for any other key): its values are compared, numbered and
+   * hashed in their {@link DecimalKeys} form, written into {@code decimalBytes}. */
+  private final DecimalType decimalKey;
+  /** Decimal keys' forms: a chunk's, or one base row's at the start. */
+  private final byte[] decimalBytes = new byte[CHUNK_ROWS * DecimalKeys.WIDTH];
   /** A string (or binary) key's number, by the key; sized for the split's change rows. */
   private StringIds ids;
 
@@ -167,7 +174,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     this.dataSchema = dataSchema;
     this.keyColumn = dataSchema.fieldIndex(key);
     DataType keyType = dataSchema.apply(key).dataType();
-    this.bytesKey = keyType instanceof StringType || keyType instanceof BinaryType;
+    this.decimalKey = keyType instanceof DecimalType decimal ? decimal : null;
+    this.bytesKey =
+        keyType instanceof StringType || keyType instanceof BinaryType || decimalKey != null;
     this.merging = split.changes().length > 0;
     StructType base =
         merging ? dataSchema : new StructType(Arrays.copyOf(dataSchema.fields(), schema.size()));
@@ -282,7 +291,14 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     }
     int live = 0;
     byte[] bytes = bytesKey ? InPlaceStrings.bytes(keys) : null;
-    if (bytes != null) {
+    if (decimalKey != null) {
+      for (int i = 0; i < n; i++) {
+        DecimalKeys.write(keys, decimalKey, bytes, i, decimalBytes, 0);
+        if (!changedStrings.holds(decimalBytes, 0, DecimalKeys.WIDTH)) {
+          kept[live++] = i;
+        }
+      }
+    } else if (bytes != null) {
       WritableColumnVector strings = (WritableColumnVector) keys;
       for (int i = 0; i < n; i++) {
         int at = strings.getArrayOffset(i);
@@ -334,6 +350,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
   private int keepVisible(ColumnVector keys, int n) {
     int live = 0;
+    byte[] bytes = decimalKey != null ? InPlaceStrings.bytes(keys) : null;
     for (int i = 0; i < n; i++) {
       long at = positionOf(i);
       while (hiddenCursor < hidden.length && hidden[hiddenCursor] < at) {
@@ -342,8 +359,14 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       if (hiddenCursor < hidden.length && hidden[hiddenCursor] == at) {
         continue;
       }
-      boolean decided =
-          bytesKey ? changedStrings.holds(keys.getUTF8String(i)) : changed.holds(keyAt(keys, i));
+      boolean decided;
+      if (decimalKey != null) {
+        DecimalKeys.write(keys, decimalKey, bytes, i, decimalBytes, 0);
+        decided = changedStrings.holds(decimalBytes, 0, DecimalKeys.WIDTH);
+      } else {
+        decided =
+            bytesKey ? changedStrings.holds(keys.getUTF8String(i)) : changed.holds(keyAt(keys, i));
+      }
       if (!decided) {
         kept[live++] = i;
       }
@@ -562,14 +585,20 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       int holder,
       int[] claimed) {
     byte[] bytes = InPlaceStrings.bytes(key);
-    WritableColumnVector strings = bytes == null ? null : (WritableColumnVector) key;
+    WritableColumnVector strings =
+        bytes == null || decimalKey != null ? null : (WritableColumnVector) key;
     int n = rows.numRows();
     int claims = 0;
     for (int start = 0; start < n; start += CHUNK_ROWS) {
       int end = Math.min(n, start + CHUNK_ROWS);
       for (int i = start; i < end; i++) {
         int c = i - start;
-        if (bytes != null) {
+        if (decimalKey != null) {
+          DecimalKeys.write(key, decimalKey, bytes, i, decimalBytes, c * DecimalKeys.WIDTH);
+          chunkBases[c] = decimalBytes;
+          chunkOffsets[c] = Platform.BYTE_ARRAY_OFFSET + c * DecimalKeys.WIDTH;
+          chunkLengths[c] = DecimalKeys.WIDTH;
+        } else if (strings != null) {
           chunkBases[c] = bytes;
           chunkOffsets[c] = Platform.BYTE_ARRAY_OFFSET + strings.getArrayOffset(i);
           chunkLengths[c] = strings.getArrayLength(i);
@@ -591,7 +620,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         Object base = chunkBases[c];
         long offset = chunkOffsets[c];
         int length = chunkLengths[c];
-        if (change.shared() && !split.holds(UTF8String.fromAddress(base, offset, length))) {
+        if (change.shared() && !sharedKeyHeld(base, offset, length)) {
           continue; // a sibling node's key
         }
         int id = ids.of(base, offset, length, chunkHashes[c]);
@@ -603,6 +632,15 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     }
     Arrays.fill(chunkBases, null); // not the batch's buffer kept past it
     return claims;
+  }
+
+  /** Whether a shared change file's key, its bytes (or its decimal form) at {@code offset}
+   * of {@code base}, belongs to the split's node. */
+  private boolean sharedKeyHeld(Object base, long offset, int length) {
+    if (decimalKey != null) {
+      return split.holdsDecimal((byte[]) base, (int) (offset - Platform.BYTE_ARRAY_OFFSET));
+    }
+    return split.holds(UTF8String.fromAddress(base, offset, length));
   }
 
   /** Row {@code i} of the batch now wins {@code slot}: kept in its batch (listed in {@code
