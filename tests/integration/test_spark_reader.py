@@ -491,7 +491,8 @@ def test_the_jvm_reader_on_a_table_keyed_by_a_decimal(
     """Decimal keys, negative and positive, past 64 bits at 38 digits (which Spark holds as
     bytes, not a long): a load, a small commit at the root (each split keeps its own
     node's keys by their hash), one split by node, a compaction that leaves deletion
-    vectors, more changes; every read by the JVM reader, equal to the model."""
+    vectors, more changes; every read by the JVM reader, equal to the model, and a
+    lookup pruned by its decimal literal."""
     schema = pa.schema([pa.field("k", key_type, nullable=False), pa.field("v", pa.int64())])
     table = shared_catalog.create_table(
         f"jvm_decimal_key_{next(_names)}", schema, ["k"], properties=ONE_KEY_TABLE
@@ -524,6 +525,8 @@ def test_the_jvm_reader_on_a_table_keyed_by_a_decimal(
             assert {r.k: r.v for r in found.collect()} == (
                 {probe: model[probe]} if probe in model else {}
             )
+            scan = scan_of(found)  # the decimal literal pruned the splits
+            assert " of 4 splits, " in scan, scan
 
     commit({key(5): -5, key(29_999): -1, Decimal(0): 0}, [key(6), key(30_001)])  # at the root
     check()

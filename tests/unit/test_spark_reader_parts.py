@@ -132,6 +132,18 @@ def test_push_keeps_what_it_cannot_answer_exactly() -> None:
             sds.EqualTo(("blob",), b"\x00\x01\xff"),
         ),
         (
+            {"filter": "EqualTo", "column": ["amount"], "value": {"decimal": "-12.50"}},
+            sds.EqualTo(("amount",), Decimal("-12.50")),
+        ),
+        (
+            {
+                "filter": "In",
+                "column": ["amount"],
+                "values": [{"decimal": "1E+2"}, {"decimal": "0.01"}],
+            },
+            sds.In(("amount",), (Decimal(100), Decimal("0.01"))),
+        ),
+        (
             {"filter": "EqualNullSafe", "column": ["n"], "value": None},
             sds.EqualNullSafe(("n",), None),
         ),
@@ -164,6 +176,8 @@ def test_the_jvm_readers_filters_are_read_as_spark_gives_a_python_source(
         {"filter": "Or", "left": {}, "right": {}},
         {"filter": "EqualTo", "column": ["ts"], "value": {"timestamp": 1}},
         {"filter": "EqualTo", "column": ["blob"], "value": {"binary": "not base64!"}},
+        {"filter": "EqualTo", "column": ["amount"], "value": {"decimal": "twelve"}},
+        {"filter": "EqualTo", "column": ["amount"], "value": {"decimal": "NaN"}},
         {"filter": "Not", "child": {"filter": "And"}},
     ],
 )

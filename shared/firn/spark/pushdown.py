@@ -26,6 +26,7 @@ import base64
 import binascii
 import datetime as dt
 from collections.abc import Callable, Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
@@ -139,7 +140,8 @@ def from_jvm(data: Mapping[str, Any]) -> sds.Filter:
     """One of Spark's filters as the JVM merge reader hands it over (``org.firn.spark.
     PushedFilters``: ``{"filter": class name, "column": [names], "value": v}``, ``"values"``
     for ``In``, ``"child"`` for ``Not``; a date as ``{"date": "YYYY-MM-DD"}``, a binary
-    as ``{"binary": base64}``), as the Python data source API would give it.
+    as ``{"binary": base64}``, a decimal as ``{"decimal": "12.50"}``), as the Python data
+    source API would give it.
     ``Unsupported`` for anything else."""
     kind = data.get("filter")
     if kind == "Not":
@@ -166,6 +168,14 @@ def _value(value: Any) -> Any:
                 return base64.b64decode(value["binary"], validate=True)
             except binascii.Error as exc:
                 raise Unsupported(f"a literal {value!r}") from exc
+        if set(value) == {"decimal"}:
+            try:
+                number = Decimal(value["decimal"])
+            except (InvalidOperation, TypeError) as exc:
+                raise Unsupported(f"a literal {value!r}") from exc
+            if not number.is_finite():
+                raise Unsupported(f"a literal {value!r}")
+            return number
         raise Unsupported(f"a literal {value!r}")
     return value
 

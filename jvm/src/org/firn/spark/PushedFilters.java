@@ -30,12 +30,12 @@ import org.apache.spark.sql.sources.StringStartsWith;
  * firn.spark.pushdown.from_jvm}), which prunes the planned splits with them: {@code
  * {"filter": "EqualTo", "column": ["region"], "value": "eu"}}, {@code "values"} for
  * {@code In}, {@code "child"} for {@code Not}, a date as {@code {"date": "2026-12-04"}}, a
- * binary as {@code {"binary": "<base64>"}}.
+ * binary as {@code {"binary": "<base64>"}}, a decimal as {@code {"decimal": "12.50"}}.
  *
  * <p>Only what Python takes exactly as its own data source API would give it: comparisons,
  * {@code IN}, {@code IS [NOT] NULL}, {@code NOT} and the string tests, on a top-level column,
- * with a string, boolean, integer, finite floating point, date or binary literal. Anything else (a
- * nested column, a timestamp or decimal literal, {@code OR}) is left out: the merge reader
+ * with a string, boolean, integer, finite floating point, date, binary or decimal literal.
+ * Anything else (a nested column, a timestamp literal, {@code OR}) is left out: the merge reader
  * never filters rows itself, Spark applies every filter after the scan, so a filter left out
  * only prunes less.
  */
@@ -172,8 +172,10 @@ final class PushedFilters {
       values.addObject().put("date", date.toLocalDate().toString());
     } else if (value instanceof byte[] bytes) {
       values.addObject().put("binary", Base64.getEncoder().encodeToString(bytes));
-    } else if (value instanceof BigDecimal) {
-      return false; // a decimal's scale would be lost on the way
+    } else if (value instanceof BigDecimal decimal) {
+      // As text, not a JSON number: a number would come back a float, its digits and
+      // scale lost.
+      values.addObject().put("decimal", decimal.toPlainString());
     } else {
       return false;
     }
