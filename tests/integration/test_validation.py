@@ -153,6 +153,32 @@ def test_property_changes_are_checked_the_same_way_and_keep_the_old_values(
     assert catalog.table("tuned").properties.base_buckets == 64
 
 
+def test_a_new_table_takes_the_settings_table_defaults_under_its_own_properties(
+    settings: FirnSettings, warehouse: Path
+) -> None:
+    fleet = FirnSettings(
+        **{
+            **settings.model_dump(exclude={"table_defaults"}),
+            "table_defaults": {"major.change-bytes-lowest": "64KiB", "minor.file-count": 10},
+        }
+    )
+    with firn.connect(warehouse=str(warehouse), settings=settings) as plain:
+        before = plain.create_table("made_before", SCHEMA, ["region", "id"])
+    with firn.connect(warehouse=str(warehouse), settings=fleet) as catalog:
+        small = catalog.create_table("small", SCHEMA, ["region", "id"])
+        assert small.properties.minor_file_count == 10
+        assert small.properties.major_change_bytes_lowest == 64 * 1024
+        own = catalog.create_table(
+            "own", SCHEMA, ["region", "id"], properties={"minor.file-count": 3}
+        )
+        assert own.properties.minor_file_count == 3  # its own property wins
+        assert own.properties.major_change_bytes_lowest == 64 * 1024
+        # Kept in the catalog, not applied at each read; tables made before keep theirs.
+        assert catalog.table("small").properties == small.properties
+        assert catalog.table("made_before").properties == before.properties
+        assert before.properties.minor_file_count == 5
+
+
 def test_stored_properties_out_of_range_do_not_break_expiry_or_status(
     catalog: firn.Catalog,
 ) -> None:

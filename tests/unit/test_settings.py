@@ -29,12 +29,14 @@ def test_environment_with_the_firn_prefix_is_read(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("FIRN_KAFKA_BOOTSTRAP", "k1:9092,k2:9092")
     monkeypatch.setenv("FIRN_SPARK_MASTER", "spark://master:7077")
     monkeypatch.setenv("FIRN_SPARK_CONF", '{"spark.executor.memory": "2g"}')
+    monkeypatch.setenv("FIRN_TABLE_DEFAULTS", '{"minor.file-count": 10}')
     settings = FirnSettings()
     assert settings.database_dsn() == "postgresql://u:secret@db:5432/x"
     assert "secret" not in repr(settings)  # the URL may carry a password
     assert settings.kafka_servers() == "k1:9092,k2:9092"
     assert settings.spark_master == "spark://master:7077"
     assert settings.spark_conf == {"spark.executor.memory": "2g"}
+    assert settings.table_defaults == {"minor.file-count": 10}
 
 
 @pytest.mark.parametrize(
@@ -51,6 +53,8 @@ def test_environment_with_the_firn_prefix_is_read(monkeypatch: pytest.MonkeyPatc
         ("log_level", "LOUD"),
         ("kafka_port", 70000),
         ("service_heartbeat_seconds", 0),
+        ("table_defaults", {"minor.file-count": 0}),  # checked as a table's properties
+        ("table_defaults", {"no.such-property": 1}),
     ],
 )
 def test_bad_values_are_refused_with_the_field_named(name: str, value: object) -> None:

@@ -83,10 +83,14 @@ class Catalog:
     ) -> Table:
         """Register a new table; nothing is written when any argument is invalid.
 
-        Its files go under ``<warehouse>/<name>-<id>``, fixed now: later changes of
+        Its properties are ``properties`` over the settings' ``table_defaults``. Its
+        files go under ``<warehouse>/<name>-<id>``, fixed now: later changes of
         ``FIRN_WAREHOUSE`` do not move existing tables."""
         definition = TableSchema.build(name, schema, primary_key, partition_by)
-        props = TableProperties.parse(properties)
+        defaults = self.settings.table_defaults
+        props = TableProperties.parse(
+            {**defaults, **properties} if isinstance(properties, dict) else properties or defaults
+        )
         try:
             row = insert_table(self.conn, definition, props, self.warehouse)
         except psycopg.Error as exc:
