@@ -127,7 +127,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private final int[] chunkHashes = new int[CHUNK_ROWS];
 
   /** Whether the key is a string or binary column, compared, hashed and numbered by its bytes
-   * (as Firn orders and hashes both): its changed keys are numbered ({@link StringIds}). */
+   * (as Firn orders and hashes both), or a decimal, by its {@link DecimalKeys} form: its
+   * changed keys are numbered ({@link StringIds}). */
   private final boolean bytesKey;
   /** A decimal key's type (null for any other key): its values are compared, numbered and
    * hashed in their {@link DecimalKeys} form, written into {@code decimalBytes}. */
@@ -567,13 +568,13 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   }
 
   /**
-   * {@link #claimBatch} of a string or binary key, chunk by chunk as the integer path goes:
-   * a chunk's keys are hashed and the entries of their numbers' table loaded first, then
-   * numbered and claimed, so the table's cache misses overlap instead of each waiting on the
-   * last. A key's bytes are read where they lie in the batch's one array; a batch that does
-   * not hold them so (a dictionary-encoded change file's, as pyarrow writes a producer's
-   * keys) gives a string per row. Numbered keys are claimed by their numbers ({@link
-   * Winners#claimNumbered}): no second map.
+   * {@link #claimBatch} of a string, binary or decimal key, chunk by chunk as the integer
+   * path goes: a chunk's keys are hashed and the entries of their numbers' table loaded
+   * first, then numbered and claimed, so the table's cache misses overlap instead of each
+   * waiting on the last. A key's bytes are read where they lie in the batch's one array; a
+   * batch that does not hold them so (a dictionary-encoded change file's, as pyarrow writes
+   * a producer's keys) gives a string per row; a decimal is written in its form. Numbered
+   * keys are claimed by their numbers ({@link Winners#claimNumbered}): no second map.
    */
   private int claimBytes(
       ReadPlan.Change change,
