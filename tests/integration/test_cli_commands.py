@@ -125,6 +125,45 @@ def test_table_create_list_show(
     assert re.search(r"^change\.buckets +8$", text, re.M)
 
 
+def test_table_set_changes_the_named_tables_or_all(run: Run, catalog: firn.Catalog) -> None:
+    make_orders(run, catalog, "a")
+    make_orders(run, catalog, "b")
+    make_orders(run, catalog, "c")
+    code, doc = run("table", "set", "a", "b", "--property", "minor.file-count=10")
+    assert code == 0, doc
+    assert doc["set"] == {"minor.file-count": "10"}
+    assert [t["name"] for t in doc["tables"]] == ["a", "b"]
+    assert doc["tables"][0]["properties"]["minor.file-count"] == 10
+    assert doc["tables"][0]["properties"]["base.buckets"] == 2  # the rest kept
+    files = {n: catalog.table(n).properties.minor_file_count for n in "abc"}
+    assert files == {"a": 10, "b": 10, "c": 5}
+
+    code, doc = run(
+        "table", "set", "--all", "--property", "major.change-bytes-lowest=64KiB",
+        "--property", "minor.file-count=8",
+    )  # fmt: skip
+    assert code == 0, doc
+    assert [t["name"] for t in doc["tables"]] == ["a", "b", "c"]
+    for name in "abc":
+        properties = catalog.table(name).properties
+        assert (properties.major_change_bytes_lowest, properties.minor_file_count) == (65536, 8)
+
+    # Refused before anything changes: a bad value, no table named, both ways named.
+    for args in (
+        ["a", "--property", "minor.file-count=0"],
+        ["--property", "minor.file-count=3"],
+        ["a", "--all", "--property", "minor.file-count=3"],
+    ):
+        code, doc = run("table", "set", *args)
+        assert code == 1, args
+    assert {catalog.table(n).properties.minor_file_count for n in "abc"} == {8}
+    # An unknown table stops the command; the tables before it keep the change.
+    code, doc = run("table", "set", "a", "nope", "b", "--property", "minor.file-count=4")
+    assert code == 1
+    assert doc["error"] == "no table named 'nope' (changed before it: a)"
+    assert [catalog.table(n).properties.minor_file_count for n in "ab"] == [4, 8]
+
+
 def test_table_errors(run: Run, catalog: firn.Catalog, capsys: pytest.CaptureFixture[str]) -> None:
     assert run("table", "show", "nope") == (1, {"error": "no table named 'nope'"})
     assert main(["table", "show", "nope"]) == 1

@@ -1,4 +1,4 @@
-"""``firn table create|list|show``: tables through the public API (``firn.connect``).
+"""``firn table create|list|show|set``: tables through the public API (``firn.connect``).
 
 A schema is given as ``NAME:TYPE`` pairs, types in pyarrow's spelling (``int64``,
 ``string``, ``double``, ``bool``, ``date32``, ``timestamp[us]``,
@@ -35,7 +35,7 @@ _TYPE_EXAMPLES = "int64, string, double, bool, date32, timestamp[us], decimal128
 def add_commands(
     commands: argparse._SubParsersAction[Any], common: argparse.ArgumentParser
 ) -> None:
-    table = commands.add_parser("table", help="create, list and show tables")
+    table = commands.add_parser("table", help="create, list, show and tune tables")
     actions = table.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     create = actions.add_parser("create", parents=[common], help="create a table")
@@ -70,6 +70,23 @@ def add_commands(
     show.add_argument("name")
     show.set_defaults(run=show_table)
 
+    tune = actions.add_parser(
+        "set",
+        parents=[common],
+        help="change properties of tables (Table.set_properties), each table on its own",
+    )
+    tune.add_argument("names", nargs="*", metavar="name", help="the tables to change")
+    tune.add_argument("--all", action="store_true", help="every table of the catalog")
+    tune.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        required=True,
+        metavar="KEY=VALUE",
+        help="a table property to set (e.g. minor.file-count=10); repeatable",
+    )
+    tune.set_defaults(run=set_properties)
+
 
 def create_table(args: argparse.Namespace, settings: FirnSettings) -> Output:
     key = [] if args.append_only else names(args.primary_key, "--primary-key")
@@ -82,6 +99,29 @@ def create_table(args: argparse.Namespace, settings: FirnSettings) -> Output:
     with connect(settings=settings) as catalog:
         info = describe(catalog.create_table(args.name, schema, key, partition_by, properties))
     return Output({"created": True, **info}, f"created table {args.name}\n{_show_text(info)}")
+
+
+def set_properties(args: argparse.Namespace, settings: FirnSettings) -> Output:
+    """Apply ``--property`` to the named tables (or ``--all``), one table at a time: a
+    table refused (its name unknown) stops the command, the tables before it keep the
+    change, and the output names them."""
+    if bool(args.names) == bool(args.all):
+        raise ConfigError("name the tables to change, or give --all (not both)")
+    updates = parse_properties(args.property)
+    TableProperties.parse(updates)  # the checks set_properties makes, before connecting
+    changed: list[dict[str, Any]] = []
+    with connect(settings=settings) as catalog:
+        names = catalog.tables() if args.all else list(dict.fromkeys(args.names))
+        for name in names:
+            try:
+                properties = catalog.table(name).set_properties(updates)
+            except ConfigError as exc:
+                done = ", ".join(c["name"] for c in changed) or "none"
+                raise ConfigError(f"{exc} (changed before it: {done})") from exc
+            changed.append({"name": name, "properties": properties.as_dict()})
+    pairs = ", ".join(f"{k}={v}" for k, v in updates.items())
+    text = f"set {pairs} on {len(changed)} table(s)" + "".join(f"\n  {c['name']}" for c in changed)
+    return Output({"set": updates, "tables": changed}, text)
 
 
 def list_tables(args: argparse.Namespace, settings: FirnSettings) -> Output:
