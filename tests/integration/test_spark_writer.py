@@ -439,7 +439,11 @@ def test_a_schema_change_while_a_spark_compaction_runs_loses_nothing(
 LOADER_KINDS = [
     k for k in KEY_KINDS if k.name in ("int64", "int32", "string", "binary", "date", "timestamp")
 ]
+"""The key kinds the loader and the append's shuffle by change node both take."""
+DECIMAL_KIND = next(k for k in KEY_KINDS if k.name == "decimal")
+"""A key kind the loader takes but the append's shuffle by change node does not."""
 SPARK_KEY_TYPES = {
+    "decimal": "decimal(12,2)",
     "int64": "long",
     "int32": "int",
     "string": "string",
@@ -480,7 +484,7 @@ def assert_in_their_nodes(table: firn.Table) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    kind=st.sampled_from(LOADER_KINDS),
+    kind=st.sampled_from([*LOADER_KINDS, DECIMAL_KIND]),
     keys=st.sets(st.tuples(st.sampled_from(["a", "b", "é/x y"]), st.integers(0, 60)), max_size=80),
     buckets=st.sampled_from([1, 2, 4]),
     parts=st.integers(1, 3),
@@ -764,6 +768,45 @@ def test_the_jvm_loader_takes_a_binary_key(
     assert dict(zip(*table.read().to_pydict().values(), strict=True)) == model
 
 
+@pytest.mark.parametrize("precision", [12, 38])
+def test_the_jvm_loader_takes_a_decimal_key(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str], precision: int
+) -> None:
+    """A decimal key (12 digits, which Spark holds as a long; 38, as bytes) is hashed by
+    its unscaled value and ordered as its number, negatives first; the files' key ranges
+    are the catalog's (the decimals' text), and changes merge on top as the model."""
+    scale = 2 if precision == 12 else 0
+    key_type = pa.decimal128(precision, scale)
+    schema = pa.schema([pa.field("k", key_type, nullable=False), pa.field("v", pa.int64())])
+    table = catalog.create_table(
+        f"spark_decimal_key_{next(_names)}", schema, ["k"], properties={"base.buckets": 4}
+    )
+    unit = Decimal("0.01") if scale else Decimal(10) ** 30
+    keys = [Decimal(n) * unit + (Decimal(n % 3) if not scale else 0) for n in range(-300, 300, 7)]
+    keys += [Decimal(0), Decimal(1) if not scale else Decimal("0.01")]
+    keys = sorted(set(keys))
+    df = spark.createDataFrame(
+        [(k, i) for i, k in enumerate(keys)], f"k decimal({precision},{scale}), v long"
+    )
+    firn.spark.write(df.repartition(3), table.name, "overwrite", **options)
+    assert written_by_loader(table)
+    assert_in_their_nodes(table)
+    model = {k: i for i, k in enumerate(keys)}
+    assert dict(zip(*table.read().to_pydict().values(), strict=True)) == model
+    # Each file's key range as the catalog keeps a decimal key: its text, which reads
+    # back as the file's first and last keys.
+    for e in files_at(catalog_conn(table), table.table_id, table.current_snapshot()):
+        rows = pq.read_table(table.storage.full_path(e.path)).column("k").to_pylist()
+        assert rows == sorted(rows)
+        assert (e.min_key, e.max_key) == ([str(rows[0])], [str(rows[-1])])
+    changes = [{"k": keys[0], "v": -1, "_op": "U"}, {"k": keys[-1], "v": None, "_op": "D"}]
+    table.commit(pa.Table.from_pylist(changes, pa.schema([*schema, pa.field("_op", pa.string())])))
+    model[keys[0]] = -1
+    del model[keys[-1]]
+    firn.compact(table, engine="local")
+    assert dict(zip(*table.read().to_pydict().values(), strict=True)) == model
+
+
 # -- appends shuffled by change node (firn.spark.write, mode append) -----------------
 
 
@@ -801,7 +844,7 @@ class _KeyedStub:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    kind=st.sampled_from([*LOADER_KINDS, next(k for k in KEY_KINDS if k.name == "decimal")]),
+    kind=st.sampled_from([*LOADER_KINDS, DECIMAL_KIND]),
     commits=st.lists(operations(KEY_KINDS[0]), min_size=1, max_size=2),
     buckets=st.sampled_from([2, 4]),
     parts=st.integers(2, 4),
@@ -825,7 +868,7 @@ def test_an_append_shuffled_by_change_node_writes_a_file_per_node_and_reads_as_t
         ["part"],
         {"change.buckets": buckets, "change.split-rows": 0},
     )
-    spark_key = SPARK_KEY_TYPES.get(kind.name, "decimal(12,2)")
+    spark_key = SPARK_KEY_TYPES[kind.name]
     model = ReferenceModel()
     for number, later in enumerate(commits, start=1):
         ops = [{**op, "k": kind.value(op["k"] + 8), "ts": n} for n, op in enumerate(later)]
@@ -840,6 +883,6 @@ def test_an_append_shuffled_by_change_node_writes_a_file_per_node_and_reads_as_t
         assert as_view(table.read()) == model.view()
     files = table.files().to_pylist()
     groups = Counter((f["seq"], f["partition"], f["node_m"], f["node_i"], f["type"]) for f in files)
-    if kind.name in SPARK_KEY_TYPES:
+    if kind in LOADER_KINDS:  # the kinds the shuffle takes
         assert set(groups.values()) == {1}, groups
     assert recorded(table) == set()

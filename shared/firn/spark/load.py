@@ -198,8 +198,9 @@ def unloadable(job: WriteJob, columns: Sequence[str]) -> str | None:
     """Why the JVM loader cannot write this load as ``format("firn")`` would (None: it
     can): a keyed table on local storage, the DataFrame's columns exactly the table's,
     types Spark writes to Parquet as Firn does (``writable``), key and partition
-    columns of integers, dates, microsecond timestamps or strings, a codec parquet-mr
-    has, at most ``MAX_NODES`` base nodes."""
+    columns of integers, dates, microsecond timestamps or strings (binaries and
+    decimals as key columns too), a codec parquet-mr has, at most ``MAX_NODES`` base
+    nodes."""
     table = job.definition
     schema = table.schema
     if not table.keyed:
@@ -219,7 +220,7 @@ def unloadable(job: WriteJob, columns: Sequence[str]) -> str | None:
         if not keyable(schema.field(name).type, partition=name in table.partition_by):
             return (
                 f"key or partition column {name!r} is not an integer, date, timestamp or "
-                "string (or, as a key column alone, binary)"
+                "string (or, as a key column alone, binary or decimal)"
             )
     return None
 
@@ -238,14 +239,15 @@ def writable(t: pa.DataType) -> bool:
 
 def keyable(t: pa.DataType, partition: bool = False) -> bool:
     """Key and partition column types the loader hashes and orders as Firn does: a
-    binary key column too (its bytes hashed and ordered as a string's), but not a
-    binary partition column, which no partition path spells."""
+    binary or decimal128 key column too (a binary's bytes hashed and ordered as a
+    string's, a decimal by its unscaled value), but not as a partition column, whose
+    path text the loader does not spell."""
     return (
         (pa.types.is_integer(t) and not pa.types.is_unsigned_integer(t))
         or pa.types.is_date32(t)
         or (pa.types.is_timestamp(t) and writable(t))
         or pa.types.is_string(t)
-        or (pa.types.is_binary(t) and not partition)
+        or ((pa.types.is_binary(t) or pa.types.is_decimal128(t)) and not partition)
     )
 
 

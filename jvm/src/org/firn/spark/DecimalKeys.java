@@ -61,6 +61,13 @@ final class DecimalKeys {
     out[at] ^= (byte) 0x80;
   }
 
+  /** The unscaled value whose form is {@code form} (16 bytes). */
+  static java.math.BigInteger unscaled(byte[] form) {
+    byte[] value = form.clone();
+    value[0] ^= (byte) 0x80;
+    return new java.math.BigInteger(value);
+  }
+
   /** FirnHash64's column hash of the key whose form is at {@code bytes[at, at + 16)}. */
   static long columnHash(byte[] bytes, int at) {
     long high = getLong(bytes, at) ^ Long.MIN_VALUE;

@@ -1,6 +1,7 @@
 package org.firn.spark;
 
 import java.io.Serializable;
+import java.math.BigDecimal;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
@@ -9,6 +10,8 @@ import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DateType;
+import org.apache.spark.sql.types.Decimal;
+import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.IntegerType;
 import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.ShortType;
@@ -21,10 +24,12 @@ import org.apache.spark.unsafe.types.UTF8String;
 /**
  * Some columns of a row (a key, or the partition columns) read into {@link Values}: integers,
  * dates (days) and timestamps (microseconds) as longs, strings and a key's binaries as copies
- * of their bytes. Compared as Firn orders keys (numbers by value, strings and binaries by their
- * bytes, unsigned, as Spark sorts them too), hashed as FirnHash64 folds a composite key (a
- * binary as a string of its bytes), and put in the JSON form the catalog keeps ({@code
- * firn.model.values.column_to_json}: a binary in hex).
+ * of their bytes, a key's decimals in their {@link DecimalKeys} form. Compared as Firn orders
+ * keys (numbers by value, strings and binaries by their bytes, unsigned, as Spark sorts them
+ * too; a decimal's form orders as its number), hashed as FirnHash64 folds a composite key (a
+ * binary as a string of its bytes, a decimal as its two lanes), and put in the JSON form the
+ * catalog keeps ({@code firn.model.values.column_to_json}: a binary in hex, a decimal as its
+ * text).
  */
 final class KeyColumns implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -32,19 +37,26 @@ final class KeyColumns implements Serializable {
   private final int[] ordinals;
   private final DataType[] types;
   private final String[] names;
-  /** Which columns are strings or binaries: compared, hashed and held as bytes. */
+  /** Which columns are strings, binaries or decimals: compared and held as bytes. */
   private final boolean[] bytes;
+  /** Which of those are decimals (their bytes a {@link DecimalKeys} form). */
+  private final boolean[] decimals;
 
   KeyColumns(StructType schema, int[] ordinals, String what) {
     this.ordinals = ordinals;
     this.types = new DataType[ordinals.length];
     this.names = new String[ordinals.length];
     this.bytes = new boolean[ordinals.length];
+    this.decimals = new boolean[ordinals.length];
     for (int c = 0; c < ordinals.length; c++) {
       types[c] = schema.fields()[ordinals[c]].dataType();
       names[c] = schema.fields()[ordinals[c]].name();
+      boolean key = what.equals("key");
+      decimals[c] = types[c] instanceof DecimalType && key;
       bytes[c] =
-          types[c] instanceof StringType || (types[c] instanceof BinaryType && what.equals("key"));
+          types[c] instanceof StringType
+              || (types[c] instanceof BinaryType && key)
+              || decimals[c];
       if (!integral(types[c]) && !bytes[c]) {
         throw new IllegalArgumentException(
             what + " column " + names[c] + " has type " + types[c].simpleString()
@@ -73,6 +85,9 @@ final class KeyColumns implements Serializable {
         into.strings[c] = row.getUTF8String(o).clone();
       } else if (t instanceof BinaryType) {
         into.strings[c] = UTF8String.fromBytes(row.getBinary(o)); // a row's getBinary copies
+      } else if (t instanceof DecimalType d) {
+        Decimal value = row.getDecimal(o, d.precision(), d.scale());
+        into.strings[c] = UTF8String.fromBytes(decimalForm(value, d.scale()));
       } else if (t instanceof LongType || t instanceof TimestampType || t instanceof TimestampNTZType) {
         into.longs[c] = row.getLong(o);
       } else if (t instanceof IntegerType || t instanceof DateType) {
@@ -121,10 +136,13 @@ final class KeyColumns implements Serializable {
   long hash(Values v) {
     long h = 0;
     for (int c = 0; c < ordinals.length; c++) {
-      long column =
-          bytes[c]
-              ? KeyHash.stringColumn(v.strings[c])
-              : KeyHash.integerColumn(v.longs[c]);
+      long column;
+      if (decimals[c]) {
+        column = DecimalKeys.columnHash(v.strings[c].getBytes(), 0);
+      } else {
+        column =
+            bytes[c] ? KeyHash.stringColumn(v.strings[c]) : KeyHash.integerColumn(v.longs[c]);
+      }
       h = c == 0 ? KeyHash.first(column) : KeyHash.fold(h, column);
     }
     return h;
@@ -139,11 +157,28 @@ final class KeyColumns implements Serializable {
         out.add(v.strings[c].toString());
       } else if (types[c] instanceof BinaryType) {
         out.add(HexFormat.of().formatHex(v.strings[c].getBytes()));
+      } else if (decimals[c]) {
+        // Python's str of a Decimal and BigDecimal's toString write the same text (both
+        // the General Decimal Arithmetic's to-scientific-string).
+        int scale = ((DecimalType) types[c]).scale();
+        out.add(new BigDecimal(DecimalKeys.unscaled(v.strings[c].getBytes()), scale).toString());
       } else {
         out.add(v.longs[c]);
       }
     }
     return out;
+  }
+
+  /** A decimal's {@link DecimalKeys} form: its unscaled value at its column's scale. */
+  private static byte[] decimalForm(Decimal value, int scale) {
+    byte[] form = new byte[DecimalKeys.WIDTH];
+    if (value.scale() == scale && value.precision() <= Decimal.MAX_LONG_DIGITS()) {
+      DecimalKeys.fromLong(value.toUnscaledLong(), form, 0);
+    } else {
+      byte[] unscaled = value.toJavaBigDecimal().setScale(scale).unscaledValue().toByteArray();
+      DecimalKeys.fromBigEndian(unscaled, 0, unscaled.length, form, 0);
+    }
+    return form;
   }
 
   private static boolean integral(DataType t) {
