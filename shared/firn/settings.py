@@ -15,7 +15,6 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from firn.errors import ConfigError
-from firn.model.properties import TableProperties
 from firn.units import Bytes, Seconds
 
 # Matched whole (fullmatch): with ``$`` a trailing newline would pass.
@@ -114,7 +113,8 @@ class FirnSettings(BaseSettings):
         description="Table properties a table created through these settings takes where "
         "its own properties say nothing, as a JSON object, e.g. "
         '{"major.change-bytes-lowest": "64KiB", "minor.file-count": 10} for a fleet of '
-        "small tables; checked as a table's properties are. Tables made before keep theirs.",
+        "small tables; checked as a table's properties are when a catalog is opened. Tables "
+        "made before keep theirs.",
     )
     home: Path = Field(
         default=Path(".firn"),
@@ -349,17 +349,6 @@ class FirnSettings(BaseSettings):
         # (`make demo` on a fresh clone once fetched the Kafka jars into a nested
         # folder); every process gets the same absolute home instead.
         return value.expanduser().resolve()
-
-    @field_validator("table_defaults")
-    @classmethod
-    def _valid_table_defaults(
-        cls, value: dict[str, str | int | float | bool]
-    ) -> dict[str, str | int | float | bool]:
-        try:
-            TableProperties.parse(dict(value))
-        except ConfigError as exc:
-            raise ValueError(f"table_defaults: {exc}") from exc
-        return value
 
     @field_validator("kafka_config")
     @classmethod

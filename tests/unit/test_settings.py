@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+import firn
 from firn.errors import ConfigError
 from firn.settings import FirnSettings
 
@@ -53,8 +54,6 @@ def test_environment_with_the_firn_prefix_is_read(monkeypatch: pytest.MonkeyPatc
         ("log_level", "LOUD"),
         ("kafka_port", 70000),
         ("service_heartbeat_seconds", 0),
-        ("table_defaults", {"minor.file-count": 0}),  # checked as a table's properties
-        ("table_defaults", {"no.such-property": 1}),
     ],
 )
 def test_bad_values_are_refused_with_the_field_named(name: str, value: object) -> None:
@@ -65,6 +64,18 @@ def test_bad_values_are_refused_with_the_field_named(name: str, value: object) -
 @pytest.mark.parametrize("prefix", ["", "firn.", "test-1a2b.", "A_b-c." + "x" * 194])
 def test_topic_prefixes_are_kafka_topic_characters(prefix: str) -> None:
     assert FirnSettings(topic_prefix=prefix).topic_prefix == prefix
+
+
+@pytest.mark.parametrize(
+    ("defaults", "named"),
+    [({"minor.file-count": 0}, "minor.file-count"), ({"no.such-property": 1}, "no.such-property")],
+)
+def test_bad_table_defaults_are_refused_before_the_catalog_is_opened(
+    defaults: dict[str, object], named: str
+) -> None:
+    settings = FirnSettings(database_url="postgresql://nobody@127.0.0.1:1/none")
+    with pytest.raises(ConfigError, match=f"FIRN_TABLE_DEFAULTS: .*{named}"):
+        firn.connect(settings=settings.model_copy(update={"table_defaults": defaults}))
 
 
 def test_settings_are_frozen() -> None:

@@ -87,7 +87,7 @@ class Catalog:
         files go under ``<warehouse>/<name>-<id>``, fixed now: later changes of
         ``FIRN_WAREHOUSE`` do not move existing tables."""
         definition = TableSchema.build(name, schema, primary_key, partition_by)
-        defaults = self.settings.table_defaults
+        defaults = table_defaults(self.settings)
         props = TableProperties.parse(
             {**defaults, **properties} if isinstance(properties, dict) else properties or defaults
         )
@@ -143,6 +143,15 @@ class Catalog:
         )
 
 
+def table_defaults(settings: FirnSettings) -> dict[str, Any]:
+    """The settings' ``table_defaults``, checked as a table's properties are."""
+    try:
+        TableProperties.parse(dict(settings.table_defaults))
+    except ConfigError as exc:
+        raise ConfigError(f"FIRN_TABLE_DEFAULTS: {exc}") from exc
+    return dict(settings.table_defaults)
+
+
 def connect(
     database_url: str | None = None,
     warehouse: str | None = None,
@@ -151,6 +160,7 @@ def connect(
 ) -> Catalog:
     """Open the catalog; unset arguments come from FIRN_DATABASE_URL and FIRN_WAREHOUSE."""
     settings = settings or FirnSettings()
+    table_defaults(settings)  # refused here, before any connection, not at a first table
     updates: dict[str, Any] = {}
     if database_url is not None:
         updates["database_url"] = SecretStr(database_url)
