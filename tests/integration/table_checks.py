@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -119,3 +120,17 @@ def hide_rows(table: firn.Table, entry: FileEntry, positions: Sequence[int]) -> 
         )
         replace_vectors(conn, table.table_id, snapshot, {entry.file_id: vector})
     return int(snapshot)
+
+
+def commit_kv(
+    table: firn.Table, model: dict[Any, Any], upserts: dict[Any, Any], deletes: Sequence[Any]
+) -> None:
+    """Commit upserts of v by k, then deletes of k, to a table of columns k, v, and apply
+    them to ``model`` in that order (the deletes come later in the change set)."""
+    rows = [{"k": k, "v": v, "_op": "U"} for k, v in upserts.items()]
+    rows += [{"k": k, "v": None, "_op": "D"} for k in deletes]
+    schema = pa.schema([*table.schema, pa.field("_op", pa.string())])
+    table.commit(pa.Table.from_pylist(rows, schema))
+    model.update(upserts)
+    for k in deletes:
+        model.pop(k, None)

@@ -57,6 +57,7 @@ from tests.hash_tree import HASH_TREE
 from tests.integration.table_checks import (
     base_entries,
     catalog_conn,
+    commit_kv,
     hide_rows,
     rows_at,
 )
@@ -443,12 +444,7 @@ def test_the_jvm_reader_on_a_table_keyed_by_bytes(
     table.load(pa.Table.from_pylist([{"k": k, "v": v} for k, v in model.items()], schema))
 
     def commit(upserts: dict[Any, int], deletes: list[Any]) -> None:
-        rows = [{"k": k, "v": v, "_op": "U"} for k, v in upserts.items()]
-        rows += [{"k": k, "v": None, "_op": "D"} for k in deletes]
-        table.commit(pa.Table.from_pylist(rows, pa.schema([*schema, pa.field("_op", pa.string())])))
-        model.update(upserts)
-        for k in deletes:
-            model.pop(k, None)
+        commit_kv(table, model, upserts, deletes)
 
     def bytes_of(k: Any) -> Any:
         return bytes(k) if binary else k  # Spark returns a binary as a bytearray
@@ -508,12 +504,7 @@ def test_the_jvm_reader_on_a_table_keyed_by_a_decimal(
     table.load(pa.Table.from_pylist([{"k": k, "v": v} for k, v in model.items()], schema))
 
     def commit(upserts: dict[Decimal, int], deletes: list[Decimal]) -> None:
-        rows = [{"k": k, "v": v, "_op": "U"} for k, v in upserts.items()]
-        rows += [{"k": k, "v": None, "_op": "D"} for k in deletes]
-        table.commit(pa.Table.from_pylist(rows, pa.schema([*schema, pa.field("_op", pa.string())])))
-        model.update(upserts)
-        for k in deletes:
-            model.pop(k, None)
+        commit_kv(table, model, upserts, deletes)
 
     def check() -> None:
         df = load(spark, settings, table.name)

@@ -34,7 +34,7 @@ from firn.settings import FirnSettings
 from firn.spark import jvm_format
 from firn.spark.clustering import FUNCTION, FUNCTION_CLASS, key_lanes
 from tests.changesets import KEY_KINDS, ReferenceModel, as_view, operations, table_schema
-from tests.integration.table_checks import catalog_conn
+from tests.integration.table_checks import catalog_conn, commit_kv
 
 _names = itertools.count()
 SCHEMA = pa.schema(
@@ -750,22 +750,44 @@ def test_the_jvm_loader_takes_a_binary_key(
     )
     keys = [b"", b"\x00", b"\x00\x01", b"a", b"ab", b"\x7f", b"\x80", b"\xff", b"\xff\xff"]
     keys += [bytes([n, 255 - n, n % 7]) for n in range(0, 256, 3)]
-    df = spark.createDataFrame([(k, i) for i, k in enumerate(keys)], "k binary, v long")
+    model = load_keys(spark, table, keys, "binary", options)
+    # Each file's key range as the catalog keeps a binary key: its hex.
+    for rows, (low, high) in file_key_ranges(table):
+        assert (low, high) == ([rows[0].hex()], [rows[-1].hex()])
+    commit_kv(table, model, {b"\x80": -1}, [b""])
+    firn.compact(table, engine="local")
+    assert kv(table) == model
+
+
+def load_keys(
+    spark: SparkSession, table: firn.Table, keys: list[Any], key_type: str, options: dict[str, str]
+) -> dict[Any, int]:
+    """Load ``keys`` (each with its position as v) into a table of k, v by the JVM loader
+    from a DataFrame of three tasks; check that the loader wrote them, each row in its
+    node and each file in key order, and that the table reads as the model returned."""
+    df = spark.createDataFrame([(k, i) for i, k in enumerate(keys)], f"k {key_type}, v long")
     firn.spark.write(df.repartition(3), table.name, "overwrite", **options)
     assert written_by_loader(table)
     assert_in_their_nodes(table)
     model = {k: i for i, k in enumerate(keys)}
-    assert dict(zip(*table.read().to_pydict().values(), strict=True)) == model
-    # Each file's key range as the catalog keeps a binary key: its hex.
-    for e in files_at(catalog_conn(table), table.table_id, table.current_snapshot()):
-        rows = pq.read_table(table.storage.full_path(e.path)).column("k").to_pylist()
-        assert (e.min_key, e.max_key) == ([rows[0].hex()], [rows[-1].hex()])
-    changes = [{"k": b"\x80", "v": -1, "_op": "U"}, {"k": b"", "v": None, "_op": "D"}]
-    table.commit(pa.Table.from_pylist(changes, pa.schema([*schema, pa.field("_op", pa.string())])))
-    model[b"\x80"] = -1
-    del model[b""]
-    firn.compact(table, engine="local")
-    assert dict(zip(*table.read().to_pydict().values(), strict=True)) == model
+    assert kv(table) == model
+    return model
+
+
+def kv(table: firn.Table) -> dict[Any, Any]:
+    """A table of columns k, v as a dict."""
+    return dict(zip(*table.read().to_pydict().values(), strict=True))
+
+
+def file_key_ranges(table: firn.Table) -> list[tuple[list[Any], tuple[Any, Any]]]:
+    """Each live file's keys (column k, as read) and its (min_key, max_key) in the catalog."""
+    return [
+        (
+            pq.read_table(table.storage.full_path(e.path)).column("k").to_pylist(),
+            (e.min_key, e.max_key),
+        )
+        for e in files_at(catalog_conn(table), table.table_id, table.current_snapshot())
+    ]
 
 
 @pytest.mark.parametrize("precision", [12, 38])
@@ -785,26 +807,15 @@ def test_the_jvm_loader_takes_a_decimal_key(
     keys = [Decimal(n) * unit + (Decimal(n % 3) if not scale else 0) for n in range(-300, 300, 7)]
     keys += [Decimal(0), Decimal(1) if not scale else Decimal("0.01")]
     keys = sorted(set(keys))
-    df = spark.createDataFrame(
-        [(k, i) for i, k in enumerate(keys)], f"k decimal({precision},{scale}), v long"
-    )
-    firn.spark.write(df.repartition(3), table.name, "overwrite", **options)
-    assert written_by_loader(table)
-    assert_in_their_nodes(table)
-    model = {k: i for i, k in enumerate(keys)}
-    assert dict(zip(*table.read().to_pydict().values(), strict=True)) == model
+    model = load_keys(spark, table, keys, f"decimal({precision},{scale})", options)
     # Each file's key range as the catalog keeps a decimal key: its text, which reads
     # back as the file's first and last keys.
-    for e in files_at(catalog_conn(table), table.table_id, table.current_snapshot()):
-        rows = pq.read_table(table.storage.full_path(e.path)).column("k").to_pylist()
+    for rows, (low, high) in file_key_ranges(table):
         assert rows == sorted(rows)
-        assert (e.min_key, e.max_key) == ([str(rows[0])], [str(rows[-1])])
-    changes = [{"k": keys[0], "v": -1, "_op": "U"}, {"k": keys[-1], "v": None, "_op": "D"}]
-    table.commit(pa.Table.from_pylist(changes, pa.schema([*schema, pa.field("_op", pa.string())])))
-    model[keys[0]] = -1
-    del model[keys[-1]]
+        assert (low, high) == ([str(rows[0])], [str(rows[-1])])
+    commit_kv(table, model, {keys[0]: -1}, [keys[-1]])
     firn.compact(table, engine="local")
-    assert dict(zip(*table.read().to_pydict().values(), strict=True)) == model
+    assert kv(table) == model
 
 
 # -- appends shuffled by change node (firn.spark.write, mode append) -----------------

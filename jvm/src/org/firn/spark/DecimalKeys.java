@@ -1,5 +1,6 @@
 package org.firn.spark;
 
+import java.math.BigInteger;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.DecimalType;
@@ -62,10 +63,10 @@ final class DecimalKeys {
   }
 
   /** The unscaled value whose form is {@code form} (16 bytes). */
-  static java.math.BigInteger unscaled(byte[] form) {
+  static BigInteger unscaled(byte[] form) {
     byte[] value = form.clone();
     value[0] ^= (byte) 0x80;
-    return new java.math.BigInteger(value);
+    return new BigInteger(value);
   }
 
   /** FirnHash64's column hash of the key whose form is at {@code bytes[at, at + 16)}. */
