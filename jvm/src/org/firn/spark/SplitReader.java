@@ -1098,7 +1098,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         return;
       }
       Arrays.fill(rows, 0, size, null); // the copied upserts now belong to the split alone
-      Arrays.fill(table, 0L);
+      if (table != null) {
+        Arrays.fill(table, 0L);
+      }
       size = 0;
       SPARE.set(new SoftReference<>(this));
     }
@@ -1117,7 +1119,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     /**
      * Open addressing, each entry a key and its slot + 1 side by side (0: empty), so that a
      * probe reads one cache line: with a few hundred thousand keys nearly every probe misses
-     * the caches, and a table of slots alone then needed a second miss for the key.
+     * the caches, and a table of slots alone then needed a second miss for the key. Made at
+     * the first key {@link #touch}ed or claimed: a string's, binary's or decimal's winners
+     * are claimed by number ({@link #claimNumbered}) and never probe it.
      */
     private long[] table;
     private int mask;
@@ -1136,8 +1140,15 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       rows = new UnsafeRow[capacity];
       holder = new int[capacity];
       heldRow = new int[capacity];
-      table = new long[capacity * 4]; // twice the capacity, two longs an entry
-      mask = capacity * 2 - 1;
+    }
+
+    /** The table, made for the arrays' capacity if no key was claimed by it yet. */
+    private long[] table() {
+      if (table == null) {
+        table = new long[keys.length * 4]; // twice the capacity, two longs an entry
+        mask = keys.length * 2 - 1;
+      }
+      return table;
     }
 
     /** The winning upserts copied out of their files' batches. */
@@ -1183,6 +1194,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
      * and the claims that follow find the entries in the caches.
      */
     void touch(long[] keys, int n) {
+      long[] table = table();
       long sum = 0;
       for (int i = 0; i < n; i++) {
         sum += table[2 * (mix(keys[i]) & mask) + 1];
@@ -1192,6 +1204,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
 
     /** The slot {@code key}'s change now wins in, or -1 when an earlier one has a greater LSN. */
     int claim(long key, long seq, long ord) {
+      long[] table = table();
       int h = mix(key) & mask;
       for (; ; h = (h + 1) & mask) {
         long entry = table[2 * h + 1];
@@ -1257,6 +1270,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       rows = Arrays.copyOf(rows, n);
       holder = Arrays.copyOf(holder, n);
       heldRow = Arrays.copyOf(heldRow, n);
+      if (table == null) {
+        return; // claimed by number: no table to grow
+      }
       table = new long[n * 4];
       mask = n * 2 - 1;
       for (int slot = 0; slot < size; slot++) {
