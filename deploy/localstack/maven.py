@@ -62,7 +62,9 @@ def download(url: str, target: Path) -> None:
     partial.rename(target)
 
 
-def copy_dependencies(pom: Path, output: Path, cache: Path) -> None:
+def copy_dependencies(
+    pom: Path, output: Path, cache: Path, what: str = "resolving the Kafka broker jars with Maven"
+) -> None:
     """Resolve the runtime closure of ``pom`` and copy every jar into ``output``."""
     mvn = maven_executable(cache)
     run(
@@ -77,5 +79,5 @@ def copy_dependencies(pom: Path, output: Path, cache: Path) -> None:
             f"-DoutputDirectory={output}",
             "-DincludeScope=runtime",
         ],
-        what="resolving the Kafka broker jars with Maven",
+        what=what,
     )

@@ -31,7 +31,7 @@ def test_reads_the_merge_reader_never_takes_are_left_before_planning(
         raise AssertionError("planned a read the merge reader cannot take")
 
     monkeypatch.setattr(jvm_format, "plan_read", no_catalog)
-    assert jvm_format.jvm_plan(options) is None
+    assert jvm_format.jvm_plan(options, lambda location: True) is None
 
 
 def test_the_callback_leaves_what_it_cannot_plan_to_the_python_source(
@@ -44,7 +44,7 @@ def test_the_callback_leaves_what_it_cannot_plan_to_the_python_source(
         raise RuntimeError("no table named 'nope'")
 
     monkeypatch.setattr(jvm_format, "plan_read", failing)
-    planner = jvm_format.ReadPlanner()
+    planner = jvm_format.ReadPlanner(None)  # type: ignore[arg-type]  # never asked
     assert planner.plan(json.dumps({"path": "nope"})) is None
     assert planner.plan(json.dumps({"path": "orders", "snapshot": "latest"})) is None
     assert planner.plan("not json") is None

@@ -69,7 +69,7 @@ def test_the_plan_carries_field_ids_key_partition_and_codec() -> None:
         ({}, ["id", "day", "name"], "not exactly the table's"),
         ({"compression": "gzip"}, SCHEMA.names, "file.compression gzip"),
         ({"base_buckets": 128}, SCHEMA.names, "base.buckets 128 is over 64"),
-        ({"location": "s3://bucket/t"}, SCHEMA.names, "not on local storage"),
+        ({"location": "ftp://host/t"}, SCHEMA.names, "not one Hadoop's file systems name"),
     ],
 )
 def test_what_the_loader_leaves_to_the_firn_source(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from firn.engine.scan import unmerged_changes
 from firn.engine.splits import Split
+from firn.spark.hadoop import hadoop_scheme
 from firn.spark.jvm import alike, jvm_mergeable
 
 MERGING = "merging"
@@ -36,8 +37,10 @@ def natively_readable(split: Split, schema_id: int) -> bool:
     nothing to merge (base files only count), every base file written under the
     read's schema version ``schema_id`` (older ones are read by field id) and without
     a deletion vector, no filter in the split (the native part takes Spark's),
-    column types read alike, and a local location (Spark names object stores its own
-    way: ``s3a://``).
+    column types read alike, and a store Hadoop's file systems name
+    (``firn.spark.hadoop``: local files, S3 as ``s3a://``, GCS, HDFS, Azure). Whether
+    the session has that file system is the reader's to check (``hadoop.reaches``):
+    one without it reads every split with the source (``splits=all``).
 
     A deletion vector keeps its split from Spark's reader (the JVM merge reader or
     the ``firn`` source read it): dropping its rows in Spark (each row tagged with
@@ -49,7 +52,7 @@ def natively_readable(split: Split, schema_id: int) -> bool:
         return False
     if unmerged_changes(split.files, split.merged_seqs):
         return False
-    if "://" in split.location and not split.location.startswith("file://"):
+    if hadoop_scheme(split.location) is None:
         return False
     base = [e for e in split.files if e.store == "base"]
     if any(e.schema_id != schema_id or e.deletion_vector is not None for e in base):

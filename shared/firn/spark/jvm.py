@@ -12,7 +12,8 @@ hand-off.
 
 It takes the splits ``jvm_mergeable`` accepts (one partition, a key of one integer,
 date or microsecond timestamp column besides the partition columns, every file of
-the read's schema version, no filter, local files), deletion vectors included;
+the read's schema version, no filter, files a Hadoop file system names:
+``firn.spark.hadoop``), deletion vectors included;
 ``firn.spark.read`` sends the others to the ``firn`` Python source as before. It is
 used when the session has the jar: Firn's own sessions (``firn.engine.spark_session``)
 add it; a session of your own adds ``jar_path()`` to ``spark.jars`` before it starts.
@@ -21,7 +22,6 @@ add it; a session of your own adds ``jar_path()`` to ``spark.jars`` before it st
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ from firn.model.files import FileEntry
 from firn.model.keyhash import hash_keys
 from firn.model.tree import ROOT
 from firn.model.values import to_arrow
+from firn.spark.hadoop import hadoop_scheme, hadoop_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,7 +86,7 @@ def jvm_mergeable(split: Split, schema_id: int) -> bool:
         return False
     if not jvm_key_type(table.schema.field(key[-1]).type):
         return False
-    if "://" in split.location and not split.location.startswith("file://"):
+    if hadoop_scheme(split.location) is None:
         return False
     changes = unmerged_changes(split.files, split.merged_seqs)
     base = [e for e in split.files if e.store == "base"]
@@ -178,19 +179,13 @@ def _base(location: str, entry: FileEntry) -> dict[str, Any]:
     vector = entry.deletion_vector
     hidden = None
     if vector is not None:
-        path = file_uri(location, vector.path)
+        path = hadoop_uri(location, vector.path)
         hidden = {"path": path, "size": vector.size_bytes, "rows": vector.rows}
     return {**_file(location, entry), "rows": entry.record_count, "vector": hidden}
 
 
 def _file(location: str, entry: FileEntry) -> dict[str, Any]:
-    return {"path": file_uri(location, entry.path), "size": entry.size_bytes}
-
-
-def file_uri(location: str, relative: str) -> str:
-    """A file's URI as Hadoop's file systems take it."""
-    root = location if "://" in location else f"file://{location}"
-    return posixpath.join(root.rstrip("/"), relative)
+    return {"path": hadoop_uri(location, entry.path), "size": entry.size_bytes}
 
 
 def alike(t: pa.DataType) -> bool:

@@ -31,12 +31,13 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from firn.model.filters import conjunction
 from firn.model.tree import ROOT, Node
 from firn.spark import jvm
+from firn.spark.hadoop import hadoop_uri, reaches
 from firn.spark.load import finish_load, load_plan, start_load
 from firn.spark.native import plan_read
 from firn.spark.pushdown import Unsupported, convert, from_jvm
@@ -57,10 +58,11 @@ PLAIN_OPTIONS = frozenset(
 ``pushdown`` false): the merged view, all of it or some columns, at a snapshot."""
 
 
-def jvm_plan(options: Mapping[str, str]) -> str | None:
+def jvm_plan(options: Mapping[str, str], reaches: Callable[[str], bool]) -> str | None:
     """The merge reader's plan (``org.firn.spark.ReadPlan``'s JSON) for a ``format("firn")``
     read with ``options``, or None when the Python source is to read it: other options, an
-    empty table, or a split the merge reader does not take."""
+    empty table, a split the merge reader does not take, or files the session has no
+    file system for (``reaches``: ``firn.spark.hadoop.reaches``)."""
     if not set(options) <= PLAIN_OPTIONS:
         return None
     opts = read_options(options)
@@ -69,6 +71,8 @@ def jvm_plan(options: Mapping[str, str]) -> str | None:
     plan = plan_read(opts.table, snapshot=opts.snapshot, columns=opts.columns, **opts.settings)
     splits = [*plan.native, *plan.merging]
     if not splits or not all(jvm.jvm_mergeable(s, plan.schema_id) for s in splits):
+        return None
+    if not reaches(splits[0].location):  # a table's splits share its location
         return None
     tasks = packed(splits, opts.partition_rows)
     return jvm.read_plan(
@@ -117,7 +121,7 @@ def jvm_prune(
     files: set[str] = set()
     for split in scan.splits():
         kept.setdefault(split.partition or "", []).append(split.node or ROOT)
-        files.update(jvm.file_uri(split.location, e.path) for e in split.files)
+        files.update(hadoop_uri(split.location, e.path) for e in split.files)
     return {
         "splits": [
             index
@@ -133,14 +137,14 @@ _loads: dict[str, tuple[WriteJob, WriteOptions]] = {}
 _loads_lock = threading.Lock()
 
 
-def jvm_load(options: Mapping[str, str], schema: str) -> str | None:
+def jvm_load(options: Mapping[str, str], schema: str, reaches: Callable[[str], bool]) -> str | None:
     """The JVM loader's plan (``org.firn.spark.LoadPlan``'s JSON) for a ``format("firn")``
     overwrite of rows of ``schema`` (a Spark ``StructType``'s JSON), its directory staged;
     None when the Python source is to write it."""
     from pyspark.sql.types import StructType
 
     rows = StructType.fromJson(json.loads(schema))
-    started = start_load(dict(options), rows, exact=True)
+    started = start_load(dict(options), rows, reaches, exact=True)
     if started is None:
         return None
     token = uuid.uuid4().hex
@@ -167,11 +171,18 @@ def jvm_discarded(token: str) -> None:
 
 
 class ReadPlanner:
-    """The Py4J callback ``FirnSource`` asks on the driver (``FirnSource.Planner``)."""
+    """The Py4J callback ``FirnSource`` asks on the driver (``FirnSource.Planner``), for
+    the session it was installed in."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+
+    def _reaches(self, location: str) -> bool:
+        return reaches(self._spark, location)
 
     def plan(self, options: str) -> str | None:
         try:
-            return jvm_plan(json.loads(options))
+            return jvm_plan(json.loads(options), self._reaches)
         except Exception:
             # The Python source plans the same read again and raises what is wrong
             # (a missing table, a bad option) in Spark's usual way.
@@ -189,7 +200,7 @@ class ReadPlanner:
 
     def load(self, options: str, schema: str) -> str | None:
         try:
-            return jvm_load(json.loads(options), schema)
+            return jvm_load(json.loads(options), schema, self._reaches)
         except Exception:
             # As for plan: the Python source checks the write again and says what is wrong.
             log.debug("format('firn') load left to the Python source", exc_info=True)
@@ -220,7 +231,7 @@ def install(spark: SparkSession) -> bool:
         gateway = spark.sparkContext._gateway
         ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
         source = spark._jvm.org.firn.spark.FirnSource  # type: ignore[union-attr]
-        source.plannedBy(ReadPlanner())
+        source.plannedBy(ReadPlanner(spark))
     except Exception:
         log.warning(
             'format("firn") cannot call back into this process: every read and write '

@@ -30,7 +30,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -42,6 +42,7 @@ from firn.model.schema import field_id
 from firn.model.tree import Node
 from firn.model.values import partition_path, partition_problem, partition_texts, to_arrow
 from firn.spark import jvm
+from firn.spark.hadoop import hadoop_scheme, hadoop_uri, reaches
 from firn.spark.source import NAME
 from firn.spark.tasks import FirnCommitMessage, WriteJob
 
@@ -106,7 +107,10 @@ def _load(df: DataFrame, table: str, options: dict[str, str]) -> bool:
     """The load by the JVM loader; False (nothing done) when it does not apply."""
     from firn.spark.jobs import abort_job
 
-    started = start_load({**options, "path": table}, df.schema)
+    session = df.sparkSession
+    started = start_load(
+        {**options, "path": table}, df.schema, lambda location: reaches(session, location)
+    )
     if started is None:
         return False
     job, opts = started
@@ -124,13 +128,19 @@ def _load(df: DataFrame, table: str, options: dict[str, str]) -> bool:
 
 
 def start_load(
-    options: dict[str, str], schema: StructType, *, exact: bool = False
+    options: dict[str, str],
+    schema: StructType,
+    reaches: Callable[[str], bool],
+    *,
+    exact: bool = False,
 ) -> tuple[WriteJob, WriteOptions] | None:
     """A load of rows of ``schema`` (a DataFrame's), checked against the table and its
-    directory staged, when the JVM loader can write it (``unloadable``); None, with
-    nothing left staged, when it cannot. ``exact``: the rows reach the loader as they
-    are, so their columns must also be the table's, by name and Spark type, in any
-    order (a ``format("firn")`` write, which no select casts on the way)."""
+    directory staged, when the JVM loader can write it (``unloadable``, and the
+    session has a file system for the table's location: ``reaches``,
+    ``firn.spark.hadoop.reaches``); None, with nothing left staged, when it cannot.
+    ``exact``: the rows reach the loader as they are, so their columns must also be
+    the table's, by name and Spark type, in any order (a ``format("firn")`` write,
+    which no select casts on the way)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from firn.spark.jobs import abort_job, open_job
@@ -138,6 +148,8 @@ def start_load(
     arrow = to_arrow_schema(schema, timezone="UTC")
     job, opts = open_job(options, arrow, overwrite=True, stream=False)
     why_not = unloadable(job, schema.names)
+    if why_not is None and not reaches(job.location):
+        why_not = "the Spark session has no Hadoop file system for the table's location"
     if why_not is None and exact:
         why_not = _not_as_loaded(job, schema)
     if why_not is not None:
@@ -196,8 +208,10 @@ def _written(df: DataFrame, job: WriteJob, token: str) -> None:
 
 def unloadable(job: WriteJob, columns: Sequence[str]) -> str | None:
     """Why the JVM loader cannot write this load as ``format("firn")`` would (None: it
-    can): a keyed table on local storage, the DataFrame's columns exactly the table's,
-    types Spark writes to Parquet as Firn does (``writable``), key and partition
+    can): a keyed table on storage Hadoop's file systems name (``firn.spark.hadoop``:
+    whether the session has that file system is ``start_load``'s to ask), the
+    DataFrame's columns exactly the table's, types Spark writes to Parquet as Firn
+    does (``writable``), key and partition
     columns of integers, dates, microsecond timestamps or strings (binaries and
     decimals as key columns too), a codec parquet-mr has, at most ``MAX_NODES`` base
     nodes."""
@@ -205,8 +219,8 @@ def unloadable(job: WriteJob, columns: Sequence[str]) -> str | None:
     schema = table.schema
     if not table.keyed:
         return "the table has no primary key"
-    if "://" in job.location and not job.location.startswith("file://"):
-        return "the table is not on local storage"
+    if hadoop_scheme(job.location) is None:
+        return "the table's storage is not one Hadoop's file systems name"
     if job.compression not in CODECS:
         return f"file.compression {job.compression} is not one the loader writes"
     if job.base_buckets > MAX_NODES:
@@ -268,7 +282,7 @@ def load_plan(job: WriteJob, token: str) -> str:
     return json.dumps(
         {
             "token": token,
-            "staged": jvm.file_uri(job.location, job.staged_dir),
+            "staged": hadoop_uri(job.location, job.staged_dir),
             "schema": {"type": "struct", "fields": fields},
             "key": list(table.primary_key),
             "partition": list(table.partition_by),

@@ -12,8 +12,10 @@ What ``read`` builds, at one snapshot (the latest unless ``snapshot`` is given):
 
 - the splits ``natively_readable`` accepts (no unmerged change file, every file of the
   current schema version, column types Spark's Parquet reader reads as the source
-  would, no deletion vector, on local storage) become one ``spark.read.parquet`` of
-  their base files;
+  would, no deletion vector) become one ``spark.read.parquet`` of their base files:
+  local files, or an object store's through the session's Hadoop connector
+  (``firn.spark.hadoop``; a session without the connector reads every split with
+  the source);
 - the splits that merge go to the JVM merge reader (``firn.spark.jvm``) when the
   session has its jar and ``jvm_mergeable`` accepts them;
 - the other splits are read by the ``firn`` source with option ``splits=merging``
@@ -40,7 +42,7 @@ import pyarrow as pa
 
 from firn.engine.splits import Split
 from firn.errors import ConfigError
-from firn.spark import jvm
+from firn.spark import hadoop, jvm
 from firn.spark.handoff import MERGING, PYTHON, natively_readable
 from firn.spark.reader import (
     PARTITION_ROWS,
@@ -121,6 +123,13 @@ def read(
     snapshot; ``options``: catalog settings, as ``format("firn")`` takes them."""
     plan = plan_read(table, snapshot=snapshot, columns=columns, **options)
     schema = spark_schema(plan.schema)
+    splits = (*plan.native, *plan.merging)
+    if splits and not hadoop.reaches(spark, splits[0].location):
+        # The session cannot open the table's files (an object store without its
+        # Hadoop connector): the firn source reads them all, with pyarrow.
+        reader = spark.read.format("firn").options(**_settings(options))
+        reader = reader.option("snapshot", str(plan.snapshot))
+        return reader.option("columns", ",".join(plan.schema.names)).load(plan.table)
     parts = []
     if plan.native:
         parts.append(_native_rows(spark, plan, schema))
@@ -177,7 +186,7 @@ def _jvm_rows(spark: SparkSession, plan: ReadPlan, splits: Sequence[Split]) -> D
 def _native_rows(spark: SparkSession, plan: ReadPlan, schema: Any) -> DataFrame:
     """The native splits' rows: their base files, read by Spark."""
     paths = [
-        jvm.file_uri(split.location, e.path)
+        hadoop.hadoop_uri(split.location, e.path)
         for split in plan.native
         for e in split.files
         if e.store == "base"

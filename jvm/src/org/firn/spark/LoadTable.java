@@ -138,7 +138,7 @@ final class LoadTable implements SupportsWrite, WriteBuilder, RequiresDistributi
 
   @Override
   public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-    return new Factory(plan, columns);
+    return new Factory(plan, columns, HadoopSettings.ofSession());
   }
 
   @Override
@@ -164,10 +164,11 @@ final class LoadTable implements SupportsWrite, WriteBuilder, RequiresDistributi
   record Written(String[] files, long rows) implements WriterCommitMessage {}
 
   /** Serialised to the executors. */
-  private record Factory(LoadPlan plan, int[] columns) implements DataWriterFactory {
+  private record Factory(LoadPlan plan, int[] columns, HadoopSettings hadoop)
+      implements DataWriterFactory {
     @Override
     public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
-      return new LoadWriter(plan, partitionId, columns);
+      return new LoadWriter(plan, partitionId, columns, hadoop);
     }
   }
 }

@@ -70,7 +70,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
   /** The table's columns of a row handed over in another order, or null (in order). */
   private final ProjectingInternalRow reordered;
 
-  LoadWriter(LoadPlan plan, int partitionId, int[] columns) {
+  LoadWriter(LoadPlan plan, int partitionId, int[] columns, HadoopSettings hadoop) {
     this.plan = plan;
     this.reordered = columns == null ? null : reordering(plan.schema(), columns);
     this.key = new KeyColumns(plan.schema(), plan.key(), "key");
@@ -81,7 +81,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
         String.format(
             "p%05d-a%d-%s", partitionId, attempt, UUID.randomUUID().toString().replace("-", "").substring(0, 12));
     this.directory = new Path(URI.create(plan.staged() + relativeDirectory));
-    this.conf = configuration(plan);
+    this.conf = configuration(plan, hadoop);
     // Room for the footer, as firn.engine.writer leaves it.
     long reserve = Math.min(plan.target() / 10, 256 * 1024);
     this.limit = plan.target() - Math.min(reserve, plan.target() / 2);
@@ -93,8 +93,8 @@ final class LoadWriter implements DataWriter<InternalRow> {
     this.previousParts = partition.values();
   }
 
-  private static Configuration configuration(LoadPlan plan) {
-    Configuration conf = new Configuration();
+  private static Configuration configuration(LoadPlan plan, HadoopSettings hadoop) {
+    Configuration conf = hadoop.applyTo(new Configuration());
     // Spark's Parquet writer reads its settings from the Hadoop configuration, as Spark's own
     // writes put them there: every spark.sql.parquet setting at its session value (Spark adds
     // settings between versions, and the writer insists on finding each), then Firn's.

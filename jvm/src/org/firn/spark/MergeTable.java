@@ -211,7 +211,8 @@ final class MergeTable implements SupportsRead {
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-      return new Factory(returned, read(returned), plan.key(), baseFilter);
+      return new Factory(
+          returned, read(returned), plan.key(), baseFilter, HadoopSettings.ofSession());
     }
   }
 
@@ -279,12 +280,19 @@ final class MergeTable implements SupportsRead {
     private final StructType read;
     private final String key;
     private final FilterPredicate baseFilter;
+    private final HadoopSettings hadoop;
 
-    Factory(StructType schema, StructType read, String key, FilterPredicate baseFilter) {
+    Factory(
+        StructType schema,
+        StructType read,
+        String key,
+        FilterPredicate baseFilter,
+        HadoopSettings hadoop) {
       this.schema = schema;
       this.read = read;
       this.key = key;
       this.baseFilter = baseFilter;
+      this.hadoop = hadoop;
     }
 
     @Override
@@ -294,7 +302,8 @@ final class MergeTable implements SupportsRead {
 
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-      return new TaskReader(((ReadPlan.Task) partition).splits(), schema, read, key, baseFilter);
+      return new TaskReader(
+          ((ReadPlan.Task) partition).splits(), schema, read, key, baseFilter, hadoop);
     }
 
     @Override

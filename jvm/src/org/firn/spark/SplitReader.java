@@ -114,7 +114,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** What a delete file is read as: the key, _ord and _seq. */
   private final StructType deleteSchema;
   private final UnsafeProjection copy;
-  private final Configuration conf = readerConf();
+  private final Configuration conf;
   /** A task context per schema read (each carries a copy of the configuration). */
   private final Map<StructType, TaskAttemptContextImpl> contexts = new IdentityHashMap<>();
 
@@ -169,7 +169,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       StructType schema,
       StructType dataSchema,
       String key,
-      FilterPredicate baseFilter) {
+      FilterPredicate baseFilter,
+      HadoopSettings hadoop) {
+    this.conf = readerConf(hadoop);
     this.split = split;
     this.schema = schema;
     this.dataSchema = dataSchema;
@@ -763,8 +765,9 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     return new TaskAttemptContextImpl(filtered, new TaskAttemptID());
   }
 
-  private static Configuration readerConf() {
-    Configuration conf = new Configuration(DEFAULTS);
+  /** The session's Hadoop settings (an object store's connector), then the reader's own. */
+  private static Configuration readerConf(HadoopSettings hadoop) {
+    Configuration conf = hadoop.applyTo(new Configuration(DEFAULTS));
     conf.set(ParquetInputFormat.READ_SUPPORT_CLASS, ParquetReadSupport.class.getName());
     conf.setBoolean(SQLConf.CASE_SENSITIVE().key(), false);
     conf.setBoolean(SQLConf.PARQUET_BINARY_AS_STRING().key(), false);

@@ -13,6 +13,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
   private final StructType read;
   private final String key;
   private final FilterPredicate baseFilter;
+  private final HadoopSettings hadoop;
   private int next;
   private SplitReader current;
 
@@ -21,8 +22,10 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
       StructType schema,
       StructType read,
       String key,
-      FilterPredicate baseFilter) {
+      FilterPredicate baseFilter,
+      HadoopSettings hadoop) {
     this.splits = splits;
+    this.hadoop = hadoop;
     this.schema = schema;
     this.read = read;
     this.key = key;
@@ -42,7 +45,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
       if (next == splits.length) {
         return false;
       }
-      current = new SplitReader(splits[next++], schema, read, key, baseFilter);
+      current = new SplitReader(splits[next++], schema, read, key, baseFilter, hadoop);
     }
   }
 
