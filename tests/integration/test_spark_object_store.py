@@ -12,6 +12,7 @@ endpoint is moto's S3 server in this process, as in ``test_s3_warehouse.py``.
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 from moto.server import ThreadedMotoServer
+from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 
 import firn
@@ -57,10 +59,13 @@ def s3() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def spark(s3: str) -> Iterator[SparkSession]:
-    """A local session with Firn's jar and Hadoop's S3 connector, pointed at moto."""
+    """A local session with Firn's jar and Hadoop's S3 connector, pointed at moto, in a
+    JVM of its own: ``spark.jars`` reach the driver's class path only when its JVM
+    starts, and another module's session may have started this process's."""
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
+    _new_jvm()
     connector = {
         "spark.jars": ",".join(str(j) for j in s3a_jars(REPO / ".firn" / "cache")),
         "spark.hadoop.fs.s3a.endpoint": f"http://{s3}",
@@ -75,6 +80,26 @@ def spark(s3: str) -> Iterator[SparkSession]:
     firn.spark.register(session)
     yield session
     session.stop()
+    _new_jvm()  # the next module's sessions start without the connector
+
+
+def _new_jvm() -> None:
+    """Shut down this process's Spark JVM, if any: the next session starts a new one."""
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    process = getattr(gateway, "proc", None)  # the JVM pyspark started, if it did
+    if process is not None:
+        if process.stdin is not None:
+            process.stdin.close()  # pyspark's JVM exits when its stdin closes
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _options(endpoint: str) -> str:

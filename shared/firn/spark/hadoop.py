@@ -40,7 +40,8 @@ HADOOP_SCHEMES = {
 objects: S3 through ``s3a`` (the connector in ``hadoop-aws``), Google Cloud Storage
 through the GCS connector's ``gs``, the rest by the same name."""
 
-_reached: dict[tuple[int, str], bool] = {}
+_reached: dict[tuple[str, str], bool] = {}
+"""By Spark application (its jars are fixed when its context starts) and scheme."""
 _reached_lock = threading.Lock()
 
 
@@ -75,7 +76,9 @@ def reaches(spark: SparkSession, location: str) -> bool:
         return False
     if scheme == "file":
         return True
-    key = (id(spark), scheme)
+    if getattr(spark, "_jvm", None) is None or getattr(spark, "_jsc", None) is None:
+        return False
+    key = (str(spark.sparkContext.applicationId), scheme)
     with _reached_lock:
         known = _reached.get(key)
     if known is not None:
@@ -87,13 +90,10 @@ def reaches(spark: SparkSession, location: str) -> bool:
 
 
 def _has_file_system(spark: SparkSession, scheme: str) -> bool:
-    jvm = getattr(spark, "_jvm", None)
-    context = getattr(spark, "_jsc", None)
-    if jvm is None or context is None:
-        return False
     try:
-        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(
-            scheme, context.hadoopConfiguration()
+        spark._jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(  # type: ignore[union-attr]
+            scheme,
+            spark._jsc.hadoopConfiguration(),
         )
     except Exception:
         log.info(

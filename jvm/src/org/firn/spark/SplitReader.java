@@ -685,35 +685,31 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   private FileReader open(ReadPlan.File file, StructType schema, int batchRows)
       throws IOException {
     Path path = new Path(file.path());
-    long size = path.getFileSystem(conf).getFileStatus(path).getLen();
-    if (size != file.size()) {
+    TaskAttemptContextImpl context = contexts.computeIfAbsent(schema, this::contextFor);
+    // One look at the file's status, one open and one footer read, all handed to Spark's
+    // reader: on an object store each is a request (a HEAD, then ranged GETs), and Spark's
+    // reader left to itself looks the file up and opens it again.
+    HadoopInputFile input = HadoopInputFile.fromPath(path, context.getConfiguration());
+    if (input.getLength() != file.size()) {
       // As the Python side checks (firn.io.integrity): a file that is not what the
       // catalog recorded is named, never read as if it were.
       throw new IOException(
-          "firn-merge: " + file.path() + " is " + size + " bytes, its catalog entry "
+          "firn-merge: " + file.path() + " is " + input.getLength() + " bytes, its catalog entry "
               + file.size());
     }
-    TaskAttemptContextImpl context = contexts.computeIfAbsent(schema, this::contextFor);
     FileReader reader = new FileReader(Math.max(1, batchRows));
     FileSplit whole = new FileSplit(path, 0, file.size(), new String[0]);
     SeekableInputStream stream = null;
     try {
-      if (schema == baseSchema && baseFilter != null) {
-        // The footer read here, before the filter drops row groups, counts the file's rows
-        // for checkRows; the reader then takes it and the open stream.
-        HadoopInputFile input = HadoopInputFile.fromPath(path, context.getConfiguration());
-        stream = input.newStream();
-        ParquetMetadata footer =
-            ParquetFileReader.readFooter(input, HadoopReadOptions.builder(conf, path).build(), stream);
-        for (BlockMetaData group : footer.getBlocks()) {
-          reader.fileRows += group.getRowCount();
-        }
-        reader.initialize(
-            whole, context, Option.apply(input), Option.apply(stream), Option.apply(footer));
-      } else {
-        reader.initialize(whole, context, Option.empty(), Option.empty(), Option.empty());
-        reader.fileRows = reader.rowsToRead();
+      stream = input.newStream();
+      ParquetMetadata footer =
+          ParquetFileReader.readFooter(input, HadoopReadOptions.builder(conf, path).build(), stream);
+      // Counted before a filter drops row groups: every row the file holds, for checkRows.
+      for (BlockMetaData group : footer.getBlocks()) {
+        reader.fileRows += group.getRowCount();
       }
+      reader.initialize(
+          whole, context, Option.apply(input), Option.apply(stream), Option.apply(footer));
       reader.resultBatch(); // allocates the batch nextBatch fills
     } catch (IOException | InterruptedException | RuntimeException e) {
       reader.close();
