@@ -606,8 +606,8 @@ def test_a_format_firn_overwrite_is_written_by_the_jvm_loader_when_it_takes_it(
     planned: list[bool] = []
     answer = jvm_format.jvm_load
 
-    def spied(opts: Any, schema: str, reaches: Any) -> str | None:
-        found = answer(opts, schema, reaches)
+    def spied(opts: Any, schema: str, reachable: Any) -> str | None:
+        found = answer(opts, schema, reachable)
         planned.append(found is not None)
         return found
 

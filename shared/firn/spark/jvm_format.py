@@ -58,11 +58,11 @@ PLAIN_OPTIONS = frozenset(
 ``pushdown`` false): the merged view, all of it or some columns, at a snapshot."""
 
 
-def jvm_plan(options: Mapping[str, str], reaches: Callable[[str], bool]) -> str | None:
+def jvm_plan(options: Mapping[str, str], reachable: Callable[[str], bool]) -> str | None:
     """The merge reader's plan (``org.firn.spark.ReadPlan``'s JSON) for a ``format("firn")``
     read with ``options``, or None when the Python source is to read it: other options, an
     empty table, a split the merge reader does not take, or files the session has no
-    file system for (``reaches``: ``firn.spark.hadoop.reaches``)."""
+    file system for (``reachable``: ``firn.spark.hadoop.reaches`` for its session)."""
     if not set(options) <= PLAIN_OPTIONS:
         return None
     opts = read_options(options)
@@ -72,7 +72,7 @@ def jvm_plan(options: Mapping[str, str], reaches: Callable[[str], bool]) -> str 
     splits = [*plan.native, *plan.merging]
     if not splits or not all(jvm.jvm_mergeable(s, plan.schema_id) for s in splits):
         return None
-    if not reaches(splits[0].location):  # a table's splits share its location
+    if not reachable(splits[0].location):  # a table's splits share its location
         return None
     tasks = packed(splits, opts.partition_rows)
     return jvm.read_plan(
@@ -137,14 +137,16 @@ _loads: dict[str, tuple[WriteJob, WriteOptions]] = {}
 _loads_lock = threading.Lock()
 
 
-def jvm_load(options: Mapping[str, str], schema: str, reaches: Callable[[str], bool]) -> str | None:
+def jvm_load(
+    options: Mapping[str, str], schema: str, reachable: Callable[[str], bool]
+) -> str | None:
     """The JVM loader's plan (``org.firn.spark.LoadPlan``'s JSON) for a ``format("firn")``
     overwrite of rows of ``schema`` (a Spark ``StructType``'s JSON), its directory staged;
     None when the Python source is to write it."""
     from pyspark.sql.types import StructType
 
     rows = StructType.fromJson(json.loads(schema))
-    started = start_load(dict(options), rows, reaches, exact=True)
+    started = start_load(dict(options), rows, reachable, exact=True)
     if started is None:
         return None
     token = uuid.uuid4().hex

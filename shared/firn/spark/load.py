@@ -130,14 +130,14 @@ def _load(df: DataFrame, table: str, options: dict[str, str]) -> bool:
 def start_load(
     options: dict[str, str],
     schema: StructType,
-    reaches: Callable[[str], bool],
+    reachable: Callable[[str], bool],
     *,
     exact: bool = False,
 ) -> tuple[WriteJob, WriteOptions] | None:
     """A load of rows of ``schema`` (a DataFrame's), checked against the table and its
     directory staged, when the JVM loader can write it (``unloadable``, and the
-    session has a file system for the table's location: ``reaches``,
-    ``firn.spark.hadoop.reaches``); None, with nothing left staged, when it cannot.
+    session has a file system for the table's location: ``reachable``,
+    ``firn.spark.hadoop.reaches`` for the session); None, with nothing left staged, when it cannot.
     ``exact``: the rows reach the loader as they are, so their columns must also be
     the table's, by name and Spark type, in any order (a ``format("firn")`` write,
     which no select casts on the way)."""
@@ -148,7 +148,7 @@ def start_load(
     arrow = to_arrow_schema(schema, timezone="UTC")
     job, opts = open_job(options, arrow, overwrite=True, stream=False)
     why_not = unloadable(job, schema.names)
-    if why_not is None and not reaches(job.location):
+    if why_not is None and not reachable(job.location):
         why_not = "the Spark session has no Hadoop file system for the table's location"
     if why_not is None and exact:
         why_not = _not_as_loaded(job, schema)

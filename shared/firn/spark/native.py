@@ -127,9 +127,7 @@ def read(
     if splits and not hadoop.reaches(spark, splits[0].location):
         # The session cannot open the table's files (an object store without its
         # Hadoop connector): the firn source reads them all, with pyarrow.
-        reader = spark.read.format("firn").options(**_settings(options))
-        reader = reader.option("snapshot", str(plan.snapshot))
-        return reader.option("columns", ",".join(plan.schema.names)).load(plan.table)
+        return _source_rows(spark, plan, options, "all")
     parts = []
     if plan.native:
         parts.append(_native_rows(spark, plan, schema))
@@ -143,10 +141,18 @@ def read(
         # The firn source plans the same snapshot and keeps the splits no other part
         # reads, by the same rule (firn.spark.handoff.kept).
         which = MERGING if python is plan.merging else PYTHON
-        reader = spark.read.format("firn").options(**_settings(options))
-        reader = reader.option("snapshot", str(plan.snapshot)).option("splits", which)
-        parts.append(reader.option("columns", ",".join(plan.schema.names)).load(plan.table))
+        parts.append(_source_rows(spark, plan, options, which))
     return functools.reduce(lambda a, b: a.unionByName(b), parts)
+
+
+def _source_rows(
+    spark: SparkSession, plan: ReadPlan, options: dict[str, str], splits: str
+) -> DataFrame:
+    """The rows of the splits the ``firn`` source keeps with option ``splits`` (all,
+    merging, python: ``firn.spark.handoff.kept``), at the plan's snapshot."""
+    reader = spark.read.format("firn").options(**_settings(options))
+    reader = reader.option("snapshot", str(plan.snapshot)).option("splits", splits)
+    return reader.option("columns", ",".join(plan.schema.names)).load(plan.table)
 
 
 def _options(
