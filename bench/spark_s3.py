@@ -35,9 +35,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 from harness import REPO, bench_catalog  # bench/ is on sys.path when run as a script
+from spark_cdc import SCHEMA  # the same workload's columns
 from spark_cdc_workload import base, changes, read_time, summary, timed
 
 import firn
@@ -48,15 +48,6 @@ from firn_localstack.processes import free_port
 from firn_localstack.s3a import s3a_jars
 
 NAME = "bench_spark_s3"
-SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("qty", pa.int64()),
-        pa.field("price", pa.float64()),
-        pa.field("name", pa.string()),
-        pa.field("ts", pa.timestamp("us", tz="UTC")),
-    ]
-)
 KEYS = ("firn", "firn-secret")
 
 
