@@ -15,7 +15,6 @@ from firn.errors import ConfigError
 from firn.iceberg.names import iceberg_name
 from firn.iceberg.publisher import _kept
 from firn.iceberg.translate import (
-    file_uri,
     iceberg_schema,
     key_bounds,
     lacks_defaults,
@@ -23,6 +22,7 @@ from firn.iceberg.translate import (
     partition_spec,
 )
 from firn.iceberg.writing import ManifestName
+from firn.io.storage import file_uri
 from firn.model.evolution import SchemaChange
 from firn.model.schema import TableSchema
 

@@ -68,7 +68,6 @@ from firn.iceberg import pointers
 from firn.iceberg.names import IcebergName, iceberg_name
 from firn.iceberg.translate import (
     FIRST_PARTITION_FIELD_ID,
-    file_uri,
     iceberg_schema,
     key_bounds,
     lacks_defaults,
@@ -88,7 +87,7 @@ from firn.iceberg.writing import (
     write_position_deletes,
 )
 from firn.io.deletion_vectors import read_positions
-from firn.io.storage import Storage
+from firn.io.storage import Storage, file_uri
 from firn.model.files import FileEntry
 from firn.model.properties import TableProperties
 from firn.model.schema import TableSchema

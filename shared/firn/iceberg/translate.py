@@ -147,13 +147,3 @@ def lacks_defaults(table: TableSchema, schema_id: int) -> bool:
         return False
     ids = {field_id(f) for f in table.version_schema(schema_id)}
     return any(field_id(f) not in ids and table.default(f.name) is not None for f in table.schema)
-
-
-def file_uri(root: str, relative: str) -> str:
-    """The full location Iceberg records for a file under a table's ``root``: a URI
-    for an object store (without the query ``pyarrow.fs`` options ride in: readers
-    take those from their catalog properties), ``file://`` for a local path."""
-    base = root.partition("?")[0].rstrip("/")
-    if "://" not in base:
-        base = "file://" + base
-    return f"{base}/{relative}" if relative else base

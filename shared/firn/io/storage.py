@@ -77,6 +77,17 @@ def join_location(root: str, child: str) -> str:
     return f"{base.rstrip('/')}/{child}{sep}{query}"
 
 
+def file_uri(root: str, relative: str) -> str:
+    """The full URI of a file under a table's ``root``, as other engines name it: a URI
+    for an object store (without the query ``pyarrow.fs`` options ride in: Iceberg's
+    readers take those from their catalog properties, Spark from its Hadoop
+    settings), ``file://`` for a local path."""
+    base = root.partition("?")[0].rstrip("/")
+    if "://" not in base:
+        base = "file://" + base
+    return f"{base}/{relative}" if relative else base
+
+
 @dataclass(frozen=True)
 class StoredFile:
     """One file found by ``Storage.walk``."""

@@ -21,6 +21,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
+from firn.io.storage import file_uri
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -57,13 +59,8 @@ def hadoop_uri(location: str, relative: str) -> str:
     """The URI of the file ``relative`` under the table root ``location`` as Hadoop's
     file systems take it: a local path as ``file://``, an object store's URI with its
     scheme mapped (``hadoop_scheme``) and without the query of ``pyarrow.fs`` options."""
-    base = location.partition("?")[0].rstrip("/")
-    if "://" not in base:
-        base = "file://" + base
-    else:
-        scheme, _, rest = base.partition("://")
-        base = f"{HADOOP_SCHEMES.get(scheme.lower(), scheme)}://{rest}"
-    return f"{base}/{relative}" if relative else base
+    scheme, _, rest = file_uri(location, relative).partition("://")
+    return f"{HADOOP_SCHEMES.get(scheme.lower(), scheme)}://{rest}"
 
 
 def reaches(spark: SparkSession, location: str) -> bool:
