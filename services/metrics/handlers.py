@@ -263,6 +263,7 @@ class CatalogReader:
                     "max_merged_seq": state.max_merged_seq,
                     "last_major_at": state.last_major_at,
                     "last_plan": state.last_plan,
+                    "oldest_change_at": state.oldest_change_at,
                 }
                 updates.append(update)
         return updates
@@ -293,6 +294,7 @@ class CatalogReader:
                 delete_bytes=files.delete_bytes,
                 insert_files=files.insert_files,
                 delete_files=files.delete_files,
+                committed_at=commit.committed_at.timestamp(),
             )
             update = _update("commit", commit.table, commit.table_id, files.partition_key)
             update["increment"] = dataclasses.asdict(increment)

@@ -274,6 +274,55 @@ def test_a_small_partition_keeps_its_base_at_the_root_until_it_grows(
     model.check(table)
 
 
+def test_a_quiet_partition_never_folded_folds_once_its_oldest_change_is_old(
+    catalog: firn.Catalog,
+) -> None:
+    """Below ``major.change-bytes-lowest`` a partition never folded waits for
+    ``minor.file-count`` runs; one that goes quiet first is due once its oldest
+    unmerged commit is ``major.interval-max`` old (the catalog's commit time, or as
+    old as can be once retention pruned that commit's snapshot row), and ``auto``
+    folds it as the services would."""
+    table = catalog.create_table(
+        f"quiet_first_fold_{next(_names)}",
+        SCHEMA,
+        ["day", "id"],
+        ["day"],
+        {"major.change-bytes-lowest": "64KiB", "major.interval-max": 3600},
+    )
+    model = Model()
+    model.upsert(table, [1] * 20, np.arange(20), "a")
+    model.upsert(table, [1] * 20, np.arange(10, 30), "b")
+    conn = table.catalog.conn
+
+    def state() -> Any:
+        (found,) = partition_states(conn, table.table_id, table.properties).values()
+        return found
+
+    waited = state().metrics.oldest_change_seconds
+    assert waited is not None
+    assert 0.0 <= waited < 60.0
+    assert decide(state().metrics, table.properties).kind is None
+    assert firn.compact(table, kind="auto", engine="local")["plans"] == []
+
+    first = min(e.seq for e in live_entries(table) if e.store == "change")
+    conn.execute(
+        "UPDATE snapshot SET created_at = created_at - interval '2 hours' "
+        "WHERE table_id = %s AND kind = 'commit' AND seq = %s",
+        (table.table_id, first),
+    )
+    assert state().metrics.oldest_change_seconds >= 7200.0
+    assert decide(state().metrics, table.properties).kind is Kind.MAJOR
+    conn.execute(
+        "DELETE FROM snapshot WHERE table_id = %s AND kind = 'commit' AND seq = %s",
+        (table.table_id, first),
+    )
+    assert state().metrics.oldest_change_seconds > 10 * 365 * 86400.0
+    assert [p["tasks"] for p in firn.compact(table, kind="auto", engine="local")["plans"]] == [1]
+    assert {e.store for e in live_entries(table)} == {"base"}
+    assert state().metrics.oldest_change_seconds is None
+    model.check(table)
+
+
 def test_each_task_row_names_its_own_partition(catalog: firn.Catalog) -> None:
     """A task's partition is on its own row (migration 0020), equal to its spec's;
     the waiting tasks of a partition and the events announcing them carry it."""

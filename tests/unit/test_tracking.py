@@ -152,3 +152,37 @@ def test_stored_form_round_trips_through_json() -> None:
     tracked.requested_at = 9.0
     tracked.last_plan = 3
     assert TrackedPartition.from_dict(json.loads(json.dumps(tracked.as_dict()))) == tracked
+
+
+def test_a_partition_never_folded_is_due_once_its_oldest_change_is_interval_max_old() -> None:
+    # Below major.change-bytes-lowest and minor.file-count, a partition never folded
+    # waits for more runs; one that goes quiet folds once its first change is old.
+    props = TableProperties.parse(
+        {"base.buckets": 1, "major.change-bytes-lowest": "64KiB", "major.interval-max": 600}
+    )
+    tracked = TrackedPartition("t", 1, "")
+    tracked.apply_commit(Increment(1, 1, 100, 0, 1, 0, committed_at=1000.0))
+    tracked.apply_commit(Increment(2, 2, 100, 0, 1, 0, committed_at=1300.0))
+    assert tracked.metrics(now=1500.0).oldest_change_seconds == 500.0
+    assert tracked.request(props, now=1599.0, resend_after=60) is None
+    due = tracked.request(props, now=1600.0, resend_after=60)
+    assert due is not None
+    assert due.reasons == ("unmerged changes 600s old and last major never (max 600s)",)
+    # A reading takes over: its oldest change is the catalog's, the increments it
+    # covers are dropped, and newer ones do not make the partition look younger.
+    unmerged = PartitionMetrics(200, 0, 2, 0, 0, 2, 2, None)
+    tracked.apply_reading(
+        Reading(
+            2, unmerged, max_seq=2, max_merged_seq=0, last_major_at=None, oldest_change_at=990.0
+        )
+    )
+    tracked.apply_commit(Increment(3, 3, 100, 0, 1, 0, committed_at=1650.0))
+    assert tracked.metrics(now=1700.0).oldest_change_seconds == 710.0
+    # Folded: nothing unmerged in the reading, so only the newer commit's age counts.
+    folded = PartitionMetrics(0, 0, 0, 300, 1, 1, 0, None)
+    tracked.apply_reading(
+        Reading(4, folded, max_seq=3, max_merged_seq=2, last_major_at=1690.0, oldest_change_at=None)
+    )
+    assert tracked.metrics(now=1700.0).oldest_change_seconds is None
+    tracked.apply_commit(Increment(5, 4, 100, 0, 1, 0, committed_at=1695.0))
+    assert tracked.metrics(now=1700.0).oldest_change_seconds == 5.0

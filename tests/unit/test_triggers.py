@@ -76,6 +76,12 @@ def test_a_change_floor_lets_a_small_partitions_runs_collect_before_a_fold() -> 
     assert decide(fresh, PROPS).kind is Kind.MAJOR
     assert decide(fresh, floor).kind is None
     assert decide(replace(fresh, max_runs_per_node=5), floor).kind is Kind.MAJOR
+    # ... or, gone quiet before that, until its oldest change is major.interval-max old.
+    waited = replace(fresh, oldest_change_seconds=3599.0)
+    assert decide(waited, floor).kind is None
+    assert decide(replace(waited, oldest_change_seconds=3600.0), floor).reasons == (
+        "unmerged changes 3600s old and last major never (max 3600s)",
+    )
     overdue = replace(small, seconds_since_major=3600.0)
     assert decide(overdue, floor).reasons == (
         "unmerged changes and last major 3600s ago (max 3600s)",

@@ -76,7 +76,16 @@ SELECT p.table_id, p.partition_key,
        p.max_seq, p.max_merged_seq, extract(epoch FROM p.last_major_at),
        (SELECT coalesce(max(snapshot_id), 0) FROM snapshot s WHERE s.table_id = p.table_id),
        (SELECT coalesce(max(plan_id), 0) FROM compaction_plan c WHERE c.table_id = p.table_id
-        AND c.partition_key = p.partition_key AND c.state = 'Committed')
+        AND c.partition_key = p.partition_key AND c.state = 'Committed'),
+       -- When the oldest unmerged change was committed (its commit snapshot, by the
+       -- commit-seq index), and now: how long a partition never folded has waited. A
+       -- commit whose snapshot row retention pruned is older than snapshot.retention:
+       -- counted as old as can be ('epoch'), so its partition is not left unfolded.
+       CASE WHEN count(l.*) FILTER (WHERE l.unmerged) > 0 THEN extract(epoch FROM coalesce((
+           SELECT min(s.created_at) FROM snapshot s WHERE s.table_id = p.table_id
+           AND s.kind = 'commit' AND s.seq = min(l.seq) FILTER (WHERE l.unmerged)),
+           'epoch'::timestamptz)) END,
+       extract(epoch FROM now())
 FROM parts p
 LEFT JOIN live l USING (table_id, partition_key)
 LEFT JOIN per_node n USING (table_id, partition_key)
@@ -105,6 +114,8 @@ class PartitionState:
     """The table's newest snapshot when read: every commit up to it is counted."""
     last_plan: int
     """The partition's newest committed compaction plan; 0 if none."""
+    oldest_change_at: float | None = None
+    """Epoch seconds of the oldest unmerged change's commit; None if none."""
 
 
 def partition_metrics(
@@ -183,19 +194,22 @@ def _states(
             int(row[0]),
             str(row[1]),
             PartitionState(
-                metrics=_metrics(by_id[int(row[0])], row[2:12]),
+                metrics=_metrics(by_id[int(row[0])], row[2:12], row[17], row[18]),
                 max_seq=int(row[12]),
                 max_merged_seq=int(row[13]),
                 last_major_at=None if row[14] is None else float(row[14]),
                 snapshot_id=int(row[15]),
                 last_plan=int(row[16]),
+                oldest_change_at=None if row[17] is None else float(row[17]),
             ),
         )
         for row in conn.execute(query, params).fetchall()
     ]
 
 
-def _metrics(properties: TableProperties, row: Any) -> PartitionMetrics:
+def _metrics(
+    properties: TableProperties, row: Any, oldest_change_at: Any, now: Any
+) -> PartitionMetrics:
     ins, dels, files, base_bytes, base_files, small, busiest, age, off_root, off_buckets = row
     size = int(base_bytes) + int(ins) + int(dels)
     misplaced = misplaced_base_files(properties, size, int(off_root), int(off_buckets))
@@ -209,6 +223,9 @@ def _metrics(properties: TableProperties, row: Any) -> PartitionMetrics:
         max_runs_per_node=int(busiest),
         seconds_since_major=None if age is None else float(age),
         misplaced_base_files=int(misplaced),
+        oldest_change_seconds=(
+            None if oldest_change_at is None else float(now) - float(oldest_change_at)
+        ),
     )
 
 

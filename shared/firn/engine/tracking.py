@@ -36,6 +36,8 @@ class Increment:
     delete_bytes: int
     insert_files: int
     delete_files: int
+    committed_at: float | None = None
+    """Epoch seconds of the commit (None: not known, as in events stored before it)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class Reading:
     last_major_at: float | None
     last_plan: int = 0
     """The partition's newest committed compaction plan (0: none)."""
+    oldest_change_at: float | None = None
+    """Epoch seconds of the oldest unmerged change's commit (None: none)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ class TrackedPartition:
     committed plan."""
     requested_seq: int = 0
     """The partition's newest seq when that request was sent."""
+    oldest_change_at: float | None = None
+    """When the oldest unmerged change the reading counted was committed."""
 
     def apply_commit(self, increment: Increment) -> bool:
         """Count a commit; False when it is already counted (or already merged)."""
@@ -105,7 +111,10 @@ class TrackedPartition:
         if reading.snapshot_id < self.read_snapshot:
             return False
         self.read_snapshot = reading.snapshot_id
-        self.counted = dataclasses.replace(reading.metrics, seconds_since_major=None)
+        self.counted = dataclasses.replace(
+            reading.metrics, seconds_since_major=None, oldest_change_seconds=None
+        )
+        self.oldest_change_at = reading.oldest_change_at
         self.max_seq = max(self.max_seq, reading.max_seq)
         self.max_merged_seq = max(self.max_merged_seq, reading.max_merged_seq)
         self.last_major_at = reading.last_major_at
@@ -125,6 +134,9 @@ class TrackedPartition:
         files = sum(i.insert_files + i.delete_files for i in self.recent)
         # A commit adds at most one sorted run (its seq) to each change node.
         per_node = sum(1 for i in self.recent if i.insert_files or i.delete_files)
+        commit_times = [i.committed_at for i in self.recent if i.committed_at is not None]
+        if m.unmerged_files and self.oldest_change_at is not None:
+            commit_times.append(self.oldest_change_at)
         return PartitionMetrics(
             unmerged_insert_bytes=m.unmerged_insert_bytes
             + sum(i.insert_bytes for i in self.recent),
@@ -137,6 +149,7 @@ class TrackedPartition:
             max_runs_per_node=m.max_runs_per_node + per_node,
             seconds_since_major=None if self.last_major_at is None else now - self.last_major_at,
             misplaced_base_files=m.misplaced_base_files,
+            oldest_change_seconds=now - min(commit_times) if commit_times else None,
         )
 
     def decision(self, properties: TableProperties, now: float) -> Decision:

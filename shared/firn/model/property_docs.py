@@ -103,9 +103,9 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
             "folds after every commit or two (its base is as small as a commit), which is"
             " most of a fleet's compaction work for reads that merge a few small runs "
             "anyway; Paimon's universal compaction waits for its sorted-run trigger the "
-            "same way. A partition folded before still folds within `major.interval-max`;"
-            " one never folded waits for the runs or the bytes. 0: fold as soon as the "
-            "ratio says"
+            "same way. A partition folded before still folds within `major.interval-max`"
+            " of its last fold, one never folded within `major.interval-max` of its "
+            "oldest unmerged commit. 0: fold as soon as the ratio says"
         ),
     ),
     "major.interval-max": (

@@ -32,6 +32,9 @@ class PartitionMetrics:
     misplaced_base_files: int = 0
     """Base files at another level than ``base.buckets`` (the bucket count changed):
     a full compaction re-buckets them, a bounded step at a time."""
+    oldest_change_seconds: float | None = None
+    """Since the commit of the oldest unmerged change; None when there is none (or its
+    commit is not known): how long a partition never folded has waited."""
 
     @property
     def unmerged_bytes(self) -> int:
@@ -95,8 +98,20 @@ def major_reasons(m: PartitionMetrics, p: TableProperties) -> list[str]:
     worth = worth_folding(m.unmerged_bytes, m.max_runs_per_node, n, p)
     if too_many_small_base_files(m, p):
         reasons.append(f"small base files {m.small_base_files} >= {p.major_file_count * n}")
-    if m.unmerged_files > 0 and m.seconds_since_major is None and worth:
-        reasons.append(f"unmerged changes and last major never (max {p.major_interval_max:.0f}s)")
+    if m.unmerged_files > 0 and m.seconds_since_major is None:
+        waited = m.oldest_change_seconds
+        if worth:
+            reasons.append(
+                f"unmerged changes and last major never (max {p.major_interval_max:.0f}s)"
+            )
+        elif waited is not None and waited >= p.major_interval_max:
+            # Below major.change-bytes-lowest a partition that went quiet before its
+            # minor.file-count-th run would otherwise never fold: its readers merging
+            # those runs for good, its rows never in the published Iceberg view.
+            reasons.append(
+                f"unmerged changes {waited:.0f}s old and last major never "
+                f"(max {p.major_interval_max:.0f}s)"
+            )
     elif m.unmerged_files > 0 and (
         m.seconds_since_major is not None and m.seconds_since_major >= p.major_interval_max
     ):
@@ -114,7 +129,8 @@ def worth_folding(unmerged_bytes: int, runs: int, nodes: int, p: TableProperties
     than folding them at every commit costs the compaction service: a fleet of small
     tables otherwise folds every partition after each commit (issue 37), where
     Paimon's universal compaction waits for its sorted-run trigger too. 0 (the
-    default) folds as soon as the ratio says."""
+    default) folds as soon as the ratio says. Below both, ``major.interval-max`` still
+    bounds the wait (``major_reasons``)."""
     return unmerged_bytes >= p.major_change_bytes_lowest * nodes or runs >= p.minor_file_count
 
 
