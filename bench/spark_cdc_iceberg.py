@@ -5,7 +5,10 @@ It runs in a Python whose pyspark Iceberg's runtime supports (``.firn/spark-4.1`
 ``bench/iceberg_spark.py``), reads its job as JSON on stdin:
 
     {"jars": [...], "warehouse": "/dir", "rows": N, "commits": C, "changes": K,
-     "runs": R, "cores": 2, "driver_memory": "4g", "key": "int"}
+     "runs": R, "cores": 2, "driver_memory": "4g", "key": "int", "spark_conf": {...}}
+
+(``spark_conf``, optional: more session settings, e.g. Hadoop's S3 connector's for a
+warehouse on ``s3a://``.)
 
 and prints one JSON object: each stage's seconds and the table's summary before and
 after compaction. The table is format version 3 with merge-on-read deletes, updates
@@ -39,8 +42,11 @@ WARM_UP_ROWS = 10_000
 
 
 def session(job: dict) -> SparkSession:
+    builder = SparkSession.builder
+    for key, value in job.get("spark_conf", {}).items():
+        builder = builder.config(key, value)
     return (
-        SparkSession.builder.master(f"local[{job['cores']}]")
+        builder.master(f"local[{job['cores']}]")
         .appName("firn-bench-spark-cdc-iceberg")
         .config("spark.jars", ",".join(job["jars"]))
         .config("spark.driver.memory", job["driver_memory"])

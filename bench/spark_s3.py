@@ -19,6 +19,12 @@ warm-up (reads, into Spark's ``noop`` sink):
   ``format("firn-python")``; every read's summary (rows, sum of ids, sum of qty) must
   equal the others'.
 
+Then the same workload through Iceberg's own Spark connector on the same S3 server
+(``bench/spark_cdc_iceberg.py`` in ``.firn/spark-4.1``, as ``bench/spark_cdc.py`` runs
+it: a Hadoop catalog whose warehouse is ``s3a://``, so Iceberg's files go through the
+same Hadoop connector, fetched for that pyspark's Hadoop); its summaries must equal
+Firn's. ``--only firn`` leaves it out.
+
     .venv/bin/python bench/spark_s3.py                      # 1M rows, 10 x 100k changes
     .venv/bin/python bench/spark_s3.py --rows 5000000 --changes 1000000
 """
@@ -37,6 +43,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 from harness import REPO, bench_catalog  # bench/ is on sys.path when run as a script
+from iceberg_spark import ICEBERG_RUNTIME, jar, run_spark_side, spark_python
 from spark_cdc import SCHEMA  # the same workload's columns
 from spark_cdc_workload import base, changes, read_time, summary, timed
 
@@ -45,10 +52,24 @@ import firn.spark
 from firn.engine.spark_session import spark_session
 from firn.settings import FirnSettings
 from firn_localstack.processes import free_port
-from firn_localstack.s3a import s3a_jars
+from firn_localstack.s3a import pyspark_hadoop_version, s3a_jars
 
 NAME = "bench_spark_s3"
 KEYS = ("firn", "firn-secret")
+CACHE = REPO / ".firn" / "cache"
+ICEBERG_SIDE = Path(__file__).with_name("spark_cdc_iceberg.py")
+
+
+def s3a_conf(endpoint: str) -> dict[str, str]:
+    """Hadoop's S3 connector's settings for moto's server at ``endpoint``."""
+    return {
+        "spark.hadoop.fs.s3a.endpoint": f"http://{endpoint}",
+        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.access.key": KEYS[0],
+        "spark.hadoop.fs.s3a.secret.key": KEYS[1],
+    }
 
 
 def moto(port: int) -> subprocess.Popen[bytes]:
@@ -78,18 +99,67 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--driver-memory", default="4g")
+    parser.add_argument("--only", choices=("firn",), help="leave Iceberg's side out")
+    parser.add_argument("--iceberg-runtime", default=ICEBERG_RUNTIME, help="Maven coordinate")
+    parser.add_argument(
+        "--spark-python", help="the Python of Iceberg's side (default: .firn/spark-4.1)"
+    )
     args = parser.parse_args()
     os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = KEYS
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     port = free_port()
     server = moto(port)
+    endpoint = f"127.0.0.1:{port}"
     try:
-        out = run(args, f"127.0.0.1:{port}")
+        out = run(args, endpoint)
+        if args.only is None:
+            out["iceberg"] = iceberg_side(args, endpoint)
+            compare(out)
     finally:
         server.terminate()
         server.wait()
     print(json.dumps(out, indent=1))
     return 0 if out["checks_passed"] else 1
+
+
+def iceberg_side(args: argparse.Namespace, endpoint: str) -> dict[str, Any]:
+    """The workload through Iceberg's connector, its warehouse in the same S3 server."""
+    python = spark_python(args.spark_python)
+    where = [python, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"]
+    jars = Path(subprocess.check_output(where, text=True).strip()) / "jars"
+    connector = s3a_jars(CACHE, pyspark_hadoop_version(jars))
+    job = {
+        "jars": [str(jar(args.iceberg_runtime)), *(str(j) for j in connector)],
+        "warehouse": "s3a://lake/iceberg",
+        "rows": args.rows,
+        "commits": args.commits,
+        "changes": args.changes,
+        "runs": args.runs,
+        "cores": args.cores,
+        "driver_memory": args.driver_memory,
+        "key": "int",
+        "spark_conf": s3a_conf(endpoint),
+    }
+    print("iceberg: running", file=sys.stderr, flush=True)
+    return run_spark_side(python, ICEBERG_SIDE, job)
+
+
+def compare(out: dict[str, Any]) -> None:
+    """Firn's stages over Iceberg's, and both sides' tables checked equal."""
+    ice = out["iceberg"]
+    out["checks_passed"] = out["checks_passed"] and all(
+        out[f"summary_{when}_python"] == ice[when] for when in ("before", "after")
+    )
+    out["firn_over_iceberg"] = {
+        "load (JVM loader)": round(out["load_jvm_s"] / ice["load_s"], 2),
+        "commits": round(out["commit_s"] / ice["commit_s"], 2),
+        "compaction": round(out["compact_s"] / ice["compact_s"], 2),
+        **{
+            f"read {when} ({name})": round(out[f"read_{when}_{side}_s"] / ice[f"read_{when}_s"], 2)
+            for when in ("before", "after")
+            for side, name in (("jvm", 'format("firn")'), ("native", "firn.spark.read"))
+        },
+    }
 
 
 def run(args: argparse.Namespace, endpoint: str) -> dict[str, Any]:
@@ -99,13 +169,8 @@ def run(args: argparse.Namespace, endpoint: str) -> dict[str, Any]:
     conf = {
         "spark.driver.memory": args.driver_memory,
         "spark.sql.session.timeZone": "UTC",
-        "spark.jars": ",".join(str(j) for j in s3a_jars(REPO / ".firn" / "cache")),
-        "spark.hadoop.fs.s3a.endpoint": f"http://{endpoint}",
-        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
-        "spark.hadoop.fs.s3a.path.style.access": "true",
-        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
-        "spark.hadoop.fs.s3a.access.key": KEYS[0],
-        "spark.hadoop.fs.s3a.secret.key": KEYS[1],
+        "spark.jars": ",".join(str(j) for j in s3a_jars(CACHE)),
+        **s3a_conf(endpoint),
     }
     spark = spark_session(
         FirnSettings(spark_master=f"local[{args.cores}]", spark_conf=conf),

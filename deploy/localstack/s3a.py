@@ -22,7 +22,7 @@ from . import maven
 
 log = logging.getLogger(__name__)
 
-SDK_FOR_HADOOP = {"3.5.0": ("2.35.4", "1.3.1")}
+SDK_FOR_HADOOP = {"3.5.0": ("2.35.4", "1.3.1"), "3.4.2": ("2.29.52", "1.2.1")}
 """pyspark's Hadoop version -> (the AWS SDK v2 version, the S3 analytics accelerator's)
 that Hadoop's own build of that version pins (``hadoop-project``'s pom)."""
 
@@ -30,11 +30,13 @@ IN_PYSPARK = ("netty-", "slf4j-", "commons-logging-", "commons-codec-")
 """Jar name prefixes of the connector's closure that pyspark ships already."""
 
 
-def pyspark_hadoop_version() -> str:
-    """The Hadoop version of pyspark's client jars (``hadoop-client-api-<v>.jar``)."""
-    import pyspark
+def pyspark_hadoop_version(jars: Path | None = None) -> str:
+    """The Hadoop version of pyspark's client jars (``hadoop-client-api-<v>.jar``): this
+    Python's pyspark's, or those in ``jars`` (another pyspark's ``jars`` folder)."""
+    if jars is None:
+        import pyspark
 
-    jars = Path(pyspark.__file__).parent / "jars"
+        jars = Path(pyspark.__file__).parent / "jars"
     for jar in jars.glob("hadoop-client-api-*.jar"):
         found = re.fullmatch(r"hadoop-client-api-(.+)\.jar", jar.name)
         if found:
@@ -42,10 +44,11 @@ def pyspark_hadoop_version() -> str:
     raise StackError(f"no hadoop-client-api jar among pyspark's jars in {jars}")
 
 
-def s3a_jars(cache: Path) -> list[Path]:
+def s3a_jars(cache: Path, hadoop: str | None = None) -> list[Path]:
     """The jars to add to ``spark.jars`` for ``s3a://``, fetched on first use into
-    ``cache`` (marked complete once the connector's file system class is among them)."""
-    hadoop = pyspark_hadoop_version()
+    ``cache`` (marked complete once the connector's file system class is among them):
+    for this Python's pyspark, or for the Hadoop version ``hadoop``."""
+    hadoop = hadoop or pyspark_hadoop_version()
     if hadoop not in SDK_FOR_HADOOP:
         raise StackError(
             f"no AWS SDK pinned for pyspark's Hadoop {hadoop} (known: "
