@@ -392,20 +392,25 @@ def published_read(
     }
 
 
+def iceberg_job(args: argparse.Namespace, warehouse: str, key: str) -> dict[str, Any]:
+    """The job ``spark_cdc_iceberg.py`` reads: the workload's sizes from ``args``."""
+    return {
+        "jars": [str(jar(args.iceberg_runtime))],
+        "warehouse": warehouse,
+        "rows": args.rows,
+        "commits": args.commits,
+        "changes": args.changes,
+        "runs": args.runs,
+        "cores": args.cores,
+        "driver_memory": args.driver_memory,
+        "key": key,
+    }
+
+
 def iceberg_side(args: argparse.Namespace) -> dict[str, Any]:
     python = spark_python(args.spark_python)
     with tempfile.TemporaryDirectory(prefix="iceberg-cdc-", dir=REPO / ".firn") as warehouse:
-        job = {
-            "jars": [str(jar(args.iceberg_runtime))],
-            "warehouse": f"file://{warehouse}",
-            "rows": args.rows,
-            "commits": args.commits,
-            "changes": args.changes,
-            "runs": args.runs,
-            "cores": args.cores,
-            "driver_memory": args.driver_memory,
-            "key": args.key,
-        }
+        job = iceberg_job(args, f"file://{warehouse}", args.key)
         return run_spark_side(python, ICEBERG_SIDE, job)
 
 

@@ -43,8 +43,8 @@ from typing import Any
 
 import pyarrow.fs as pafs
 from harness import REPO, bench_catalog  # bench/ is on sys.path when run as a script
-from iceberg_spark import ICEBERG_RUNTIME, jar, run_spark_side, spark_python
-from spark_cdc import SCHEMA  # the same workload's columns
+from iceberg_spark import ICEBERG_RUNTIME, run_spark_side, spark_python
+from spark_cdc import ICEBERG_SIDE, SCHEMA, iceberg_job  # the same workload and its Iceberg job
 from spark_cdc_workload import base, changes, read_time, summary, timed
 
 import firn
@@ -57,7 +57,6 @@ from firn_localstack.s3a import pyspark_hadoop_version, s3a_jars
 NAME = "bench_spark_s3"
 KEYS = ("firn", "firn-secret")
 CACHE = REPO / ".firn" / "cache"
-ICEBERG_SIDE = Path(__file__).with_name("spark_cdc_iceberg.py")
 
 
 def s3a_conf(endpoint: str) -> dict[str, str]:
@@ -128,18 +127,9 @@ def iceberg_side(args: argparse.Namespace, endpoint: str) -> dict[str, Any]:
     where = [python, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"]
     jars = Path(subprocess.check_output(where, text=True).strip()) / "jars"
     connector = s3a_jars(CACHE, pyspark_hadoop_version(jars))
-    job = {
-        "jars": [str(jar(args.iceberg_runtime)), *(str(j) for j in connector)],
-        "warehouse": "s3a://lake/iceberg",
-        "rows": args.rows,
-        "commits": args.commits,
-        "changes": args.changes,
-        "runs": args.runs,
-        "cores": args.cores,
-        "driver_memory": args.driver_memory,
-        "key": "int",
-        "spark_conf": s3a_conf(endpoint),
-    }
+    job = iceberg_job(args, "s3a://lake/iceberg", "int")
+    job["jars"] += [str(j) for j in connector]
+    job["spark_conf"] = s3a_conf(endpoint)
     print("iceberg: running", file=sys.stderr, flush=True)
     return run_spark_side(python, ICEBERG_SIDE, job)
 
