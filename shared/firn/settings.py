@@ -112,8 +112,8 @@ class FirnSettings(BaseSettings):
         default_factory=dict,
         description="Table properties a table created through these settings takes where "
         "its own properties say nothing, as a JSON object, e.g. "
-        '{"major.change-bytes-lowest": "64KiB", "minor.file-count": 10} for a fleet of '
-        "small tables; checked as a table's properties are when a catalog is opened. Tables "
+        '{"major.interval-max": "10min"} to bound how long a quiet table\'s published view '
+        "trails it; checked as a table's properties are when a catalog is opened. Tables "
         "made before keep theirs.",
     )
     home: Path = Field(

@@ -816,9 +816,9 @@ def _backoff_passes(conn: Connection, task_id: int) -> None:
 
 
 def test_status_shows_score_due_open_plan_and_last_compaction(catalog: firn.Catalog) -> None:
-    table = catalog.create_table(
-        f"status_{next(_names)}", SCHEMA, ["day", "id"], [], {"base.buckets": 2}
-    )
+    # Folding at its first commit (no major.change-bytes-lowest to wait under).
+    eager = {"base.buckets": 2, "major.change-bytes-lowest": 0}
+    table = catalog.create_table(f"status_{next(_names)}", SCHEMA, ["day", "id"], [], eager)
     Model().upsert(table, [1] * 100, np.arange(100), "v1")
     (part,) = table.status()["partitions"]
     assert part["due"] == "major"

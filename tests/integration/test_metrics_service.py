@@ -23,8 +23,14 @@ from tests.integration.service_processes import running_services
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
 # One node, so one commit is one change file per type; a node with more than two
-# unmerged change files is due for a minor compaction.
-PROPS = {"change.buckets": 1, "base.buckets": 1, "minor.file-count": 2}
+# unmerged change files is due for a minor compaction, and a first commit makes the
+# partition due (no major.change-bytes-lowest to wait under).
+PROPS = {
+    "change.buckets": 1,
+    "base.buckets": 1,
+    "minor.file-count": 2,
+    "major.change-bytes-lowest": 0,
+}
 QUIET = {**PROPS, "major.change-bytes-lowest": "1GiB"}
 """One commit of a few rows never makes a partition of such a table due: its first fold
 waits for minor.file-count runs (``firn.model.triggers.worth_folding``)."""

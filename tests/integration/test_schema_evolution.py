@@ -309,7 +309,9 @@ def test_old_base_files_are_rewritten_as_the_partitions_compaction_pays_for_it(
             catalog,
             **{
                 "schema.rewrite-ratio": ratio,
+                # Every commit's 150 rows fold, however few bytes they are.
                 "major.change-ratio": 0.01,
+                "major.change-bytes-lowest": 0,
                 # Base files at two nodes: the rule rewrites whole files, and one
                 # root file per partition would outgrow what 8 small folds pay for.
                 **HASH_TREE,

@@ -159,24 +159,24 @@ def test_a_new_table_takes_the_settings_table_defaults_under_its_own_properties(
     fleet = FirnSettings(
         **{
             **settings.model_dump(exclude={"table_defaults"}),
-            "table_defaults": {"major.change-bytes-lowest": "64KiB", "minor.file-count": 10},
+            "table_defaults": {"major.change-bytes-lowest": "256KiB", "minor.file-count": 8},
         }
     )
     with firn.connect(warehouse=str(warehouse), settings=settings) as plain:
         before = plain.create_table("made_before", SCHEMA, ["region", "id"])
     with firn.connect(warehouse=str(warehouse), settings=fleet) as catalog:
         small = catalog.create_table("small", SCHEMA, ["region", "id"])
-        assert small.properties.minor_file_count == 10
-        assert small.properties.major_change_bytes_lowest == 64 * 1024
+        assert small.properties.minor_file_count == 8
+        assert small.properties.major_change_bytes_lowest == 256 * 1024
         own = catalog.create_table(
             "own", SCHEMA, ["region", "id"], properties={"minor.file-count": 3}
         )
         assert own.properties.minor_file_count == 3  # its own property wins
-        assert own.properties.major_change_bytes_lowest == 64 * 1024
+        assert own.properties.major_change_bytes_lowest == 256 * 1024
         # Kept in the catalog, not applied at each read; tables made before keep theirs.
         assert catalog.table("small").properties == small.properties
         assert catalog.table("made_before").properties == before.properties
-        assert before.properties.minor_file_count == 5
+        assert before.properties.minor_file_count == 10  # the default
 
 
 def test_stored_properties_out_of_range_do_not_break_expiry_or_status(

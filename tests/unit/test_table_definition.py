@@ -55,7 +55,9 @@ def test_properties_have_the_spec_defaults() -> None:
     assert (props.change_buckets, props.base_buckets) == (4, 4)
     assert props.target_file_size == 128 * MiB
     assert props.small_file_threshold == 16 * MiB
-    assert (props.major_file_count, props.minor_file_count) == (12, 5)
+    assert (props.major_file_count, props.minor_file_count) == (12, 10)
+    # A small partition's runs collect before a fold (a fleet of small tables).
+    assert props.major_change_bytes_lowest == 64 * 1024
     assert props.task_lease == 60.0
     assert props.snapshot_retention == 12 * 3600
     assert props.orphan_retention == 2 * 86400

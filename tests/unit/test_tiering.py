@@ -43,8 +43,11 @@ MiB = 1 << 20
 def props(**values: object) -> TableProperties:
     # Toy sizes below the public bounds, set without validation (as test_planner does);
     # every toy partition is under the default base.split-bytes, so the tests of the
-    # hash tree lay it out at base.buckets unless they name the threshold.
-    return TableProperties().model_copy(update={"base_split_bytes": 0, **values})
+    # hash tree lay it out at base.buckets unless they name the threshold, and under the
+    # default major.change-bytes-lowest, so the rules fold it as soon as the ratio says
+    # (and merge at 5 runs) unless a test names its floor and trigger.
+    toy = {"base_split_bytes": 0, "major_change_bytes_lowest": 0, "minor_file_count": 5}
+    return TableProperties().model_copy(update={**toy, **values})
 
 
 def run(seq: int, size: int, deletes: int = 0) -> Run:
@@ -74,7 +77,7 @@ def test_a_change_floor_keeps_a_small_units_few_runs_until_the_run_trigger() -> 
     assert plan_unit(five, p) == UnitPlan(True, 0, ("change ratio 0.500 >= 0.3",)), "not a merge"
     big = Unit((run(3, 2000),), base_bytes=4000, nodes=2)
     assert fold_reasons(big, p) == ["change ratio 0.500 >= 0.3"]
-    assert fold_reasons(small, props()) == ["change ratio 0.500 >= 0.3"], "no floor by default"
+    assert fold_reasons(small, props()) == ["change ratio 0.500 >= 0.3"], "no floor at 0"
 
 
 def test_no_merge_below_the_trigger_and_enough_runs_to_get_back_to_it() -> None:

@@ -53,7 +53,8 @@ def test_change_ratio() -> None:
 
 
 def test_a_change_floor_lets_a_small_partitions_runs_collect_before_a_fold() -> None:
-    floor = TableProperties.parse({"base.buckets": 4, "major.change-bytes-lowest": "64KiB"})
+    floor = PROPS  # the default major.change-bytes-lowest: 64 KiB a node
+    eager = TableProperties.parse({"base.buckets": 4, "major.change-bytes-lowest": 0})
     # Two small commits into a small base: ratio 0.5, far below 4 x 64 KiB.
     small = replace(
         QUIET,
@@ -63,19 +64,21 @@ def test_a_change_floor_lets_a_small_partitions_runs_collect_before_a_fold() -> 
         base_bytes=12_000,
         max_runs_per_node=2,
     )
-    assert decide(small, PROPS).reasons == ("change ratio 0.500 >= 0.3",), "no floor: folds"
+    assert decide(small, eager).reasons == ("change ratio 0.500 >= 0.3",), "no floor: folds"
     assert decide(small, floor).kind is None
-    # ... until a node holds minor.file-count (5) runs: then a fold, not a minor merge.
-    five = replace(small, max_runs_per_node=5, unmerged_files=5, unmerged_insert_bytes=15_000)
-    assert decide(five, floor).reasons == ("change ratio 1.250 >= 0.3",)
+    # ... until a node holds minor.file-count (10) runs: then a fold, not a minor merge.
+    nine = replace(small, max_runs_per_node=9, unmerged_files=9, unmerged_insert_bytes=27_000)
+    assert decide(nine, floor).kind is None
+    ten = replace(small, max_runs_per_node=10, unmerged_files=10, unmerged_insert_bytes=30_000)
+    assert decide(ten, floor).reasons == ("change ratio 2.500 >= 0.3",)
     # ... or the changes reach the floor.
     big = replace(small, unmerged_insert_bytes=256 * 1024, base_bytes=512 * 1024)
     assert decide(big, floor).kind is Kind.MAJOR
     # A partition never folded waits for the same; one folded before keeps its interval.
     fresh = replace(small, base_bytes=0, seconds_since_major=None)
-    assert decide(fresh, PROPS).kind is Kind.MAJOR
+    assert decide(fresh, eager).kind is Kind.MAJOR
     assert decide(fresh, floor).kind is None
-    assert decide(replace(fresh, max_runs_per_node=5), floor).kind is Kind.MAJOR
+    assert decide(replace(fresh, max_runs_per_node=10), floor).kind is Kind.MAJOR
     # ... or, gone quiet before that, until its oldest change is major.interval-max old.
     waited = replace(fresh, oldest_change_seconds=3599.0)
     assert decide(waited, floor).kind is None
@@ -111,8 +114,8 @@ def test_interval_only_with_unmerged_changes() -> None:
 
 
 def test_minor_when_a_node_has_too_many_change_files() -> None:
-    assert decide(replace(QUIET, max_runs_per_node=5), PROPS).kind is None
-    decision = decide(replace(QUIET, max_runs_per_node=6), PROPS)
+    assert decide(replace(QUIET, max_runs_per_node=10), PROPS).kind is None
+    decision = decide(replace(QUIET, max_runs_per_node=11), PROPS)
     assert decision.kind is Kind.MINOR
 
 

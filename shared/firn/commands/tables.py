@@ -83,7 +83,7 @@ def add_commands(
         default=[],
         required=True,
         metavar="KEY=VALUE",
-        help="a table property to set (e.g. minor.file-count=10); repeatable",
+        help="a table property to set (e.g. major.change-bytes-lowest=0); repeatable",
     )
     tune.set_defaults(run=set_properties)
 

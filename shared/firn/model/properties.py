@@ -173,14 +173,14 @@ class TableProperties(BaseModel):
     major_delete_bytes: _Size = Field(64 * MiB, alias="major.delete-bytes")
     major_change_ratio: _Ratio = Field(0.3, alias="major.change-ratio")
     major_change_bytes_lowest: _Size = Field(
-        0,
+        64 * KiB,
         alias="major.change-bytes-lowest",
         description="unmerged bytes per base node below which the change-ratio and "
         "first-fold rules wait for minor.file-count sorted runs",
     )
     major_interval_max: _Duration = Field(3600.0, alias="major.interval-max")
     minor_file_count: _Count = Field(
-        5, alias="minor.file-count", description="sorted runs per node that start a merge"
+        10, alias="minor.file-count", description="sorted runs per node that start a merge"
     )
     minor_size_ratio: _Ratio = Field(
         0.01, alias="minor.size-ratio", description="how much larger a run may be to merge"

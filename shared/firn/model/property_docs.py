@@ -95,7 +95,7 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
         "above 0 to 1000",
     ),
     "major.change-bytes-lowest": (
-        "0",
+        "64KiB",
         (
             "0B to 1TiB: unmerged bytes per base node below which the change-ratio rule, "
             "and the first fold of a partition never folded, wait until a change node "
@@ -105,7 +105,9 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
             "anyway; Paimon's universal compaction waits for its sorted-run trigger the "
             "same way. A partition folded before still folds within `major.interval-max`"
             " of its last fold, one never folded within `major.interval-max` of its "
-            "oldest unmerged commit. 0: fold as soon as the ratio says"
+            "oldest unmerged commit. 0 (the default before 2026-12-05): fold as soon as "
+            "the ratio says, for a small table whose published Iceberg view must follow "
+            "each commit"
         ),
     ),
     "major.interval-max": (
@@ -113,8 +115,13 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
         "1s to 365d",
     ),
     "minor.file-count": (
-        "5",
-        "1 to 10000 (sorted runs of a node that start a merge of its newest runs)",
+        "10",
+        (
+            "1 to 10000 (sorted runs of a node that start a merge of its newest runs; "
+            "under `major.change-bytes-lowest`, the runs a small partition collects "
+            "before it folds. 5 before 2026-12-05: a read of a small partition opens "
+            "half as many change files a node, for twice as many folds)"
+        ),
     ),
     "minor.size-ratio": (
         "0.01",
