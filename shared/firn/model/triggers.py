@@ -129,8 +129,8 @@ def worth_folding(unmerged_bytes: int, runs: int, nodes: int, p: TableProperties
     than folding them at every commit costs the compaction service: a fleet of small
     tables otherwise folds every partition after each commit (issue 37), where
     Paimon's universal compaction waits for its sorted-run trigger too. 0 (the
-    default) folds as soon as the ratio says. Below both, ``major.interval-max`` still
-    bounds the wait (``major_reasons``)."""
+    default until 2026-12-05; 64 KiB since) folds as soon as the ratio says. Below
+    both, ``major.interval-max`` still bounds the wait (``major_reasons``)."""
     return unmerged_bytes >= p.major_change_bytes_lowest * nodes or runs >= p.minor_file_count
 
 
