@@ -20,7 +20,7 @@ import firn
 from firn.catalog.claiming import waiting_tasks
 from firn.catalog.event_rows import requested_partition
 from firn.catalog.files import partitions_of
-from firn.catalog.metrics import partition_metrics
+from firn.catalog.metrics import partition_metrics, partition_states
 from firn.catalog.plans import open_plans
 from firn.catalog.transitions import move_tasks
 from firn.engine import compaction
@@ -106,6 +106,14 @@ class Planner:
             here.info("request up to seq %d covered by plan %d", request.max_seq, covering.plan_id)
             self._announce(table, [request.partition_key])
             return
+        if not self._still_due(table, request):
+            # Replayed or late: something since (a merge of another kind, a fold of the
+            # units that were due, a plan it queued behind) took the partition back
+            # under its triggers without reaching the request's seq. A major request
+            # folds every unit when none is due, so planning it would fold the runs the
+            # triggers leave to collect. Metrics asks again once the partition is due.
+            here.info("request up to seq %d no longer due", request.max_seq)
+            return
         outcome = compaction.plan(
             self.catalog.conn,
             table,
@@ -178,6 +186,15 @@ class Planner:
                 "gathered %d partition(s) with %r", len(gathered), request.partition_key
             )
         return gathered
+
+    def _still_due(self, table: firn.Table, request: PlanRequestEvent) -> bool:
+        """Whether the partition's triggers still ask for a compaction, read from the
+        catalog for that partition alone (a manual request, scope ``all``, always does)."""
+        if request.scope != "due":
+            return True
+        key = request.partition_key
+        now = partition_states(self.catalog.conn, table.table_id, table.properties, [key])
+        return key in now and decide(now[key].metrics, table.properties).kind is not None
 
     def _small_base_due(self, table: firn.Table, request: PlanRequestEvent) -> bool:
         """Whether the partition's small base files pass the small-file rule now: a

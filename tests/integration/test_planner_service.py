@@ -24,6 +24,9 @@ from tests.hash_tree import HASH_TREE
 from tests.waiting import messages_on
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+EAGER = {"base.buckets": 2, "major.change-bytes-lowest": 0}
+"""A few small commits make the partition due (the planner checks a request against the
+partition's triggers), as they did before the default floor of 64 KiB a node."""
 
 
 @pytest.fixture
@@ -65,7 +68,7 @@ def test_a_plan_request_is_planned_announced_and_released_once(
 ) -> None:
     topics = Topics.from_settings(settings)
     ensure_topics(settings, topics.all(), partitions=1)
-    table = catalog.create_table("requested", SCHEMA, ["id"], [], {"base.buckets": 2, **HASH_TREE})
+    table = catalog.create_table("requested", SCHEMA, ["id"], [], {**EAGER, **HASH_TREE})
     for n in range(3):
         table.upsert(
             pa.table({"id": list(range(n, 100, 3)), "v": [f"v{n}"] * len(range(n, 100, 3))})
@@ -152,8 +155,8 @@ def test_a_request_that_disagrees_with_the_catalog_plans_nothing(
     settings: FirnSettings, catalog: firn.Catalog
 ) -> None:
     """Events are wake-ups: the partition and seq a request names must exist."""
-    table = catalog.create_table("real", SCHEMA, ["id"], [], {"base.buckets": 2})
-    other = catalog.create_table("other", SCHEMA, ["id"], [], {"base.buckets": 2})
+    table = catalog.create_table("real", SCHEMA, ["id"], [], EAGER)
+    other = catalog.create_table("other", SCHEMA, ["id"], [], EAGER)
     for n in range(3):
         table.upsert(pa.table({"id": [n], "v": ["x"]}))
     planner = Planner(catalog, producer(settings), Topics.from_settings(settings).plan_tasks)
@@ -177,7 +180,7 @@ def test_a_request_already_served_by_a_committed_plan_plans_nothing(
 ) -> None:
     topics = Topics.from_settings(settings)
     ensure_topics(settings, topics.all(), partitions=1)
-    table = catalog.create_table("served", SCHEMA, ["id"], [], {"base.buckets": 2})
+    table = catalog.create_table("served", SCHEMA, ["id"], [], EAGER)
     for n in range(3):
         table.upsert(pa.table({"id": [n, n + 10], "v": [f"v{n}"] * 2}))
     assert firn.compact(table, engine="local")["plans"][0]["outcome"] == "committed"
@@ -200,6 +203,47 @@ def test_a_request_already_served_by_a_committed_plan_plans_nothing(
     table.upsert(pa.table({"id": [99], "v": ["new"]}))
     planner.plan_request(request("major", 4))  # new changes: planned
     assert plans() == [("major", "Committed"), ("major", "Planned")]
+
+
+def test_a_replayed_request_a_merge_since_answered_plans_nothing(
+    settings: FirnSettings, catalog: firn.Catalog
+) -> None:
+    """Under the default ``major.change-bytes-lowest`` a partition's runs collect, and a
+    minor merge can take it back under its triggers: a major request from before that
+    merge, replayed, is no longer due, where planning it would fold every unit (a major
+    request folds them all when none is due). A manual request still plans, and so does
+    a request once the partition is due again."""
+    topics = Topics.from_settings(settings)
+    ensure_topics(settings, topics.all(), partitions=1)
+    table = catalog.create_table("merged", SCHEMA, ["id"], [], {"minor.file-count": 3})
+    noise = [f"{n * 7919 % 100_003:08x}{n * 104_729 % 1_000_003:08x}" for n in range(20_000)]
+    table.upsert(pa.table({"id": range(20_000), "v": noise}))  # too varied to compress
+    firn.compact(table, kind="major", engine="local")  # a base the changes stay small against
+    for n in range(4):
+        table.upsert(pa.table({"id": [n, n + 10], "v": [f"v{n}"] * 2}))
+    (part,) = table.status()["partitions"]
+    assert part["due"] == "minor", part["reasons"]
+    merge = firn.compact(table, kind="minor", engine="local")["plans"]
+    assert [p["outcome"] for p in merge] == ["committed"]
+    (part,) = table.status()["partitions"]
+    assert (part["due"], part["max_seq"], part["max_merged_seq"]) == (None, 5, 1)
+    planner = Planner(catalog, producer(settings), topics.plan_tasks)
+
+    def majors() -> int:
+        (n,) = catalog.conn.execute(
+            "SELECT count(*) FROM compaction_plan WHERE table_id = %s AND kind = 'major'",
+            (table.table_id,),
+        ).fetchone() or (0,)
+        return int(n)
+
+    planner.plan_request(plan_request(table, "major", 5, reasons=["replayed"]))
+    assert majors() == 1  # the first fold only
+    planner.plan_request(plan_request(table, "major", 5, reasons=["manual"], scope="all"))
+    assert majors() == 2
+    # Still unmerged: the manual plan waits. A due request after it is covered, and
+    # nothing is planned twice.
+    planner.plan_request(plan_request(table, "major", 5, reasons=["due"]))
+    assert majors() == 2
 
 
 def test_small_base_files_are_planned_though_every_seq_is_merged(
