@@ -208,6 +208,32 @@ def test_a_gather_takes_rows_of_several_chunks_in_the_order_asked(
     assert got.to_pylist() == whole.take(pa.array(asked, pa.int64())).to_pylist()
 
 
+@given(
+    sizes=st.lists(
+        st.one_of(st.integers(0, 3), st.integers(0, 40), st.integers(1000, 5000)),
+        min_size=1,
+        max_size=40,
+    ).filter(lambda sizes: sum(sizes) > 0),
+    picks=st.lists(st.integers(0, 10**9), min_size=1, max_size=200),
+    runs_most=st.sampled_from([loading.CHUNK_INDEX_MOST, 4]),
+)
+def test_a_chunk_index_finds_the_chunk_of_every_position(
+    sizes: list[int], picks: list[int], runs_most: int
+) -> None:
+    """Chunks of any sizes, empty ones among them (which hold no position), short
+    ones after long ones (the runs are as short as the shortest chunk but the last),
+    and a table that would need too many runs (found by a search instead)."""
+    starts = np.cumsum([0, *sizes], dtype=np.int64)
+    positions = np.array([p % int(starts[-1]) for p in picks], np.int64)
+    original, loading.CHUNK_INDEX_MOST = loading.CHUNK_INDEX_MOST, runs_most
+    try:
+        index = loading.ChunkIndex(starts)
+    finally:
+        loading.CHUNK_INDEX_MOST = original
+    want = [next(c for c in range(len(sizes)) if starts[c] <= p < starts[c + 1]) for p in positions]
+    assert index.of(positions).tolist() == want
+
+
 @pytest.mark.parametrize(
     ("table", "rows", "message"),
     [
