@@ -31,7 +31,7 @@ from firn.logs import with_context
 from firn.model.plans import PlanRecord, PlanSkipped
 from firn.model.states import Actor, TaskState
 from firn.model.tasks import Kind
-from firn.model.triggers import decide, score, too_many_small_base_files
+from firn.model.triggers import PartitionMetrics, decide, score, too_many_small_base_files
 from firn_services.recent import Recent
 
 log = logging.getLogger(__name__)
@@ -192,9 +192,8 @@ class Planner:
         catalog for that partition alone (a manual request, scope ``all``, always does)."""
         if request.scope != "due":
             return True
-        key = request.partition_key
-        now = partition_states(self.catalog.conn, table.table_id, table.properties, [key])
-        return key in now and decide(now[key].metrics, table.properties).kind is not None
+        now = self._partition_now(table, request.partition_key)
+        return now is not None and decide(now, table.properties).kind is not None
 
     def _small_base_due(self, table: firn.Table, request: PlanRequestEvent) -> bool:
         """Whether the partition's small base files pass the small-file rule now: a
@@ -202,9 +201,14 @@ class Planner:
         not make the request stale."""
         if request.kind != "major" or request.scope != "due":
             return False
-        metrics = partition_metrics(self.catalog.conn, table.table_id, table.properties)
-        now = metrics.get(request.partition_key)
+        now = self._partition_now(table, request.partition_key)
         return now is not None and too_many_small_base_files(now, table.properties)
+
+    def _partition_now(self, table: firn.Table, key: str) -> PartitionMetrics | None:
+        """One partition's metrics read from the catalog now (the partition alone, not
+        the table: a fleet's table may have thousands); None if it has no files."""
+        now = partition_states(self.catalog.conn, table.table_id, table.properties, [key])
+        return now[key].metrics if key in now else None
 
     def _announce(
         self, table: firn.Table, partitions: list[str], *, released_only: bool = False
