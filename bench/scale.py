@@ -36,6 +36,7 @@ touches ``--warm-gib`` of memory (see ``warm``).
 
     .venv/bin/python bench/scale.py --sizes 5M,20M           # ~5 min
     .venv/bin/python bench/scale.py --sizes 5M,20M,50M --out scale.json
+    .venv/bin/python bench/scale.py --sizes 5M,50M --chunk-rows 1M   # row groups' shape
     .venv/bin/python bench/scale.py --property deletion-vectors.max-ratio=0   # the other trade
 
 By default a fold keeps a base file its changes touch and hides the replaced rows
@@ -154,6 +155,9 @@ def layout(table: firn.Table) -> dict[str, Any]:
 def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(base_rows)
     base = order_rows(rng, rng.permutation(base_rows).astype(np.int64))
+    if args.chunk_rows:  # the shape a Parquet file's row groups give
+        base = pa.Table.from_batches(base.to_batches(max_chunksize=args.chunk_rows))
+    base_chunks = base.column(0).num_chunks
     sets, upserted, deleted = change_sets(rng, base_rows, args.commits, args.changes)
     live_keys = np.union1d(np.setdiff1d(np.arange(base_rows), deleted), upserted)
     scratch = Path(tempfile.mkdtemp(prefix="firn-scale-", dir=args.scratch))
@@ -161,6 +165,7 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
         "base_rows": base_rows,
         "live_rows": len(live_keys),
         "properties": args.properties,
+        "base_chunks": base_chunks,
     }
     try:
         name = f"scale_{base_rows}_{len(catalog.tables())}"
@@ -290,6 +295,13 @@ def main() -> None:
         type=int,
         default=2,
         help="interleaved rounds of the loads (Firn and delta-rs, order swapped each round)",
+    )
+    parser.add_argument(
+        "--chunk-rows",
+        type=size,
+        default=None,
+        help="hand the base rows to the loads in chunks of this many rows, as reading a "
+        "Parquet file of row groups that size gives them (default: chunks of 10M rows)",
     )
     parser.add_argument("--check-keys-up-to", type=size, default=size("20M"))
     parser.add_argument("--scratch", default=None, help="where the floors' files go")
