@@ -53,8 +53,8 @@ to fault in each time."""
 FEW_CHUNKS = 8
 """Up to this many chunks, a gather finds each chunk's rows by comparisons."""
 CHUNK_INDEX_MOST = 1 << 20
-"""Most runs a ``ChunkIndex`` tables (4 MiB): chunks of very different sizes (a tiny one
-among large) are found by a binary search instead."""
+"""Most runs a ``ChunkIndex`` keeps an entry for (8 MiB): chunks of very different sizes
+(a tiny one among large ones) are found by a binary search instead."""
 _ROW = "_firn_row"
 _NODE = "_firn_node"
 
