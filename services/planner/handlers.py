@@ -12,7 +12,9 @@ of a Pending task can win, but each wakes a dispatcher for nothing.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 
 from confluent_kafka import Producer
 
@@ -94,7 +96,9 @@ class Planner:
             log.warning("plan request for dropped table %s ignored", request.table)
             return
         here = with_context(log, table=table.name, partition=repr(request.partition_key))
-        if served is not None and self._small_base_due(table, request):
+        # The partition's metrics, read from the catalog at most once for this request.
+        now = functools.cache(lambda: self._partition_now(table, request.partition_key))
+        if served is not None and self._small_base_due(table, request, now):
             served = None  # no seq answers it: the plan that reached max_seq left them
         if served is not None:
             # Replayed or late: metrics asks again after every compaction if still due.
@@ -106,7 +110,7 @@ class Planner:
             here.info("request up to seq %d covered by plan %d", request.max_seq, covering.plan_id)
             self._announce(table, [request.partition_key])
             return
-        if not self._still_due(table, request):
+        if not self._still_due(table, request, now):
             # Replayed or late: something since (a merge of another kind, a fold of the
             # units that were due, a plan it queued behind) took the partition back
             # under its triggers without reaching the request's seq. A major request
@@ -187,21 +191,31 @@ class Planner:
             )
         return gathered
 
-    def _still_due(self, table: firn.Table, request: PlanRequestEvent) -> bool:
+    def _still_due(
+        self,
+        table: firn.Table,
+        request: PlanRequestEvent,
+        partition_now: Callable[[], PartitionMetrics | None],
+    ) -> bool:
         """Whether the partition's triggers still ask for a compaction, read from the
         catalog for that partition alone (a manual request, scope ``all``, always does)."""
         if request.scope != "due":
             return True
-        now = self._partition_now(table, request.partition_key)
+        now = partition_now()
         return now is not None and decide(now, table.properties).kind is not None
 
-    def _small_base_due(self, table: firn.Table, request: PlanRequestEvent) -> bool:
+    def _small_base_due(
+        self,
+        table: firn.Table,
+        request: PlanRequestEvent,
+        partition_now: Callable[[], PartitionMetrics | None],
+    ) -> bool:
         """Whether the partition's small base files pass the small-file rule now: a
         major due for them has no unmerged seq, so a plan reaching ``max_seq`` does
         not make the request stale."""
         if request.kind != "major" or request.scope != "due":
             return False
-        now = self._partition_now(table, request.partition_key)
+        now = partition_now()
         return now is not None and too_many_small_base_files(now, table.properties)
 
     def _partition_now(self, table: firn.Table, key: str) -> PartitionMetrics | None:
