@@ -73,6 +73,31 @@ def test_a_repeated_integer_key_is_refused_naming_it(ids: list[int], packed: boo
         sorted_group(ONE_KEY, rows, repeated)
 
 
+@given(
+    ids=st.lists(st.integers(0, 60), min_size=1, max_size=80),
+    slice_rows=st.integers(1, 9),
+)
+def test_packed_keys_are_checked_for_repeats_across_slice_bounds(
+    ids: list[int], slice_rows: int
+) -> None:
+    """The neighbour check runs a slice at a time: a repeat whose two rows meet across
+    a slice's bound is found as surely as one within a slice."""
+    rows = pa.table({"id": pa.array(ids, pa.int64()), "v": [str(i) for i in ids]})
+    packing = loading.key_packing(ONE_KEY, rows)
+    assert packing is not None
+    low, bits = packing
+    values = (np.array(ids, np.int64) - low).astype(np.uint64) << np.uint64(bits)
+    values |= np.arange(len(ids), dtype=np.uint64)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loading, "HASH_SLICE_ROWS", slice_rows)
+        in_order = loading.KeyPositions(values, bits).ordered()
+    if len(set(ids)) < len(ids):
+        assert in_order is None
+    else:
+        assert in_order is not None
+        assert [ids[p] for p in in_order] == sorted(ids)
+
+
 def test_keys_are_packed_with_positions_only_when_their_span_leaves_room() -> None:
     narrow = pa.table({"id": pa.array([2**40, -(2**40), 0], pa.int64()), "v": ["a"] * 3})
     wide = pa.table({"id": pa.array([2**62, -(2**62), 0], pa.int64()), "v": ["a"] * 3})

@@ -116,13 +116,29 @@ class KeyPositions:
         packed = self.values
         packed.sort()
         position = self._mask()
-        if bool(np.any((packed[1:] ^ packed[:-1]) <= position)):
+        if _repeats_key(packed, position):
             return None
         np.bitwise_and(packed, position, out=packed)
         return packed.view(np.int64)
 
     def _mask(self) -> np.uint64:
         return np.uint64((1 << self.bits) - 1)
+
+
+def _repeats_key(packed: npt.NDArray[np.uint64], position: np.uint64) -> bool:
+    """Whether two neighbours of sorted packed values share their key (their bits
+    above ``position`` are equal). Compared a slice at a time into two small arrays
+    that stay in the caches: compared whole, a 50M-row load's groups made 100 MB
+    temporaries of fresh memory each."""
+    differs = np.empty(min(HASH_SLICE_ROWS, len(packed)), np.uint64)
+    repeats = np.empty(len(differs), np.bool_)
+    for start in range(0, len(packed) - 1, HASH_SLICE_ROWS):
+        end = min(start + HASH_SLICE_ROWS, len(packed) - 1)
+        n = end - start
+        np.bitwise_xor(packed[start + 1 : end + 1], packed[start:end], out=differs[:n])
+        if np.less_equal(differs[:n], position, out=repeats[:n]).any():
+            return True
+    return False
 
 
 def key_packing(table: TableSchema, rows: pa.Table) -> tuple[int, int] | None:
