@@ -361,10 +361,12 @@ class Gather:
     chunks once instead (what loads did until 2026-11-29) copies the whole load and
     holds the copy to the end: 1 GB more at 20M rows (peak 2.96 GB against 1.79),
     most of its time spent faulting in fresh memory. So positions are resolved to
-    their chunk once per take, and each column is taken chunk by chunk: a
-    fixed-width column without nulls straight into its place in one numpy array, any
-    other column from each chunk, then put in order by one more take of those small
-    pieces. A table of one chunk is taken as it is."""
+    their chunk once per take, and each column is taken chunk by chunk, then put in
+    order by one more take of those pieces: by numpy for a fixed-width column
+    without nulls (its pieces taken into one array), by Arrow for any other. (numpy's
+    take puts 1M values in order in a third of the time an assignment to their
+    places takes: a 50M-row load in five chunks, 5 ns a row against 17.) A table of
+    one chunk is taken as it is."""
 
     def __init__(self, rows: pa.Table) -> None:
         self.rows = rows
@@ -393,23 +395,27 @@ class Gather:
         if len(pieces) == 1:
             c, _, local = pieces[0]
             return pa.Table.from_batches([self._batches[c].take(pa.array(local))])
-        in_order: pa.Array | None = None  # the take that puts chunk-ordered rows back
+        # Where each row taken chunk by chunk (in ``pieces``' order) goes in the answer.
+        inverse = np.empty(len(positions), np.int64)
+        inverse[np.concatenate([where for _, where, _ in pieces])] = np.arange(
+            len(positions), dtype=np.int64
+        )
+        bounds = np.cumsum([0, *(len(where) for _, where, _ in pieces)])
+        in_order: pa.Array | None = None
         columns = []
         for j, width in enumerate(self._direct):
             field = self.rows.schema.field(j)
             if width is not None:
-                out = np.empty(len(positions), np.dtype(f"u{width}"))
-                for c, where, local in pieces:
-                    out[where] = np.take(_fixed_values(self._batches[c].column(j), width), local)
+                by_chunk = np.empty(len(positions), np.dtype(f"u{width}"))
+                for (c, _, local), lo, hi in zip(pieces, bounds[:-1], bounds[1:], strict=True):
+                    values = _fixed_values(self._batches[c].column(j), width)
+                    np.take(values, local, out=by_chunk[lo:hi])
+                out = np.take(by_chunk, inverse)
                 columns.append(
                     pa.Array.from_buffers(field.type, len(out), [None, pa.py_buffer(out)])
                 )
                 continue
             if in_order is None:
-                inverse = np.empty(len(positions), np.int64)
-                inverse[np.concatenate([where for _, where, _ in pieces])] = np.arange(
-                    len(positions), dtype=np.int64
-                )
                 in_order = pa.array(inverse)
             taken = [self._batches[c].column(j).take(pa.array(local)) for c, _, local in pieces]
             columns.append(pa.concat_arrays(taken).take(in_order))
