@@ -564,6 +564,10 @@ def test_the_jvm_loader_refuses_a_key_twice_and_leaves_nothing(
     df = spark.createDataFrame([("a", None, 1, "x")], "part string, k long, qty long, label string")
     with pytest.raises(Exception, match="null"):
         firn.spark.write(df, table.name, "overwrite", **options)
+    # A key string holding a NUL character, which the catalog cannot keep.
+    df = spark.createDataFrame([("a", 1, 1, "x"), ("a\x00b", 2, 1, "x")], SPARK_SCHEMA)
+    with pytest.raises(Exception, match="key column part has a value with a NUL character"):
+        firn.spark.write(df.coalesce(1), table.name, "overwrite", **options)
     assert table.current_snapshot() == before
     assert stored(table) == files
     assert recorded(table) == set()

@@ -104,15 +104,24 @@ final class KeyColumns implements Serializable {
    * -1. */
   int withNul(Values v) {
     for (int c = 0; c < ordinals.length; c++) {
-      UTF8String s = v.strings[c];
-      if (types[c] instanceof StringType && s.indexOf(NUL, 0) >= 0) {
+      if (types[c] instanceof StringType && hasNul(v.strings[c])) {
         return c;
       }
     }
     return -1;
   }
 
-  private static final UTF8String NUL = UTF8String.fromString("\0");
+  /** A byte loop: {@code UTF8String.indexOf} is a substring search, a twentieth of a
+   * string-keyed load's writer time (a JFR profile). {@link #read} copied the value, so its
+   * bytes are its own array and {@code getBytes} returns that array without a copy. */
+  private static boolean hasNul(UTF8String s) {
+    for (byte b : s.getBytes()) {
+      if (b == 0) {
+        return true;
+      }
+    }
+    return false;
+  }
 
   String name(int c) {
     return names[c];
