@@ -127,9 +127,9 @@ class KeyPositions:
 
 def _repeats_key(packed: npt.NDArray[np.uint64], position: np.uint64) -> bool:
     """Whether two neighbours of sorted packed values share their key (their bits
-    above ``position`` are equal). Compared a slice at a time into two small arrays
-    that stay in the caches: compared whole, a 50M-row load's groups made 100 MB
-    temporaries of fresh memory each."""
+    above ``position`` are equal). Compared ``HASH_SLICE_ROWS`` at a time (sized for the
+    caches, as the hash's slices are) into two small arrays: compared whole, a 50M-row
+    load's groups each made a 100 MB temporary of fresh memory."""
     differs = np.empty(min(HASH_SLICE_ROWS, len(packed)), np.uint64)
     repeats = np.empty(len(differs), np.bool_)
     for start in range(0, len(packed) - 1, HASH_SLICE_ROWS):
