@@ -387,27 +387,25 @@ class Gather:
         """The rows at ``positions``, in that order."""
         if len(self._batches) <= 1 or not len(positions):
             return self.rows.take(pa.array(positions, pa.int64()))
-        pieces = [
-            (c, where, positions[where] - self._starts[c])
-            for c, where in enumerate(self._by_chunk(positions))
-            if len(where)
+        order, bounds = self._by_chunk(positions)
+        pieces = [  # (chunk, its rows' span in ``order``, their positions in the chunk)
+            (c, lo, hi, positions[order[lo:hi]] - self._starts[c])
+            for c, (lo, hi) in enumerate(itertools.pairwise(bounds))
+            if hi > lo
         ]
         if len(pieces) == 1:
-            c, _, local = pieces[0]
+            c, _, _, local = pieces[0]
             return pa.Table.from_batches([self._batches[c].take(pa.array(local))])
-        # Where each row taken chunk by chunk (in ``pieces``' order) goes in the answer.
+        # Where each row taken chunk by chunk (in ``order``) goes in the answer.
         inverse = np.empty(len(positions), np.int64)
-        inverse[np.concatenate([where for _, where, _ in pieces])] = np.arange(
-            len(positions), dtype=np.int64
-        )
-        bounds = np.cumsum([0, *(len(where) for _, where, _ in pieces)])
-        in_order: pa.Array | None = None
+        inverse[order] = np.arange(len(positions), dtype=np.int64)
+        in_order = pa.array(inverse)  # no copy: int64 without nulls
         columns = []
         for j, width in enumerate(self._direct):
             field = self.rows.schema.field(j)
             if width is not None:
                 by_chunk = np.empty(len(positions), np.dtype(f"u{width}"))
-                for (c, _, local), lo, hi in zip(pieces, bounds[:-1], bounds[1:], strict=True):
+                for c, lo, hi, local in pieces:
                     values = _fixed_values(self._batches[c].column(j), width)
                     np.take(values, local, out=by_chunk[lo:hi])
                 out = np.take(by_chunk, inverse)
@@ -415,31 +413,33 @@ class Gather:
                     pa.Array.from_buffers(field.type, len(out), [None, pa.py_buffer(out)])
                 )
                 continue
-            if in_order is None:
-                in_order = pa.array(inverse)
-            taken = [self._batches[c].column(j).take(pa.array(local)) for c, _, local in pieces]
+            taken = [self._batches[c].column(j).take(pa.array(local)) for c, _, _, local in pieces]
             columns.append(pa.concat_arrays(taken).take(in_order))
         return pa.Table.from_arrays(columns, schema=self.rows.schema)
 
-    def _by_chunk(self, positions: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int64]]:
-        """For each chunk, where in ``positions`` its rows are, ascending. A few
+    def _by_chunk(
+        self, positions: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Indexes into ``positions`` grouped by chunk (ascending within each), and
+        where each chunk's group begins and ends (``len(chunks) + 1`` bounds). A few
         chunks (a big table's) are found by comparisons, a pass each; many (a Spark
         task's batches) by one search and one stable sort of the chunk numbers."""
         starts = self._starts
         if len(self._batches) <= FEW_CHUNKS:
-            return [
+            wheres = [
                 np.flatnonzero((positions >= lo) & (positions < hi))
                 for lo, hi in itertools.pairwise(starts)
             ]
+            bounds = np.cumsum([0, *(len(where) for where in wheres)])
+            return np.concatenate(wheres), bounds
         if self._index is None:
             self._index = ChunkIndex(starts)
         chunk = self._index.of(positions)
         # A stable sort of 16-bit numbers is a radix sort: 8 ns a row, 50 for 32-bit ones.
         small = chunk.astype(np.int16) if len(self._batches) < 1 << 15 else chunk
-        by_chunk = np.argsort(small, kind="stable")
         bounds = np.zeros(len(starts), np.int64)
         np.cumsum(np.bincount(chunk, minlength=len(self._batches)), out=bounds[1:])
-        return [by_chunk[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+        return np.argsort(small, kind="stable"), bounds
 
 
 class ChunkIndex:
