@@ -90,12 +90,39 @@ def test_packed_keys_are_checked_for_repeats_across_slice_bounds(
     values |= np.arange(len(ids), dtype=np.uint64)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(loading, "HASH_SLICE_ROWS", slice_rows)
-        in_order = loading.KeyPositions(values, bits).ordered()
+        in_order = loading.KeyPositions(values, bits, low).ordered()
     if len(set(ids)) < len(ids):
         assert in_order is None
     else:
         assert in_order is not None
-        assert [ids[p] for p in in_order] == sorted(ids)
+        assert [ids[p] for p in in_order.positions()] == sorted(ids)
+        assert in_order.keys(0, len(ids)).tolist() == sorted(ids)
+
+
+@given(
+    ids=st.lists(st.integers(-128, 127), min_size=1, unique=True, max_size=100),
+    key_type=st.sampled_from([pa.int8(), pa.int16(), pa.int32(), pa.int64()]),
+    chunk_rows=st.integers(1, 40),
+)
+def test_a_packed_key_column_comes_from_the_sort_exactly(
+    ids: list[int], key_type: pa.DataType, chunk_rows: int
+) -> None:
+    """The key column of a table keyed by one integer column is unpacked from the
+    sorted keys, not gathered: every width, negative keys, rows in several chunks."""
+    schema = pa.schema([pa.field("id", key_type, False), pa.field("v", pa.string())])
+    table = TableSchema.build("narrow", schema, ["id"], [])
+    whole = pa.table({"id": pa.array(ids, key_type), "v": [f"v{i}" for i in ids]}, schema=schema)
+    rows = pa.Table.from_batches(whole.to_batches(max_chunksize=chunk_rows), schema)
+    seen = []
+    for group in group_rows(table, 2, rows):
+        assert group.packed is not None
+        ordered = sorted_group(table, rows, group)
+        assert ordered.schema == schema
+        got = ordered.column("id").to_pylist()
+        assert got == sorted(got)
+        assert ordered.column("v").to_pylist() == [f"v{i}" for i in got], "rows stay whole"
+        seen += got
+    assert sorted(seen) == sorted(ids)
 
 
 def test_keys_are_packed_with_positions_only_when_their_span_leaves_room() -> None:

@@ -5,10 +5,12 @@ The rows are split by partition and by node of the base write level
 (``base.buckets``), each group is sorted by key and written as base files cut at
 ``target-file-size`` (``firn.engine.writer.SizedWriter``), groups in parallel
 threads (numpy and Arrow hash, sort, gather, encode and compress without the GIL).
-Each group is sorted as positions only; its rows are gathered in key order one row
-group at a time, so gathering the next overlaps encoding the last. What the files are
-is exactly what a major compaction would have written for these rows, so readers,
-the planner and the kernel need nothing new.
+Each group is sorted as positions only (a table keyed by one integer column sorts
+its keys packed with their positions, and unpacks its key column from them rather
+than gathering it); its rows are gathered in key order one row group at a time, so
+gathering the next overlaps encoding the last. What the files are is exactly what
+a major compaction would have written for these rows, so readers, the planner and
+the kernel need nothing new.
 
 A base file holds at most one row per key (the merge rule's "the base row stands"
 has no order between two base rows), so a key that appears twice in a load is
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -94,32 +96,37 @@ class KeyPositions:
     """Rows of one integer key column as ``(key - low) << bits | position``: ascending
     packed values are the rows in key order. Built where the rows are hashed, slice
     by slice in threads; sorting them then needs no gather of the group's keys and no
-    second one of its positions (together three times the sort's time at 5M rows)."""
+    second one of its positions (together three times the sort's time at 5M rows).
+    Once sorted, the values are the key column itself in key order too: a slice of
+    them unpacks into its keys (``keys``), so the load never gathers the key column
+    (a random read of every row: a tenth of a 50M-row load's gather)."""
 
     values: npt.NDArray[np.uint64]
     bits: int
     """Low bits that hold the position."""
+    low: int = 0
+    """The smallest key: what the high bits count from."""
 
     def __len__(self) -> int:
         return len(self.values)
 
-    def positions(self) -> npt.NDArray[np.int64]:
-        """The positions, in the order the values are in."""
-        return np.bitwise_and(self.values, self._mask()).view(np.int64)
+    def positions(self, start: int = 0, stop: int | None = None) -> npt.NDArray[np.int64]:
+        """The positions of the values ``[start:stop]``, in the order they are in."""
+        return np.bitwise_and(self.values[start:stop], self._mask()).view(np.int64)
 
-    def ordered(self) -> npt.NDArray[np.int64] | None:
-        """The positions in key order, or None when a key appears twice. Sorted and
-        unpacked in place, so this is called once, last: each fresh array of a
-        20M-row load's group is tens of MB of memory to fault in. Positions are
-        distinct, so the values stay distinct and ``positions()`` still holds after
-        a repeat was found."""
-        packed = self.values
-        packed.sort()
-        position = self._mask()
-        if _repeats_key(packed, position):
-            return None
-        np.bitwise_and(packed, position, out=packed)
-        return packed.view(np.int64)
+    def keys(self, start: int, stop: int) -> npt.NDArray[np.int64]:
+        """The keys of the values ``[start:stop]``, in the order they are in."""
+        keys = np.right_shift(self.values[start:stop], np.uint64(self.bits)).view(np.int64)
+        keys += np.int64(self.low)
+        return keys
+
+    def ordered(self) -> KeyPositions | None:
+        """These values sorted (in place: each fresh array of a 20M-row load's group
+        is tens of MB of memory to fault in), or None when a key appears twice.
+        Positions are distinct, so the values stay distinct and ``positions()`` still
+        holds after a repeat was found."""
+        self.values.sort()
+        return None if _repeats_key(self.values, self._mask()) else self
 
     def _mask(self) -> np.uint64:
         return np.uint64((1 << self.bits) - 1)
@@ -251,7 +258,8 @@ def _node_parts(
     joined = [np.concatenate([s[i] for s in sliced]) for i in range(m)]
     if packing is None:
         return [(part.view(np.int64), None) for part in joined]
-    return [(None, KeyPositions(part.view(np.uint64), packing[1])) for part in joined]
+    low, bits = packing
+    return [(None, KeyPositions(part.view(np.uint64), bits, low)) for part in joined]
 
 
 def key_hashes(
@@ -269,16 +277,48 @@ def key_hashes(
         return np.concatenate(list(parts))
 
 
-def key_order(table: TableSchema, key_rows: Gather, group: LoadGroup) -> npt.NDArray[np.int64]:
-    """The group's positions among the load's rows (``key_rows``: their key columns), in
+@dataclass(frozen=True)
+class KeyOrder:
+    """A group's rows in key order, taken a slice at a time (``take``)."""
+
+    positions: npt.NDArray[np.int64] | None
+    """The rows' positions in key order; None when ``packed`` holds them."""
+    packed: KeyPositions | None = None
+    """The rows' keys and positions, sorted: a slice's key column is unpacked from
+    them, not gathered."""
+    key: str = ""
+    """The key column ``packed`` holds."""
+
+    def __len__(self) -> int:
+        if self.packed is not None:
+            return len(self.packed)
+        assert self.positions is not None
+        return len(self.positions)
+
+    def rows(self, start: int, stop: int | None) -> npt.NDArray[np.int64]:
+        """The positions of the rows ``[start:stop]`` of this order."""
+        if self.packed is not None:
+            return self.packed.positions(start, stop)
+        assert self.positions is not None
+        return self.positions[start:stop]
+
+    def take(self, source: Gather, start: int, stop: int) -> pa.Table:
+        """The rows ``[start:stop]`` of this order, from ``source`` (the load's rows)."""
+        if self.packed is None:
+            return source.take(self.rows(start, stop))
+        return source.take(self.rows(start, stop), {self.key: self.packed.keys(start, stop)})
+
+
+def key_order(table: TableSchema, key_rows: Gather, group: LoadGroup) -> KeyOrder:
+    """The group's rows among the load's rows (``key_rows``: their key columns), in
     key order; ``ConfigError`` naming a key that appears twice (checked on the sorted
     keys: one neighbour comparison)."""
     if not table.keyed:
-        return group.rows
+        return KeyOrder(group.rows)
     if group.packed is not None:
         in_order = group.packed.ordered()
         if in_order is not None:
-            return in_order
+            return KeyOrder(None, in_order, table.primary_key[0])
         # A repeated key: the general path below finds and names it.
     key = list(table.primary_key)
     keys = key_rows.take(group.rows).select(key)
@@ -290,21 +330,20 @@ def key_order(table: TableSchema, key_rows: Gather, group: LoadGroup) -> npt.NDA
         if len(ordered) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
             sorted_keys = keys.take(pa.array(order))
             raise duplicate_error(table, sorted_keys, run_starts(sorted_keys))
-        return group.rows[order]
+        return KeyOrder(group.rows[order])
     indices = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in key])
     sorted_keys = keys.take(indices)
     starts = run_starts(sorted_keys)
     if len(starts) != sorted_keys.num_rows:
         raise duplicate_error(table, sorted_keys, starts)
-    positions: npt.NDArray[np.int64] = group.rows[indices.to_numpy()]
-    return positions
+    return KeyOrder(group.rows[indices.to_numpy()])
 
 
 def sorted_group(table: TableSchema, rows: pa.Table, group: LoadGroup) -> pa.Table:
     """The group's rows in key order; ``ConfigError`` naming a key that appears twice."""
     source = Gather(rows)
-    keys = source.select(table.primary_key)
-    return source.take(key_order(table, keys, group))
+    order = key_order(table, source.select(table.primary_key), group)
+    return order.take(source, 0, len(order))
 
 
 LOAD_RULE = (
@@ -345,9 +384,9 @@ def write_groups(
     keys = source.select(table.primary_key) if table.keyed else source
 
     def write(group: LoadGroup) -> list[StagedFile]:
-        positions = key_order(table, keys, group)
+        order = key_order(table, keys, group)
         return write_sorted(
-            table, storage, directory, group, source, positions, target_file_size, compression
+            table, storage, directory, group, source, order, target_file_size, compression
         )
 
     return _parallel(write, groups, threads)
@@ -383,10 +422,27 @@ class Gather:
         """The same rows, only ``columns``."""
         return Gather(self.rows.select(list(columns)))
 
-    def take(self, positions: npt.NDArray[np.int64]) -> pa.Table:
-        """The rows at ``positions``, in that order."""
+    def take(
+        self,
+        positions: npt.NDArray[np.int64],
+        given: Mapping[str, npt.NDArray[np.int64]] | None = None,
+    ) -> pa.Table:
+        """The rows at ``positions``, in that order. The integer columns ``given`` are
+        not taken: their values, already in that order, are used as they are."""
+        if not given:
+            return self._take(positions, frozenset())
+        taken = self._take(positions, frozenset(given))
+        columns = [
+            _integer_column(given[f.name], f.type) if f.name in given else taken.column(f.name)
+            for f in self.rows.schema
+        ]
+        return pa.Table.from_arrays(columns, schema=self.rows.schema)
+
+    def _take(self, positions: npt.NDArray[np.int64], skip: frozenset[str]) -> pa.Table:
+        """The rows at ``positions``, in that order, but for the columns ``skip``."""
         if len(self._batches) <= 1 or not len(positions):
-            return self.rows.take(pa.array(positions, pa.int64()))
+            rows = self.rows.drop_columns(list(skip)) if skip else self.rows
+            return rows.take(pa.array(positions, pa.int64()))
         order, bounds = self._by_chunk(positions)
         pieces = [  # (chunk, its rows' span in ``order``, their positions in the chunk)
             (c, lo, hi, positions[order[lo:hi]] - self._starts[c])
@@ -395,14 +451,18 @@ class Gather:
         ]
         if len(pieces) == 1:
             c, _, _, local = pieces[0]
-            return pa.Table.from_batches([self._batches[c].take(pa.array(local))])
+            batch = self._batches[c].drop_columns(list(skip)) if skip else self._batches[c]
+            return pa.Table.from_batches([batch.take(pa.array(local))])
         # Where each row taken chunk by chunk (in ``order``) goes in the answer.
         inverse = np.empty(len(positions), np.int64)
         inverse[order] = np.arange(len(positions), dtype=np.int64)
         in_order = pa.array(inverse)  # no copy: int64 without nulls
-        columns = []
+        columns, fields = [], []
         for j, width in enumerate(self._direct):
             field = self.rows.schema.field(j)
+            if field.name in skip:
+                continue
+            fields.append(field)
             if width is not None:
                 by_chunk = np.empty(len(positions), np.dtype(f"u{width}"))
                 for c, lo, hi, local in pieces:
@@ -415,7 +475,7 @@ class Gather:
                 continue
             taken = [self._batches[c].column(j).take(pa.array(local)) for c, _, _, local in pieces]
             columns.append(pa.concat_arrays(taken).take(in_order))
-        return pa.Table.from_arrays(columns, schema=self.rows.schema)
+        return pa.Table.from_arrays(columns, schema=pa.schema(fields, self.rows.schema.metadata))
 
     def _by_chunk(
         self, positions: npt.NDArray[np.int64]
@@ -491,6 +551,12 @@ def _numpy_width(data_type: pa.DataType) -> int | None:
     return width if width in (1, 2, 4, 8) else None  # not month_day_nano intervals
 
 
+def _integer_column(values: npt.NDArray[np.int64], data_type: pa.DataType) -> pa.Array:
+    """Integers as a column of ``data_type`` (an integer type holding every value)."""
+    own = np.ascontiguousarray(values.astype(data_type.to_pandas_dtype(), copy=False))
+    return pa.Array.from_buffers(data_type, len(own), [None, pa.py_buffer(own)])
+
+
 def _fixed_values(column: pa.Array, width: int) -> npt.NDArray[Any]:
     """A fixed-width column's values as unsigned integers, without a copy."""
     values = np.frombuffer(column.buffers()[1], dtype=np.dtype(f"u{width}"))
@@ -503,11 +569,11 @@ def write_sorted(
     directory: str,
     group: LoadGroup,
     rows: Gather,
-    positions: npt.NDArray[np.int64],
+    order: KeyOrder,
     target_file_size: int,
     compression: str = DEFAULT_CODEC,
 ) -> list[StagedFile]:
-    """Write the group's rows at ``positions`` (in key order) as base files cut at the
+    """Write the group's rows (``order``: in key order) as base files cut at the
     target size. Rows are gathered one row group at a time: gathering the next
     overlaps the writer's encoding of the previous (``SizedWriter`` encodes in a
     thread of its own), and no sorted copy of the whole group is ever held."""
@@ -523,8 +589,8 @@ def write_sorted(
         compression=compression,
     )
     try:
-        for start in range(0, len(positions), ROW_GROUP_ROWS):
-            writer.write(rows.take(positions[start : start + ROW_GROUP_ROWS]))
+        for start in range(0, len(order), ROW_GROUP_ROWS):
+            writer.write(order.take(rows, start, start + ROW_GROUP_ROWS))
         outputs = writer.close()
     except BaseException:
         writer.abort()
