@@ -467,7 +467,10 @@ class Gather:
                 by_chunk = np.empty(len(positions), np.dtype(f"u{width}"))
                 for c, lo, hi, local in pieces:
                     values = _fixed_values(self._batches[c].column(j), width)
-                    np.take(values, local, out=by_chunk[lo:hi])
+                    # Local positions lie in their chunk, so "clip" never clips; any
+                    # mode but "raise" takes straight into ``out`` (with "raise" numpy
+                    # takes into a buffer, then copies): a quarter less time.
+                    np.take(values, local, out=by_chunk[lo:hi], mode="clip")
                 out = np.take(by_chunk, inverse)
                 columns.append(
                     pa.Array.from_buffers(field.type, len(out), [None, pa.py_buffer(out)])
