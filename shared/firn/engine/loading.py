@@ -104,7 +104,7 @@ class KeyPositions:
     values: npt.NDArray[np.uint64]
     bits: int
     """Low bits that hold the position."""
-    low: int = 0
+    low: int
     """The smallest key: what the high bits count from."""
 
     def __len__(self) -> int:
