@@ -125,6 +125,41 @@ def test_a_packed_key_column_comes_from_the_sort_exactly(
     assert sorted(seen) == sorted(ids)
 
 
+@given(
+    ids=st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, unique=True, max_size=60),
+    chunk_rows=st.integers(1, 25),
+)
+def test_unpacked_keys_come_from_the_sort_exactly(ids: list[int], chunk_rows: int) -> None:
+    """Integer keys too far apart to pack with a position, and composite string keys:
+    the key columns the sort left in order are what a group's rows carry, in rows of
+    several chunks."""
+    wide = pa.table({"id": pa.array([*ids, -(2**63), 2**63 - 1], pa.int64())})
+    wide = wide.group_by("id").aggregate([])  # the extremes once: nothing can pack
+    wide = wide.append_column("v", pa.array([f"v{i}" for i in wide["id"].to_pylist()]))
+    composite = pa.table(
+        {
+            "part": pa.array(["a" if i % 2 else "b" for i in ids], pa.string()),
+            "k": pa.array([str(i) for i in ids], pa.string()),
+            "v": pa.array(ids, pa.int64()),
+        }
+    )
+    for table, whole, key in [(ONE_KEY, wide, ["id"]), (TWO_KEYS, composite, ["part", "k"])]:
+        rows = pa.Table.from_batches(whole.to_batches(max_chunksize=chunk_rows), whole.schema)
+        groups = group_rows(table, 2, rows)
+        assert all(g.packed is None for g in groups)
+        seen = []
+        for group in groups:
+            ordered = sorted_group(table, rows, group)
+            got = list(zip(*(ordered.column(c).to_pylist() for c in key), strict=True))
+            assert got == sorted(got)
+            want = whole.take(
+                pa.array(sorted(group.rows, key=lambda p: [whole[c][p].as_py() for c in key]))
+            )
+            assert ordered.to_pylist() == want.to_pylist(), "rows stay whole"
+            seen += got
+        assert len(seen) == whole.num_rows
+
+
 def test_keys_are_packed_with_positions_only_when_their_span_leaves_room() -> None:
     narrow = pa.table({"id": pa.array([2**40, -(2**40), 0], pa.int64()), "v": ["a"] * 3})
     wide = pa.table({"id": pa.array([2**62, -(2**62), 0], pa.int64()), "v": ["a"] * 3})
@@ -194,17 +229,23 @@ def test_splitting_by_node_in_slices_equals_splitting_at_once(
     assert [g.tolist() for g in got] == want
 
 
+@pytest.mark.parametrize("packed", [True, False])
 def test_a_group_written_one_row_group_at_a_time_is_its_sorted_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packed: bool
 ) -> None:
     # Small row groups and files, so that a group is gathered in many slices and cut
     # into several files: read back in file order, they are the group sorted by key.
+    # Keys packed with their positions, and keys too far apart to pack: each slice's
+    # key column is the sort's.
     monkeypatch.setattr(loading, "ROW_GROUP_ROWS", 37)
     monkeypatch.setattr(writer, "ROW_GROUP_ROWS", 50)
     ids = [(i * 7_919) % 1_000 for i in range(1_000)]
+    if not packed:
+        ids += [-(2**63), 2**63 - 1]
     rows = pa.table({"id": pa.array(ids, pa.int64()), "v": [f"value {i}" for i in ids]})
     storage = Storage(str(tmp_path))
     groups = group_rows(ONE_KEY, 2, rows)
+    assert {g.packed is not None for g in groups} == {packed}
     files = write_groups(ONE_KEY, storage, "load", rows, groups, 2_048, threads=2)
     for group in groups:
         mine = sorted((f for f in files if f.node == group.node), key=lambda f: f.path)

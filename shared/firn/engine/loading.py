@@ -279,15 +279,21 @@ def key_hashes(
 
 @dataclass(frozen=True)
 class KeyOrder:
-    """A group's rows in key order, taken a slice at a time (``take``)."""
+    """A group's rows in key order, taken a slice at a time (``take``). The sort
+    leaves the key columns in this order too (packed with the positions, or sorted
+    for the repeated-key check), so a slice takes them from here and gathers only the
+    other columns: a random read of every row, and for string keys of their bytes,
+    less."""
 
     positions: npt.NDArray[np.int64] | None
     """The rows' positions in key order; None when ``packed`` holds them."""
     packed: KeyPositions | None = None
     """The rows' keys and positions, sorted: a slice's key column is unpacked from
-    them, not gathered."""
+    them."""
     key: str = ""
     """The key column ``packed`` holds."""
+    keys: pa.Table | None = None
+    """The key columns in this order, as the sort left them (when not ``packed``)."""
 
     def __len__(self) -> int:
         if self.packed is not None:
@@ -304,9 +310,15 @@ class KeyOrder:
 
     def take(self, source: Gather, start: int, stop: int) -> pa.Table:
         """The rows ``[start:stop]`` of this order, from ``source`` (the load's rows)."""
-        if self.packed is None:
-            return source.take(self.rows(start, stop))
-        return source.take(self.rows(start, stop), {self.key: self.packed.keys(start, stop)})
+        positions = self.rows(start, stop)
+        if self.packed is not None:
+            key_type = source.rows.schema.field(self.key).type
+            keys = _integer_column(self.packed.keys(start, stop), key_type)
+            return source.take(positions, {self.key: keys})
+        if self.keys is not None:
+            part = self.keys.slice(start, len(positions))
+            return source.take(positions, dict(zip(part.column_names, part.columns, strict=True)))
+        return source.take(positions)
 
 
 def key_order(table: TableSchema, key_rows: Gather, group: LoadGroup) -> KeyOrder:
@@ -330,13 +342,16 @@ def key_order(table: TableSchema, key_rows: Gather, group: LoadGroup) -> KeyOrde
         if len(ordered) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
             sorted_keys = keys.take(pa.array(order))
             raise duplicate_error(table, sorted_keys, run_starts(sorted_keys))
-        return KeyOrder(group.rows[order])
+        in_order = _integer_column(ordered, keys.schema.field(0).type)
+        return KeyOrder(
+            group.rows[order], keys=pa.Table.from_arrays([in_order], schema=keys.schema)
+        )
     indices = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in key])
     sorted_keys = keys.take(indices)
     starts = run_starts(sorted_keys)
     if len(starts) != sorted_keys.num_rows:
         raise duplicate_error(table, sorted_keys, starts)
-    return KeyOrder(group.rows[indices.to_numpy()])
+    return KeyOrder(group.rows[indices.to_numpy()], keys=sorted_keys)
 
 
 def sorted_group(table: TableSchema, rows: pa.Table, group: LoadGroup) -> pa.Table:
@@ -425,16 +440,15 @@ class Gather:
     def take(
         self,
         positions: npt.NDArray[np.int64],
-        given: Mapping[str, npt.NDArray[np.int64]] | None = None,
+        given: Mapping[str, pa.Array | pa.ChunkedArray] | None = None,
     ) -> pa.Table:
-        """The rows at ``positions``, in that order. The integer columns ``given`` are
-        not taken: their values, already in that order, are used as they are."""
+        """The rows at ``positions``, in that order. The columns ``given`` are not
+        taken: they hold those rows already, in that order, and are used as they are."""
         if not given:
             return self._take(positions, frozenset())
         taken = self._take(positions, frozenset(given))
         columns = [
-            _integer_column(given[f.name], f.type) if f.name in given else taken.column(f.name)
-            for f in self.rows.schema
+            given[f.name] if f.name in given else taken.column(f.name) for f in self.rows.schema
         ]
         return pa.Table.from_arrays(columns, schema=self.rows.schema)
 
