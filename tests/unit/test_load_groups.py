@@ -130,9 +130,9 @@ def test_a_packed_key_column_comes_from_the_sort_exactly(
     chunk_rows=st.integers(1, 25),
 )
 def test_unpacked_keys_come_from_the_sort_exactly(ids: list[int], chunk_rows: int) -> None:
-    """Integer keys too far apart to pack with a position, and composite string keys:
-    the key columns the sort left in order are what a group's rows carry, in rows of
-    several chunks."""
+    """Integer keys too far apart to pack with a position, composite string keys and
+    one short string key: the key columns the sort left in order are what a group's
+    rows carry, in rows of several chunks."""
     wide = pa.table({"id": pa.array([*ids, -(2**63), 2**63 - 1], pa.int64())})
     wide = wide.group_by("id").aggregate([])  # the extremes once: nothing can pack
     wide = wide.append_column("v", pa.array([f"v{i}" for i in wide["id"].to_pylist()]))
@@ -143,7 +143,26 @@ def test_unpacked_keys_come_from_the_sort_exactly(ids: list[int], chunk_rows: in
             "v": pa.array(ids, pa.int64()),
         }
     )
-    for table, whole, key in [(ONE_KEY, wide, ["id"]), (TWO_KEYS, composite, ["part", "k"])]:
+    one_string = TableSchema.build(
+        "one_string",
+        pa.schema([pa.field("k", pa.string(), False), pa.field("v", pa.int64())]),
+        ["k"],
+        [],
+    )
+    # Short keys (9 to 15 bytes, most sharing their first eight): numpy sorts them.
+    ranks = sorted(range(len(ids)), key=lambda i: ids[i])
+    strings = pa.table(
+        {
+            "k": pa.array([f"{j:09d}{'x' * (j % 7)}" for j in ranks], pa.string()),
+            "v": pa.array(ids, pa.int64()),
+        }
+    )
+    cases = [
+        (ONE_KEY, wide, ["id"]),
+        (TWO_KEYS, composite, ["part", "k"]),
+        (one_string, strings, ["k"]),
+    ]
+    for table, whole, key in cases:
         rows = pa.Table.from_batches(whole.to_batches(max_chunksize=chunk_rows), whole.schema)
         groups = group_rows(table, 2, rows)
         assert all(g.packed is None for g in groups)

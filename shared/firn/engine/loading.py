@@ -41,7 +41,7 @@ from firn.io.storage import Storage
 from firn.model.commits import StagedFile
 from firn.model.files import DEFAULT_CODEC
 from firn.model.keyhash import hash_keys, node_index
-from firn.model.keyorder import integer_order, position_bits
+from firn.model.keyorder import integer_order, position_bits, short_bytes_order
 from firn.model.merge_on_read import run_starts
 from firn.model.schema import TableSchema
 from firn.model.tree import ROOT, Node
@@ -346,7 +346,13 @@ def key_order(table: TableSchema, key_rows: Gather, group: LoadGroup) -> KeyOrde
         return KeyOrder(
             group.rows[order], keys=pa.Table.from_arrays([in_order], schema=keys.schema)
         )
-    indices = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in key])
+    column = keys.column(0)
+    # One short string or binary key: sorted as words by numpy, in Arrow's order.
+    short = short_bytes_order(column.chunk(0)) if len(key) == 1 and column.num_chunks == 1 else None
+    if short is not None:
+        indices = pa.array(short)
+    else:
+        indices = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in key])
     sorted_keys = keys.take(indices)
     starts = run_starts(sorted_keys)
     if len(starts) != sorted_keys.num_rows:

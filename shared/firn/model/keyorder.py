@@ -98,3 +98,55 @@ def integer_order(values: npt.NDArray[np.signedinteger[Any]]) -> npt.NDArray[np.
     packed |= np.arange(n, dtype=np.uint64)
     packed.sort()
     return (packed & np.uint64((1 << bits) - 1)).astype(np.int64)
+
+
+SHORT_KEY_BYTES = 16
+"""Longest string or binary key ``short_bytes_order`` sorts itself (two 64-bit words)."""
+_KEEP_BYTES = np.array([((1 << (8 * k)) - 1) << (64 - 8 * k) for k in range(9)], np.uint64)
+"""Per count of bytes kept (0-8), the mask that keeps that many of a word's leading bytes."""
+
+
+def short_bytes_order(column: pa.Array) -> npt.NDArray[np.int64] | None:
+    """The order ``pc.array_sort_indices`` gives a string or binary column without
+    nulls (bytes compared one by one, a prefix before what it begins), stable; None
+    for any other column, or one with a value longer than ``SHORT_KEY_BYTES``.
+
+    Arrow compares the strings one pair at a time: 290-350 ns a row for 1.25M keys of
+    16 bytes. Here each value's bytes, zero-padded to 16, are read as two big-endian
+    64-bit words, and numpy sorts the rows by the words and then the length (a value
+    and its zero-padded extension tie on the words, and the shorter sorts first, as a
+    prefix does): 175-215 ns a row, the words included."""
+    kind = column.type
+    wide = pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)
+    if not (wide or pa.types.is_string(kind) or pa.types.is_binary(kind)):
+        return None
+    n = len(column)
+    if n == 0 or column.null_count:
+        return None
+    _, offset_buffer, data_buffer = column.buffers()
+    offsets = np.frombuffer(offset_buffer, np.int64 if wide else np.int32)
+    bounds: npt.NDArray[np.int64] = offsets[column.offset : column.offset + n + 1].astype(np.int64)
+    lengths = np.diff(bounds)
+    if int(lengths.max()) > SHORT_KEY_BYTES:
+        return None
+    end = int(bounds[-1])
+    data = np.frombuffer(data_buffer, np.uint8)[:end] if data_buffer is not None else None
+    starts = bounds[:-1]
+    # Each value's 16 bytes read straight from the data, but for values starting
+    # within 16 bytes of its end, whose bytes come from a zero-padded copy of that end.
+    cut = max(0, end - SHORT_KEY_BYTES)
+    tail = np.zeros(end - cut + SHORT_KEY_BYTES, np.uint8)
+    if data is not None:
+        tail[: end - cut] = data[cut:end]
+    windows = np.empty((n, SHORT_KEY_BYTES), np.uint8)
+    far = starts + SHORT_KEY_BYTES <= end
+    if data is not None and far.any():
+        windows[far] = np.lib.stride_tricks.sliding_window_view(data, SHORT_KEY_BYTES)[starts[far]]
+    near = ~far
+    tail_windows = np.lib.stride_tricks.sliding_window_view(tail, SHORT_KEY_BYTES)
+    windows[near] = tail_windows[starts[near] - cut]
+    words = windows.view(">u8").astype(np.uint64)
+    first = words[:, 0] & _KEEP_BYTES[np.clip(lengths, 0, 8)]
+    second = words[:, 1] & _KEEP_BYTES[np.clip(lengths - 8, 0, 8)]
+    order: npt.NDArray[np.int64] = np.lexsort((lengths, second, first)).astype(np.int64)
+    return order
