@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from firn.engine.staging import split_changes
+from firn.engine.staging import file_name, split_changes, write_group
+from firn.io.storage import Storage
 from firn.model.changes import validate_changes
 from firn.model.keyhash import hash_keys
 from firn.model.schema import TableSchema
@@ -64,3 +67,43 @@ def test_unkeyed_tables_write_at_the_root() -> None:
     assert group.node == ROOT
     assert group.partition_key == ""
     assert group.rows.column("_ord").to_pylist() == [0, 1, 2]
+
+
+def test_change_files_encode_keys_by_delta_and_only_strings_by_dictionary(tmp_path: Path) -> None:
+    """A change file takes base files' encodings: its integer key and ``_ord`` delta
+    encoded, a dictionary only on value strings (on unique keys and numbers it costs
+    time and bytes); the rows read back are the group's."""
+    schema = pa.schema(
+        [
+            pa.field("part", pa.string(), nullable=False),
+            pa.field("k", pa.int64(), nullable=False),
+            pa.field("name", pa.string()),
+            pa.field("n", pa.float64()),
+        ]
+    )
+    table = TableSchema.build("t", schema, ["part", "k"], ["part"])
+    rows = pa.table(
+        {
+            "part": ["eu"] * 300,
+            "k": range(300),
+            "name": [f"v{i % 3}" for i in range(300)],
+            "n": [i / 7 for i in range(300)],
+            "_op": ["U", "U", "D"] * 100,
+        }
+    )
+    storage = Storage(str(tmp_path))
+    groups = split_changes(table, 1, validate_changes(table, rows), 0)
+    assert {g.file_type for g in groups} == {"I", "D"}
+    for group in groups:
+        path = file_name(group)
+        write_group(table, storage, group, path)
+        chunks = pq.ParquetFile(tmp_path / path).metadata.row_group(0)
+        encodings = {
+            chunks.column(c).path_in_schema: chunks.column(c).encodings
+            for c in range(chunks.num_columns)
+        }
+        for name in ("k", "_ord"):
+            assert "DELTA_BINARY_PACKED" in encodings[name], (group.file_type, name)
+        dictionary = {name for name, found in encodings.items() if "RLE_DICTIONARY" in found}
+        assert dictionary == ({"name"} if group.file_type == "I" else set()), group.file_type
+        assert pq.read_table(tmp_path / path).equals(group.rows)

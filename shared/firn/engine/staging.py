@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from firn.io.storage import Storage
 from firn.model.changes import OP, ORD, UPSERT
 from firn.model.commits import StagedFile
+from firn.model.encodings import column_encodings
 from firn.model.keyhash import hash_keys, node_index
 from firn.model.keyspans import key_spans
 from firn.model.schema import TableSchema
@@ -143,7 +144,14 @@ def file_name(group: ChangeGroup) -> str:
 def write_group(table: TableSchema, storage: Storage, group: ChangeGroup, path: str) -> StagedFile:
     """Write ``group`` at ``path`` (from ``file_name``)."""
     codec = "snappy" if group.rows.nbytes < SNAPPY_BELOW_BYTES else "zstd"
-    size = storage.write_parquet(path, group.rows, compression=codec)
+    encodings = column_encodings(group.rows.schema, table.primary_key)
+    size = storage.write_parquet(
+        path,
+        group.rows,
+        encodings.encoded,
+        compression=codec,
+        dictionary=encodings.dictionary,
+    )
     n = group.rows.num_rows
     keyed = table.keyed and n > 0
     first, last = keys_at(group.rows, table.primary_key, [0, n - 1]) if keyed else (None, None)

@@ -123,16 +123,19 @@ class Storage:
         column_encoding: dict[str, str] | None = None,
         *,
         compression: str = "zstd",
+        dictionary: list[str] | None = None,
     ) -> int:
         """Write ``table`` as one Parquet file; returns its size in bytes.
-        ``column_encoding`` names a Parquet encoding per column (no dictionary then)."""
+        ``column_encoding`` names a Parquet encoding per column; ``dictionary`` the
+        columns dictionary-encoded (by default every column when no encoding is named,
+        else none)."""
         sink = pa.BufferOutputStream()
         pq.write_table(
             table,
             sink,
             compression=compression,
-            use_dictionary=column_encoding is None,
-            column_encoding=column_encoding,
+            use_dictionary=(column_encoding is None) if dictionary is None else dictionary,
+            column_encoding=column_encoding or None,
         )
         data = sink.getvalue()
         path = self.full_path(relative)
