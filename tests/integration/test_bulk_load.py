@@ -129,6 +129,18 @@ def codecs(table: firn.Table, paths: list[str]) -> set[str]:
     return found
 
 
+def inserts(table: firn.Table) -> list[str]:
+    """The paths of the table's live insert (upsert) change files."""
+    files = table.files()
+    return [
+        p
+        for p, t in zip(
+            files.column("path").to_pylist(), files.column("type").to_pylist(), strict=True
+        )
+        if t == "I"
+    ]
+
+
 def test_files_are_written_with_the_tables_codec_and_a_change_applies_to_new_files(
     catalog: firn.Catalog,
 ) -> None:
@@ -137,14 +149,21 @@ def test_files_are_written_with_the_tables_codec_and_a_change_applies_to_new_fil
     table.load(load_rows(keys))
     loaded = table.files().column("path").to_pylist()
     assert codecs(table, loaded) == {"LZ4"}, "file.compression defaults to lz4 (LZ4_RAW)"
+    table.upsert(load_rows(keys[:4], label="early"))
+    inserts_before = inserts(table)
+    assert codecs(table, inserts_before) == {"LZ4"}, "change files take the table's codec"
 
     table.set_properties({"file.compression": "zstd"})
     table.upsert(load_rows(keys[::3], label="again"))
+    later = sorted(set(inserts(table)) - set(inserts_before))
+    assert later
+    assert codecs(table, later) == {"SNAPPY"}, "a zstd table's small change files are snappy"
     firn.compact(table, kind="full", engine="local")
     rewritten = table.files().column("path").to_pylist()
     assert not set(rewritten) & set(loaded)
     assert codecs(table, rewritten) == {"ZSTD"}, "compaction writes the table's codec"
     view = as_view(load_rows(keys))
+    view.update(as_view(load_rows(keys[:4], label="early")))
     view.update(as_view(load_rows(keys[::3], label="again")))
     assert as_view(table.read()) == view
 

@@ -10,7 +10,13 @@ import pyarrow.parquet as pq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from firn.engine.staging import file_name, split_changes, write_group
+from firn.engine.staging import (
+    SNAPPY_BELOW_BYTES,
+    change_codec,
+    file_name,
+    split_changes,
+    write_group,
+)
 from firn.io.storage import Storage
 from firn.model.changes import validate_changes
 from firn.model.keyhash import hash_keys
@@ -107,3 +113,13 @@ def test_change_files_encode_keys_by_delta_and_only_strings_by_dictionary(tmp_pa
         dictionary = {name for name, found in encodings.items() if "RLE_DICTIONARY" in found}
         assert dictionary == ({"name"} if group.file_type == "I" else set()), group.file_type
         assert pq.read_table(tmp_path / path).equals(group.rows)
+
+
+def test_change_files_take_the_tables_codec_but_small_zstd_files_are_snappy() -> None:
+    small, large = SNAPPY_BELOW_BYTES - 1, SNAPPY_BELOW_BYTES
+    assert [change_codec(c, small) for c in ("lz4", "zstd", "snappy")] == [
+        "lz4",
+        "snappy",
+        "snappy",
+    ]
+    assert [change_codec(c, large) for c in ("lz4", "zstd", "snappy")] == ["lz4", "zstd", "snappy"]

@@ -242,7 +242,13 @@ class Table:
         lap("stage")
         try:
             staged = [
-                write_group(self.definition, self.storage, group, path)
+                write_group(
+                    self.definition,
+                    self.storage,
+                    group,
+                    path,
+                    self.properties.file_compression,
+                )
                 for group, path in zip(groups, paths, strict=True)
             ]
         except BaseException:

@@ -26,6 +26,7 @@ from firn.io.storage import Storage
 from firn.model.changes import OP, ORD, UPSERT
 from firn.model.commits import StagedFile
 from firn.model.encodings import column_encodings
+from firn.model.files import DEFAULT_CODEC
 from firn.model.keyhash import hash_keys, node_index
 from firn.model.keyspans import key_spans
 from firn.model.schema import TableSchema
@@ -35,11 +36,19 @@ from firn.model.values import keys_at, partition_path, partition_texts
 _NODE = "_firn_node"
 
 SNAPPY_BELOW_BYTES = 1 << 20
-"""Change files of less Arrow data than this are compressed with snappy, not zstd:
-zstd sets up a context per column chunk, which on a small commit's files cost more
-than everything else in writing them (a 12-row, 7-column file: 0.47 ms to encode
+"""A zstd table's change files of less Arrow data than this are compressed with
+snappy: zstd sets up a context per column chunk, which on a small commit's files cost
+more than everything else in writing them (a 12-row, 7-column file: 0.47 ms to encode
 against 0.15 ms; 16 such files, one commit of 200 rows over 4 partitions: 7.5 ms
-against 2.5 ms), and files this small gain little from its better ratio."""
+against 2.5 ms), and files this small gain little from its better ratio. LZ4 (the
+default codec) costs what snappy does on small files."""
+
+
+def change_codec(codec: str, arrow_bytes: int) -> str:
+    """The codec of a change file of ``arrow_bytes`` for a table whose
+    ``file.compression`` is ``codec``: that codec, but snappy for a zstd table's small
+    files (``SNAPPY_BELOW_BYTES``)."""
+    return "snappy" if codec == "zstd" and arrow_bytes < SNAPPY_BELOW_BYTES else codec
 
 
 @dataclass(frozen=True)
@@ -141,9 +150,12 @@ def file_name(group: ChangeGroup) -> str:
     return f"{prefix}{group.file_type}-{group.node.m}-{group.node.i}-{uuid.uuid4().hex}.parquet"
 
 
-def write_group(table: TableSchema, storage: Storage, group: ChangeGroup, path: str) -> StagedFile:
-    """Write ``group`` at ``path`` (from ``file_name``)."""
-    codec = "snappy" if group.rows.nbytes < SNAPPY_BELOW_BYTES else "zstd"
+def write_group(
+    table: TableSchema, storage: Storage, group: ChangeGroup, path: str, codec: str = DEFAULT_CODEC
+) -> StagedFile:
+    """Write ``group`` at ``path`` (from ``file_name``), compressed as a table of
+    ``file.compression`` ``codec`` writes change files (``change_codec``)."""
+    codec = change_codec(codec, group.rows.nbytes)
     encodings = column_encodings(group.rows.schema, table.primary_key)
     size = storage.write_parquet(
         path,

@@ -58,7 +58,9 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
         "lz4",
         (
             "`lz4`, `zstd` or `snappy`: the Parquet codec (LZ4_RAW, ZSTD, SNAPPY) of the "
-            "base files loads and compactions write, and of minor compactions' runs. "
+            "base files loads and compactions write, of minor compactions' runs and of "
+            "change files (a zstd table's change files of less than 1 MiB are snappy: "
+            "zstd's setup per column is most of a small file's write). "
             "LZ4 decodes about twice as fast as the other two and encodes faster, for "
             "files about a third larger than zstd's (as large as snappy's): Firn's base "
             "files are read far more often than written. Every engine that reads "

@@ -76,7 +76,7 @@ class WriteJob:
     change_split_rows: int = 0
     """``change.split-rows``: a task's rows of a partition below it go to its root node."""
     compression: str = DEFAULT_CODEC
-    """``file.compression``: the codec of a load's base files."""
+    """``file.compression``: the codec of a load's base files and of change files."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,10 @@ def _write_changes(
         groups = [_reordered(table, g, positions) for g in groups]
     if table.keyed:
         check_unique(table, validated, DISTINCT_ORDER if order is not None else ONE_ROW_PER_KEY)
-    return [write_group(table, storage, g, f"{directory}/{file_name(g)}") for g in groups]
+    return [
+        write_group(table, storage, g, f"{directory}/{file_name(g)}", job.compression)
+        for g in groups
+    ]
 
 
 def _reordered(table: TableSchema, group: ChangeGroup, order: npt.NDArray[np.int64]) -> ChangeGroup:
