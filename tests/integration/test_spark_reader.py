@@ -433,7 +433,10 @@ def test_the_jvm_reader_on_a_table_keyed_by_bytes(
     def name(i: int) -> Any:
         # Long enough that the writer's dictionary fills early and most base pages are
         # plain: the reader then compares keys in the batch's bytes (InPlaceStrings).
-        text = f"key-{i:06d}-{'x' * 24}" if i % 3 else f"ключ-{i}-é"
+        # A quarter share their first 18 bytes, so only the bytes past the 16 the merge
+        # reader orders by words (SortedBytes) tell them apart; a quarter are 12 digits,
+        # which differ in every byte of both words.
+        text = (f"ключ-{i}-é", f"key-{i:06d}-{'x' * 24}", f"{'x' * 18}-{i}", f"{i:012d}")[i % 4]
         if not binary:
             return text
         # Bytes above 0x7f first in a fifth of them, some not UTF-8 at all: compared
@@ -441,6 +444,18 @@ def test_the_jvm_reader_on_a_table_keyed_by_bytes(
         return (bytes([0xFF, i % 256]) if i % 5 == 0 else b"") + text.encode()
 
     model = {name(i): i for i in range(60_000)}
+    # Binary keys that hold one another as a prefix up to zero bytes, either side of the
+    # words' 8 and 16 bytes: zero-padded words alone would take them for one key.
+    padded = [
+        b"ab",
+        b"ab\x00\x00",
+        b"y" * 8,
+        b"y" * 8 + b"\x00",
+        b"z" * 16,
+        b"z" * 16 + b"\x00\x00",
+    ]
+    if binary:
+        model.update({k: -1000 - n for n, k in enumerate(padded)})
     table.load(pa.Table.from_pylist([{"k": k, "v": v} for k, v in model.items()], schema))
 
     def commit(upserts: dict[Any, int], deletes: list[Any]) -> None:
@@ -468,6 +483,9 @@ def test_the_jvm_reader_on_a_table_keyed_by_bytes(
     new_keys = [b"zz-new", "ключ-new".encode(), b"\x80\x00"] if binary else ["zz-new", "ключ-new"]
     absent = b"absent" if binary else "absent"
     commit({name(5): -5, **{k: i for i, k in enumerate(new_keys)}}, [name(6), name(9), absent])
+    if binary:  # beside each padded base key, one that only its zero bytes tell apart
+        between = [b"ab\x00", b"y" * 8 + b"\x00\x00", b"z" * 16 + b"\x00"]
+        commit({k: 7 for k in between}, [b"ab", b"y" * 8, b"z" * 16 + b"\x00\x00"])
     check()
     commit({name(i): -i for i in range(0, 60_000, 7)}, [name(i) for i in range(1, 60_000, 11)])
     check()

@@ -4,10 +4,8 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.ref.SoftReference;
 import java.lang.reflect.Field;
-import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Comparator;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
@@ -60,7 +58,7 @@ import scala.Option;
  * The key is one integer, date, timestamp, string, binary or decimal column. A string's
  * (or binary's) changes are numbered as they are first read ({@link StringIds}), and the
  * winners' slots are those numbers; the base walk compares the strings themselves, in the
- * byte order Firn sorts them by ({@link SortedStrings}). A decimal goes the same way in a
+ * byte order Firn sorts them by ({@link SortedBytes}). A decimal goes the same way in a
  * form of 16 bytes whose byte order is its numeric order ({@link DecimalKeys}).
  *
  * <p>A base file's rows are in key order (loads and compactions write them so), so whether
@@ -141,7 +139,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** Whether the split's changes have been read (their winners sorted and listed). */
   private boolean merged;
   private SortedKeys changed;
-  private SortedStrings changedStrings;
+  private SortedBytes changedStrings;
   /** Insert files' readers kept open: their last batch holds winning upserts. */
   private final List<FileReader> held = new ArrayList<>();
   private long heldRows;
@@ -210,11 +208,7 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
     if (!merged) {
       Winners winners = readChanges();
       if (bytesKey) {
-        UTF8String[] won = new UTF8String[winners.size];
-        for (int slot = 0; slot < winners.size; slot++) {
-          won[slot] = ids.key((int) winners.keys[slot]);
-        }
-        changedStrings = new SortedStrings(won);
+        changedStrings = ids.sorted(winners.keys, winners.size);
       } else {
         changed = new SortedKeys(Arrays.copyOf(winners.keys, winners.size));
       }
@@ -833,70 +827,21 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   }
 
   /**
-   * {@link SortedKeys} for string keys: the changed keys in byte order (Firn's order for
-   * strings, as {@link UTF8String#compareTo} compares), walked beside a base file's.
-   */
-  static final class SortedStrings {
-    private final UTF8String[] keys;
-    private int cursor;
-
-    SortedStrings(UTF8String[] keys) {
-      Arrays.sort(keys, InPlaceStrings.BYTE_ORDER);
-      this.keys = keys;
-    }
-
-    /** Starts a new file. */
-    void restart() {
-      cursor = 0;
-    }
-
-    /**
-     * {@link #holds(UTF8String)} of the key whose UTF-8 bytes are {@code bytes[at, at +
-     * length)}, compared where they lie: a string made per base row was most of a read's
-     * time.
-     */
-    boolean holds(byte[] bytes, int at, int length) {
-      if (cursor > 0 && InPlaceStrings.compare(keys[cursor - 1], bytes, at, length) >= 0) {
-        return holds(UTF8String.fromBytes(bytes, at, length)); // out of order: searched
-      }
-      while (cursor < keys.length) {
-        int order = InPlaceStrings.compare(keys[cursor], bytes, at, length);
-        if (order >= 0) {
-          return order == 0;
-        }
-        cursor++;
-      }
-      return false;
-    }
-
-    /**
-     * Whether {@code key} is among the changed keys. The cursor's last passed key, not the
-     * base key before, tells a key out of order: a batch's strings point into its buffer,
-     * which the next batch refills, so no base key is kept from one call to the next.
-     */
-    boolean holds(UTF8String key) {
-      if (cursor > 0 && InPlaceStrings.BYTE_ORDER.compare(key, keys[cursor - 1]) <= 0) {
-        int found = Arrays.binarySearch(keys, key, InPlaceStrings.BYTE_ORDER);
-        cursor = found >= 0 ? found : -found - 1;
-      }
-      while (cursor < keys.length && InPlaceStrings.BYTE_ORDER.compare(keys[cursor], key) < 0) {
-        cursor++;
-      }
-      return cursor < keys.length && keys[cursor].equals(key);
-    }
-  }
-
-  /**
    * The numbers of a split's changed string keys, 0, 1, 2... in the order the keys are first
    * met: an open-addressing table probed with a key's bytes where they lie (a batch's, or a
-   * string's), each number's key kept as a string of its own. An entry holds the key's hash
-   * beside its number, so a probe that meets another key's entry tells so without reading
-   * that key's bytes (another cache miss). A key first met is copied; one met again costs a
-   * hash and a comparison of bytes, no allocation.
+   * string's), each number's key copied into one array of them all, one after the other. An
+   * entry holds the key's hash beside its number, so a probe that meets another key's entry
+   * tells so without reading that key's bytes (another cache miss). A key first met is
+   * copied; one met again costs a hash and a comparison of bytes, no allocation.
    */
   static final class StringIds {
     private static final int SEED = 0x2A;
-    private final List<UTF8String> keys = new ArrayList<>();
+    /** The keys' bytes, in the order of their numbers. */
+    private byte[] bytes;
+    private int used;
+    private int[] starts;
+    private int[] lengths;
+    private int count;
     /** Each entry the key's hash in the high half and its number + 1 in the low (0: empty). */
     private long[] table;
     private int mask;
@@ -907,6 +852,10 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       int capacity = Integer.highestOneBit((int) Math.min(Math.max(expected, 8), 1 << 28));
       table = new long[capacity * 2];
       mask = table.length - 1;
+      int keys = (int) Math.min(Math.max(expected, 8), 1 << 20);
+      starts = new int[keys];
+      lengths = new int[keys];
+      bytes = new byte[keys * 16];
     }
 
     /** The hash {@link #of} takes for the key whose bytes are at {@code offset} of {@code base}. */
@@ -914,9 +863,15 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       return Murmur3_x86_32.hashUnsafeBytes(base, offset, length, SEED);
     }
 
-    /** The key numbered {@code id}. */
-    UTF8String key(int id) {
-      return keys.get(id);
+    /** The keys numbered {@code ids[0, n)}, in key order. */
+    SortedBytes sorted(long[] ids, int n) {
+      int[] at = new int[n];
+      int[] length = new int[n];
+      for (int i = 0; i < n; i++) {
+        at[i] = starts[(int) ids[i]];
+        length[i] = lengths[(int) ids[i]];
+      }
+      return new SortedBytes(bytes, at, length, n);
     }
 
     /** Loads the entries the first {@code n} {@code hashes} probe first ({@link
@@ -935,20 +890,56 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       for (int slot = h & mask; ; slot = (slot + 1) & mask) {
         long entry = table[slot];
         if (entry == 0) {
-          byte[] copy = new byte[length];
-          Platform.copyMemory(base, offset, copy, Platform.BYTE_ARRAY_OFFSET, length);
-          keys.add(UTF8String.fromBytes(copy));
-          table[slot] = ((long) h << 32) | keys.size();
-          if (keys.size() * 2 > table.length) {
+          int id = add(base, offset, length);
+          table[slot] = ((long) h << 32) | (id + 1);
+          if (count * 2 > table.length) {
             grow();
           }
-          return keys.size() - 1;
+          return id;
         }
         int id = (int) entry - 1;
-        if ((int) (entry >>> 32) == h && InPlaceStrings.equal(keys.get(id), base, offset, length)) {
+        if ((int) (entry >>> 32) == h && same(id, base, offset, length)) {
           return id;
         }
       }
+    }
+
+    /** Copies a new key's bytes after the others': its number. */
+    private int add(Object base, long offset, int length) {
+      if (count == starts.length) {
+        starts = Arrays.copyOf(starts, count * 2);
+        lengths = Arrays.copyOf(lengths, count * 2);
+      }
+      if (used + length > bytes.length) {
+        long wanted = Math.max(2L * bytes.length, (long) used + length);
+        bytes = Arrays.copyOf(bytes, (int) Math.min(wanted, Integer.MAX_VALUE - 8));
+      }
+      Platform.copyMemory(base, offset, bytes, Platform.BYTE_ARRAY_OFFSET + used, length);
+      starts[count] = used;
+      lengths[count] = length;
+      used += length;
+      return count++;
+    }
+
+    /** Whether key {@code id}'s bytes are the {@code length} bytes at {@code offset} of
+     * {@code base}. */
+    private boolean same(int id, Object base, long offset, int length) {
+      if (lengths[id] != length) {
+        return false;
+      }
+      long mine = Platform.BYTE_ARRAY_OFFSET + starts[id];
+      int i = 0;
+      for (; i + 8 <= length; i += 8) {
+        if (Platform.getLong(bytes, mine + i) != Platform.getLong(base, offset + i)) {
+          return false;
+        }
+      }
+      for (; i < length; i++) {
+        if (Platform.getByte(bytes, mine + i) != Platform.getByte(base, offset + i)) {
+          return false;
+        }
+      }
+      return true;
     }
 
     private void grow() {
@@ -970,16 +961,6 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
   /** A batch's string keys read where they lie in an on-heap vector's bytes, not copied. */
   static final class InPlaceStrings {
     private static final Field BYTES = byteData();
-    private static final boolean SWAP = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN;
-
-    /**
-     * Strings in Firn's order, their bytes unsigned ({@link UTF8String#compareTo}'s binary
-     * order). Not compareTo itself: Spark 4's asks the process environment whether it runs
-     * under test on every call, which made sorting a split's changed keys cost more than
-     * comparing them.
-     */
-    static final Comparator<UTF8String> BYTE_ORDER =
-        (a, b) -> compareAt(a, b.getBaseObject(), b.getBaseOffset(), b.numBytes());
 
     private InPlaceStrings() {}
 
@@ -1004,61 +985,6 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
       } catch (ReflectiveOperationException | RuntimeException e) {
         return null;
       }
-    }
-
-    /** Whether {@code key}'s bytes are the {@code length} bytes at {@code offset} of {@code
-     * base}. */
-    static boolean equal(UTF8String key, Object base, long offset, int length) {
-      if (key.numBytes() != length) {
-        return false;
-      }
-      Object mine = key.getBaseObject();
-      long at = key.getBaseOffset();
-      int i = 0;
-      for (; i + 8 <= length; i += 8) {
-        if (Platform.getLong(mine, at + i) != Platform.getLong(base, offset + i)) {
-          return false;
-        }
-      }
-      for (; i < length; i++) {
-        if (Platform.getByte(mine, at + i) != Platform.getByte(base, offset + i)) {
-          return false;
-        }
-      }
-      return true;
-    }
-
-    /** {@code key} against {@code bytes[at, at + length)}, unsigned byte by byte, as
-     * {@link UTF8String#compareTo} orders: negative when {@code key} is smaller. */
-    static int compare(UTF8String key, byte[] bytes, int at, int length) {
-      return compareAt(key, bytes, Platform.BYTE_ARRAY_OFFSET + at, length);
-    }
-
-    /** {@link #compare(UTF8String, byte[], int, int)} of the {@code length} bytes at {@code
-     * offset} of {@code base}. */
-    static int compareAt(UTF8String key, Object base, long offset, int length) {
-      Object mine = key.getBaseObject();
-      long from = key.getBaseOffset();
-      int size = key.numBytes();
-      int common = Math.min(size, length);
-      int i = 0;
-      for (; i + 8 <= common; i += 8) {
-        long x = Platform.getLong(mine, from + i);
-        long y = Platform.getLong(base, offset + i);
-        if (x != y) {
-          return SWAP
-              ? Long.compareUnsigned(Long.reverseBytes(x), Long.reverseBytes(y))
-              : Long.compareUnsigned(x, y);
-        }
-      }
-      for (; i < common; i++) {
-        int x = Platform.getByte(mine, from + i) & 0xFF;
-        int y = Platform.getByte(base, offset + i) & 0xFF;
-        if (x != y) {
-          return x - y;
-        }
-      }
-      return size - length;
     }
   }
 
