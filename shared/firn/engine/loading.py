@@ -5,10 +5,11 @@ The rows are split by partition and by node of the base write level
 (``base.buckets``), each group is sorted by key and written as base files cut at
 ``target-file-size`` (``firn.engine.writer.SizedWriter``), groups in parallel
 threads (numpy and Arrow hash, sort, gather, encode and compress without the GIL).
-Each group is sorted as positions only (a table keyed by one integer column sorts
-its keys packed with their positions, and unpacks its key column from them rather
-than gathering it); its rows are gathered in key order one row group at a time, so
-gathering the next overlaps encoding the last. What the files are is exactly what
+Each group is sorted as positions, and its key columns come from the sort rather
+than from a gather (a table keyed by one integer column sorts its keys packed with
+their positions and unpacks them; any other key keeps the sorted key columns its
+repeated-key check made); its other columns are gathered in key order one row group
+at a time, so gathering the next overlaps encoding the last. What the files are is exactly what
 a major compaction would have written for these rows, so readers, the planner and
 the kernel need nothing new.
 
