@@ -28,9 +28,10 @@ keys per commit, a fifth deletes, a tenth of the upserts new keys).
   ``rewrite_data_files`` with ``rewrite-all`` (compaction).
 
 Both: ``local[--cores]``, driver memory ``--driver-memory``, session time zone UTC,
-Spark's defaults otherwise; each session first writes and reads 10k rows of a table
-of its own (not timed: Spark starting its Python workers, or loading Iceberg's
-classes, is paid once per session, not per load). Reads go into Spark's ``noop``
+Spark's defaults otherwise; each session first writes and reads ``WARM_UP_ROWS`` (1M)
+rows of a table of its own, not timed (Spark starting its Python workers, or loading
+Iceberg's classes, and the JVM compiling each side's writer are paid once per session,
+not per load). Reads go into Spark's ``noop``
 sink, best of ``--runs`` (10) after a warm-up read, whose time is reported too (a
 job that reads once sees that one; ``format("firn")`` and ``firn.spark.read`` of the
 same table take turns, so neither is timed on code the other's runs compiled);
@@ -71,6 +72,7 @@ from iceberg_spark import (
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from spark_cdc_workload import (
     PRUNED,
+    WARM_UP_ROWS,
     alternating_read_times,
     base,
     changes,
@@ -101,7 +103,6 @@ SCHEMA = pa.schema(
     ]
 )
 ICEBERG_SIDE = Path(__file__).with_name("spark_cdc_iceberg.py")
-WARM_UP_ROWS = 10_000
 FLOOR_RUNS = 3
 PYTHON_RUNS = 3
 """Timed reads by Firn's Python source (``read_python_*``): a floor, seconds each."""

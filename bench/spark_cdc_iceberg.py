@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 from spark_cdc_workload import (
     PRUNED,
     VALUES,
+    WARM_UP_ROWS,
     base,
     changes,
     columns,
@@ -38,7 +39,6 @@ from spark_cdc_workload import (
 )
 
 TABLE = "ice.db.orders"
-WARM_UP_ROWS = 10_000
 
 
 def session(job: dict) -> SparkSession:

@@ -30,6 +30,13 @@ VALUES = ["qty", "price", "name", "ts"]
 PRUNED = ["qty", "name"]
 """The columns of the pruned reads (``read_pruned_*``): a number and a string, not the key,
 which a merge reads all the same."""
+WARM_UP_ROWS = 1_000_000
+"""Rows each side's session writes (and reads) into a table of its own before anything
+is timed: Spark starting its Python workers, or loading Iceberg's classes, and the JVM
+compiling each side's writer, are paid once per session, not per load. With 10k rows
+the JVM had compiled little: Firn's first 5M-row load of string keys took 7.9 s and
+its next ones 2.6-3.0 s, and the script timed one side's first load against the
+other's second."""
 LOOKUP = "id = 1234567"
 """The point lookup (``read_key_*``): one key of the base, by Spark's own filter."""
 UNPRUNED_LOOKUP = "id = 1234567 OR id = -1"

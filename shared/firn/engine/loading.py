@@ -9,9 +9,9 @@ Each group is sorted as positions, and its key columns come from the sort rather
 than from a gather (a table keyed by one integer column sorts its keys packed with
 their positions and unpacks them; any other key keeps the sorted key columns its
 repeated-key check made); its other columns are gathered in key order one row group
-at a time, so gathering the next overlaps encoding the last. What the files are is exactly what
-a major compaction would have written for these rows, so readers, the planner and
-the kernel need nothing new.
+at a time, so gathering the next overlaps encoding the last. What the files are is
+exactly what a major compaction would have written for these rows, so readers, the
+planner and the kernel need nothing new.
 
 A base file holds at most one row per key (the merge rule's "the base row stands"
 has no order between two base rows), so a key that appears twice in a load is

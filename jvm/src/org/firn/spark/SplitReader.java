@@ -836,6 +836,8 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
    */
   static final class StringIds {
     private static final int SEED = 0x2A;
+    /** The most bytes one array holds (a Java array's length is an int). */
+    private static final int MOST_BYTES = Integer.MAX_VALUE - 8;
     /** The keys' bytes, in the order of their numbers. */
     private byte[] bytes;
     private int used;
@@ -911,8 +913,13 @@ final class SplitReader implements PartitionReader<ColumnarBatch> {
         lengths = Arrays.copyOf(lengths, count * 2);
       }
       if (used + length > bytes.length) {
-        long wanted = Math.max(2L * bytes.length, (long) used + length);
-        bytes = Arrays.copyOf(bytes, (int) Math.min(wanted, Integer.MAX_VALUE - 8));
+        long needed = (long) used + length;
+        if (needed > MOST_BYTES) {
+          throw new IllegalStateException(
+              "a split's changed keys take more than " + MOST_BYTES + " bytes: compact the table");
+        }
+        long grown = Math.min(Math.max(2L * bytes.length, needed), MOST_BYTES);
+        bytes = Arrays.copyOf(bytes, (int) grown);
       }
       Platform.copyMemory(base, offset, bytes, Platform.BYTE_ARRAY_OFFSET + used, length);
       starts[count] = used;
