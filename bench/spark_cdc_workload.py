@@ -121,12 +121,13 @@ def read_times(df: Callable[[], DataFrame], runs: int) -> tuple[float, float]:
     """A full read into Spark's ``noop`` sink: the warm-up read's time (what a job
     reading once sees: the JIT has compiled little of the read's code yet) and the best
     of ``runs`` after it."""
+    first = noop_read_time(df)
+    return first, min(noop_read_time(df) for _ in range(runs))
 
-    def once() -> float:
-        return timed(lambda: df().write.format("noop").mode("overwrite").save())
 
-    first = once()
-    return first, min(once() for _ in range(runs))
+def noop_read_time(df: Callable[[], DataFrame]) -> float:
+    """One full read of ``df()`` into Spark's ``noop`` sink, in seconds."""
+    return timed(lambda: df().write.format("noop").mode("overwrite").save())
 
 
 def alternating_read_times(
@@ -137,15 +138,11 @@ def alternating_read_times(
     another has had the JVM compile the code they share: ``format("firn")`` and
     ``firn.spark.read`` run the same merge reader, and whichever was timed second ran
     0.57 s where the first ran 0.75 s, while in turns both ran 0.73-1.03 s."""
-
-    def once(df: Callable[[], DataFrame]) -> float:
-        return timed(lambda: df().write.format("noop").mode("overwrite").save())
-
-    first = {name: once(df) for name, df in reads.items()}
+    first = {name: noop_read_time(df) for name, df in reads.items()}
     best = dict.fromkeys(reads, float("inf"))
     for _ in range(runs):
         for name, df in reads.items():
-            best[name] = min(best[name], once(df))
+            best[name] = min(best[name], noop_read_time(df))
     return {name: (first[name], best[name]) for name in reads}
 
 

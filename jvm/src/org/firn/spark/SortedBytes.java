@@ -62,11 +62,6 @@ final class SortedBytes {
     }
   }
 
-  /** How many keys. */
-  int size() {
-    return first.length;
-  }
-
   /** Starts a new file. */
   void restart() {
     cursor = 0;

@@ -57,8 +57,9 @@ import scala.Option;
  * have a winner ({@link SelectedColumnVector}: nothing copied); then the winning upserts.
  * The key is one integer, date, timestamp, string, binary or decimal column. A string's
  * (or binary's) changes are numbered as they are first read ({@link StringIds}), and the
- * winners' slots are those numbers; the base walk compares the strings themselves, in the
- * byte order Firn sorts them by ({@link SortedBytes}). A decimal goes the same way in a
+ * winners' slots are those numbers; the base walk compares each base key where it lies
+ * with the winners' keys held as words, in the byte order Firn sorts them by ({@link
+ * SortedBytes}). A decimal goes the same way in a
  * form of 16 bytes whose byte order is its numeric order ({@link DecimalKeys}).
  *
  * <p>A base file's rows are in key order (loads and compactions write them so), so whether
