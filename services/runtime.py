@@ -14,11 +14,9 @@ is opened again when found broken, and the consume loop retries the message in h
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import FrameType
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.registry import Collector
@@ -33,6 +31,7 @@ from firn.postgres.connection import Connection, ReconnectingConnection
 from firn.postgres.retry import is_transient, retrying_transient
 from firn.sensors import install
 from firn.settings import FirnSettings
+from firn.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -154,16 +153,14 @@ def run_consumer_service(
         on_idle=_idle_work(context, on_idle, idle_every),
     )
 
-    def _stop(signum: int, _frame: FrameType | None) -> None:
+    def _noted(signum: int) -> None:
         log.info("%s received signal %d; stopping", context.name, signum)
-        loop.stopping.set()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    try:
-        loop.run()
-    finally:
-        stopped(context)
+    with stop_on_signals(loop.stopping, on_signal=_noted):
+        try:
+            loop.run()
+        finally:
+            stopped(context)
 
 
 def _idle_work(

@@ -15,7 +15,6 @@ import signal
 import threading
 import time
 from dataclasses import asdict
-from types import FrameType
 from typing import Any, TypeGuard
 
 import psutil
@@ -25,6 +24,7 @@ from firn.dashboard import DashboardServer, serve
 from firn.errors import ConfigError, StackError
 from firn.postgres.urls import masked
 from firn.settings import FirnSettings
+from firn.signals import stop_on_signals
 
 from .demo import DemoOptions
 from .demo_run import run_demo
@@ -67,14 +67,19 @@ def up(
             f"a stack is already running from {settings.home} "
             f"(pid {existing['supervisor_pid']}); stop it with `firn down`"
         )
-    stopping = threading.Event()
+    with stop_on_signals(threading.Event()) as stopping:
+        return _run_stack(settings, services, as_json, options, secure_kafka, stopping)
 
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        stopping.set()
 
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
-
+def _run_stack(
+    settings: FirnSettings,
+    services: bool,
+    as_json: bool,
+    options: DemoOptions | None,
+    secure_kafka: bool,
+    stopping: threading.Event,
+) -> int:
+    """``up`` once the stop signals set ``stopping``."""
     began = time.monotonic()
     url = settings.database_url.get_secret_value() if settings.database_url else None
     stack = LocalStack(

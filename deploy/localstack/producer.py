@@ -15,13 +15,12 @@ make it with its own partition count.
 
 from __future__ import annotations
 
-import signal
 import threading
-from types import FrameType
 from typing import Any
 
 from firn.kafka import Topics, ensure_topics
 from firn.settings import FirnSettings
+from firn.signals import stop_on_signals
 
 from .demo import DemoOptions
 from .demo_run import run_demo
@@ -33,14 +32,5 @@ def demo(settings: FirnSettings, options: dict[str, Any], *, as_json: bool = Fal
     demo_options = DemoOptions(**{"idle_seconds": 0.0, **options})
     if settings.kafka_bootstrap:
         ensure_topics(settings, (Topics.from_settings(settings).commits,))
-    stopping = threading.Event()
-
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        stopping.set()
-
-    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with stop_on_signals(threading.Event()) as stopping:
         return run_demo(settings, demo_options, stopping, dict, as_json=as_json)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "firn.settings",
             "firn.sensors",
             "firn.readable",
+            "firn.signals",
         ),
     ),
     ("1 model", ("firn.model",)),
