@@ -66,6 +66,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from harness import ORDERS, bench_catalog, order_rows  # bench/ is on sys.path when run as a script
+from warm_memory import warm
 
 import firn
 from firn.commands.tables import parse_properties
@@ -95,16 +96,6 @@ def change_sets(
         deleted = np.union1d(np.setdiff1d(deleted, up_ids), del_ids)
         upserted = np.union1d(np.setdiff1d(upserted, del_ids), up_ids)
     return sets, upserted, deleted
-
-
-def warm(gib: float) -> None:
-    """Touch ``gib`` GiB of fresh memory, then free it. On this development VM the
-    first touch of memory the guest has not used lately costs 1-3 s per GiB, and
-    erratically (the host reclaims idle guest memory): whichever stage touched it
-    first would pay for the others, so each timed stage starts warm."""
-    if gib > 0:
-        block = np.ones(int(gib * (1 << 30)) // 8)
-        del block
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

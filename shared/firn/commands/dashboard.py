@@ -12,6 +12,7 @@ from firn.commands.compact import request_compaction
 from firn.commands.output import int_between
 from firn.dashboard import serve
 from firn.settings import FirnSettings
+from firn.signals import stop_on_signals
 
 
 def add_commands(
@@ -40,9 +41,8 @@ def run_dashboard(args: argparse.Namespace, settings: FirnSettings) -> int:
         print(f"firn: dashboard at {server.url} (compaction requests {token}); Ctrl-C stops it")
         sys.stdout.flush()
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        with stop_on_signals(threading.Event()) as stopping:  # Ctrl-C or SIGTERM
+            stopping.wait()
     finally:
         server.stop()
     return 0

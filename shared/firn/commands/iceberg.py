@@ -26,6 +26,7 @@ from firn.iceberg.names import iceberg_name
 from firn.iceberg.properties import catalog_properties, io_properties
 from firn.readable import duration, size
 from firn.settings import FirnSettings
+from firn.signals import stop_on_signals
 
 
 def add_commands(
@@ -101,9 +102,8 @@ def run_serve(args: argparse.Namespace, settings: FirnSettings) -> int:
             flush=True,
         )
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        with stop_on_signals(threading.Event()) as stopping:  # Ctrl-C or SIGTERM
+            stopping.wait()
     finally:
         server.stop()
     return 0
