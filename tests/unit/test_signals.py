@@ -3,12 +3,14 @@ thread holds the event's own lock, and the previous handlers come back after."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 from firn.signals import stop_on_signals
 
@@ -64,3 +66,26 @@ def test_other_signals_are_left_alone() -> None:
         finally:
             signal.signal(signal.SIGUSR1, previous)
     assert heard == []
+
+
+def test_firn_dashboard_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    """``docker stop`` sends SIGTERM: the dashboard stops its server and exits 0, as on
+    Ctrl-C (no page is asked for, so no catalog is opened)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FIRN_")}
+    env |= {"FIRN_HOME": str(tmp_path), "FIRN_DATABASE_URL": "postgresql://u:p@127.0.0.1:1/x"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "firn", "dashboard", "--port", "0", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["url"].startswith("http://")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)

@@ -32,17 +32,22 @@ def add_commands(
 
 
 def run_dashboard(args: argparse.Namespace, settings: FirnSettings) -> int:
-    server = serve(settings.with_local_stack(), request_compaction, args.port)
-    enabled = server.dashboard.action_enabled
-    if args.json:
-        print(json.dumps({"url": server.url, "action_enabled": enabled}), flush=True)
-    else:
-        token = "enabled" if enabled else "disabled (no FIRN_DASHBOARD_TOKEN)"
-        print(f"firn: dashboard at {server.url} (compaction requests {token}); Ctrl-C stops it")
-        sys.stdout.flush()
-    try:
-        with stop_on_signals(threading.Event()) as stopping:  # Ctrl-C or SIGTERM
+    # Ctrl-C or SIGTERM stop it cleanly from before its address is shown: a caller may
+    # stop it as soon as it reads the address.
+    with stop_on_signals(threading.Event()) as stopping:
+        server = serve(settings.with_local_stack(), request_compaction, args.port)
+        try:
+            enabled = server.dashboard.action_enabled
+            if args.json:
+                print(json.dumps({"url": server.url, "action_enabled": enabled}), flush=True)
+            else:
+                token = "enabled" if enabled else "disabled (no FIRN_DASHBOARD_TOKEN)"
+                print(
+                    f"firn: dashboard at {server.url} (compaction requests {token}); "
+                    "Ctrl-C stops it"
+                )
+                sys.stdout.flush()
             stopping.wait()
-    finally:
-        server.stop()
+        finally:
+            server.stop()
     return 0

@@ -92,20 +92,24 @@ def run_serve(args: argparse.Namespace, settings: FirnSettings) -> int:
     from firn.iceberg.rest import serve  # pyiceberg loads only for this command
 
     port = args.port if args.port is not None else settings.iceberg_rest_port or DEFAULT_REST_PORT
-    server = serve(settings.with_local_stack(), port)
-    if args.json:
-        print(json.dumps({"url": server.url, "catalog": settings.iceberg_catalog}), flush=True)
-    else:
-        print(
-            f"firn: Iceberg REST catalog at {server.url} (read-only; e.g. "
-            f'load_catalog("firn", type="rest", uri="{server.url}")); Ctrl-C stops it',
-            flush=True,
-        )
-    try:
-        with stop_on_signals(threading.Event()) as stopping:  # Ctrl-C or SIGTERM
+    # Ctrl-C or SIGTERM stop it cleanly from before its address is shown.
+    with stop_on_signals(threading.Event()) as stopping:
+        server = serve(settings.with_local_stack(), port)
+        try:
+            if args.json:
+                print(
+                    json.dumps({"url": server.url, "catalog": settings.iceberg_catalog}),
+                    flush=True,
+                )
+            else:
+                print(
+                    f"firn: Iceberg REST catalog at {server.url} (read-only; e.g. "
+                    f'load_catalog("firn", type="rest", uri="{server.url}")); Ctrl-C stops it',
+                    flush=True,
+                )
             stopping.wait()
-    finally:
-        server.stop()
+        finally:
+            server.stop()
     return 0
 
 
