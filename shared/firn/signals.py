@@ -35,10 +35,16 @@ def stop_on_signals(
     then sets ``event``, both from a watcher thread; the previous handlers and wakeup
     descriptor come back on exit. Only the main thread may install signal handlers."""
     reader, writer = socket.socketpair()
-    writer.setblocking(False)
+    try:
+        writer.setblocking(False)
+        # Raises ValueError outside the main thread, before anything is changed.
+        previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    except BaseException:
+        reader.close()
+        writer.close()
+        raise
     wanted = {int(s) for s in signals}
     previous_handlers: dict[int, Callable[[int, FrameType | None], object] | int | None] = {}
-    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
 
     def watch() -> None:
         while True:

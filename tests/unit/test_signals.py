@@ -89,3 +89,21 @@ def test_firn_dashboard_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=30)
+
+
+def test_outside_the_main_thread_it_refuses_and_changes_nothing() -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    failures: list[BaseException] = []
+
+    def enter() -> None:
+        try:
+            with stop_on_signals(threading.Event()):
+                pass
+        except ValueError as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join(10)
+    assert len(failures) == 1
+    assert {s: signal.getsignal(s) for s in before} == before
