@@ -1,0 +1,56 @@
+"""The merge reader's changed-key sets held to Java's own sets: ``jvm/checks/``'s
+``SortedKeysCheck`` asks ``SortedBytes`` (string, binary and decimal keys) and
+``SplitReader.SortedKeys`` (integer keys) about random base keys in key order (the
+walk), in any order (the binary search a key smaller than the one before takes, which
+no Firn-written base file reaches) and after a restart, with keys that differ only
+past the words' 16 bytes, by trailing zero bytes or in bytes above 0x7f. Compiled
+against the built jar, so it checks the classes Spark runs."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from firn.spark.jvm import jar_path
+
+REPO = Path(__file__).resolve().parents[2]
+CHECK = REPO / "jvm" / "checks" / "org" / "firn" / "spark" / "SortedKeysCheck.java"
+
+
+@pytest.fixture(scope="module")
+def classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+    jar = jar_path()
+    assert jar is not None, "the JVM merge reader is not built: run make setup (needs javac)"
+    javac = shutil.which("javac")
+    assert javac is not None, "javac (a JDK 17) builds the merge reader and this check"
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    base = f"{jar}{os.pathsep}{spark_jars}{os.sep}*"
+    classes = tmp_path_factory.mktemp("checks")
+    built = subprocess.run(
+        [javac, "-nowarn", "--release", "17", "-d", str(classes), "-cp", base, str(CHECK)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    return f"{classes}{os.pathsep}{base}"
+
+
+@pytest.mark.parametrize("seed", [38, random.randrange(1 << 40)])
+def test_changed_key_sets_answer_as_javas_sets(classpath: str, seed: int) -> None:
+    java = shutil.which("java")
+    assert java is not None
+    done = subprocess.run(
+        [java, "-cp", classpath, "org.firn.spark.SortedKeysCheck", str(seed), "300"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"seed {seed}: {done.stderr}"
+    assert done.stdout.startswith("ok: 300 trials"), done.stdout
