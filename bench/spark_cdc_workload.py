@@ -125,8 +125,7 @@ def read_times(df: Callable[[], DataFrame], runs: int) -> tuple[float, float]:
     """A full read into Spark's ``noop`` sink: the warm-up read's time (what a job
     reading once sees: the JIT has compiled little of the read's code yet) and the best
     of ``runs`` after it."""
-    first = noop_read_time(df)
-    return first, min(noop_read_time(df) for _ in range(runs))
+    return alternating_read_times({"read": df}, runs)["read"]
 
 
 def noop_read_time(df: Callable[[], DataFrame]) -> float:

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Protocol, TypeVar
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -78,3 +79,23 @@ def _noted(_signum: int, _frame: FrameType | None) -> None:
     """The Python-level handler: nothing, on purpose; the wakeup socket carries the
     signal to the watcher. (A handler must be installed: with the default one, SIGINT
     raises KeyboardInterrupt and SIGTERM ends the process.)"""
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+Server = TypeVar("Server", bound=Stoppable)
+
+
+def serve_until_stopped(start: Callable[[], Server], announce: Callable[[Server], None]) -> None:
+    """Start a server, announce it, and stop it on Ctrl-C or SIGTERM. The signals are
+    taken before the announcement: a caller may stop it as soon as it reads the
+    address."""
+    with stop_on_signals(threading.Event()) as stopping:
+        server = start()
+        try:
+            announce(server)
+            stopping.wait()
+        finally:
+            server.stop()

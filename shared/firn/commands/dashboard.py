@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import threading
 from typing import Any
 
 from firn.commands.compact import request_compaction
 from firn.commands.output import int_between
-from firn.dashboard import serve
+from firn.dashboard import DashboardServer, serve
 from firn.settings import FirnSettings
-from firn.signals import stop_on_signals
+from firn.signals import serve_until_stopped
 
 
 def add_commands(
@@ -32,22 +30,18 @@ def add_commands(
 
 
 def run_dashboard(args: argparse.Namespace, settings: FirnSettings) -> int:
-    # Ctrl-C or SIGTERM stop it cleanly from before its address is shown: a caller may
-    # stop it as soon as it reads the address.
-    with stop_on_signals(threading.Event()) as stopping:
-        server = serve(settings.with_local_stack(), request_compaction, args.port)
-        try:
-            enabled = server.dashboard.action_enabled
-            if args.json:
-                print(json.dumps({"url": server.url, "action_enabled": enabled}), flush=True)
-            else:
-                token = "enabled" if enabled else "disabled (no FIRN_DASHBOARD_TOKEN)"
-                print(
-                    f"firn: dashboard at {server.url} (compaction requests {token}); "
-                    "Ctrl-C stops it"
-                )
-                sys.stdout.flush()
-            stopping.wait()
-        finally:
-            server.stop()
+    def announce(server: DashboardServer) -> None:
+        enabled = server.dashboard.action_enabled
+        if args.json:
+            print(json.dumps({"url": server.url, "action_enabled": enabled}), flush=True)
+        else:
+            token = "enabled" if enabled else "disabled (no FIRN_DASHBOARD_TOKEN)"
+            print(
+                f"firn: dashboard at {server.url} (compaction requests {token}); Ctrl-C stops it",
+                flush=True,
+            )
+
+    serve_until_stopped(
+        lambda: serve(settings.with_local_stack(), request_compaction, args.port), announce
+    )
     return 0

@@ -14,8 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from firn.api.catalog import connect
@@ -26,7 +25,10 @@ from firn.iceberg.names import iceberg_name
 from firn.iceberg.properties import catalog_properties, io_properties
 from firn.readable import duration, size
 from firn.settings import FirnSettings
-from firn.signals import stop_on_signals
+from firn.signals import serve_until_stopped
+
+if TYPE_CHECKING:  # pyiceberg loads only for `firn iceberg serve`
+    from firn.iceberg.rest import RestServer
 
 
 def add_commands(
@@ -92,24 +94,18 @@ def run_serve(args: argparse.Namespace, settings: FirnSettings) -> int:
     from firn.iceberg.rest import serve  # pyiceberg loads only for this command
 
     port = args.port if args.port is not None else settings.iceberg_rest_port or DEFAULT_REST_PORT
-    # Ctrl-C or SIGTERM stop it cleanly from before its address is shown.
-    with stop_on_signals(threading.Event()) as stopping:
-        server = serve(settings.with_local_stack(), port)
-        try:
-            if args.json:
-                print(
-                    json.dumps({"url": server.url, "catalog": settings.iceberg_catalog}),
-                    flush=True,
-                )
-            else:
-                print(
-                    f"firn: Iceberg REST catalog at {server.url} (read-only; e.g. "
-                    f'load_catalog("firn", type="rest", uri="{server.url}")); Ctrl-C stops it',
-                    flush=True,
-                )
-            stopping.wait()
-        finally:
-            server.stop()
+
+    def announce(server: RestServer) -> None:
+        if args.json:
+            print(json.dumps({"url": server.url, "catalog": settings.iceberg_catalog}), flush=True)
+        else:
+            print(
+                f"firn: Iceberg REST catalog at {server.url} (read-only; e.g. "
+                f'load_catalog("firn", type="rest", uri="{server.url}")); Ctrl-C stops it',
+                flush=True,
+            )
+
+    serve_until_stopped(lambda: serve(settings.with_local_stack(), port), announce)
     return 0
 
 
