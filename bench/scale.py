@@ -23,7 +23,8 @@ int64, float64, 16-char string, timestamp):
 Reads are the best of ``--repeat``; compactions are timed once (each changes the
 table). Loads run in ``--load-rounds`` interleaved rounds, the order of Firn and
 delta-rs swapped each round (a load replaces the table, so it can run again), and the
-best of each counts: on this VM whichever runs first into memory the guest has not
+best of each counts (every round and their median are reported too, and the growth of
+the median load beside the best's): on this VM whichever runs first into memory the guest has not
 used lately pays for it (``warm``), and its speed drifts by a third from minute to
 minute; each contender's first load is reported too. Every read is checked against
 the rows the model says are live (its row count, and the key set at the smallest
@@ -181,6 +182,8 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
         for key, times in loads.items():
             out[key] = min(times)
             out[f"first_{key}"] = times[0]
+            out[f"median_{key}"] = float(np.median(times))
+            out[f"rounds_{key}"] = times
         out["layout_loaded"] = layout(table)
         plain_write = functools.partial(
             pq.write_table, base, scratch / "plain.parquet", row_group_size=ROW_GROUP
@@ -235,6 +238,7 @@ def one_size(catalog: firn.Catalog, base_rows: int, args: argparse.Namespace) ->
     per_m = base_rows / 1e6
     for stage in ("load", "commit", "read_before", "compact", "read_after"):
         out[f"{stage}_s_per_m"] = out[f"{stage}_s"] / per_m
+    out["median_load_s_per_m"] = out["median_load_s"] / per_m
     out["load_vs_delta"] = out["load_s"] / out["delta_load_s"]
     out["read_after_vs_plain"] = out["read_after_s"] / out["plain_read_s"]
     out["read_after_vs_before"] = out["read_after_s"] / out["read_before_s"]
@@ -343,6 +347,11 @@ def main() -> None:
                 stage: r[f"{stage}_s_per_m"] / first[f"{stage}_s_per_m"]
                 for stage in ("load", "commit", "read_before", "compact", "read_after")
             }
+            # The best load of a few rounds at the smallest size is the luckiest of
+            # short runs, so the median rounds' growth is printed beside it.
+            r["growth_vs_smallest"]["median_load"] = (
+                r["median_load_s_per_m"] / first["median_load_s_per_m"]
+            )
             print(json.dumps({"base_rows": r["base_rows"], **r["growth_vs_smallest"]}))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
