@@ -50,6 +50,7 @@ compaction.
     .venv/bin/python bench/spark_cdc.py                     # 5M rows, 10 x 100k changes
     .venv/bin/python bench/spark_cdc.py --rows 1000000 --changes 200000   # quicker
     .venv/bin/python bench/spark_cdc.py --key string    # string keys on both sides
+    .venv/bin/python bench/spark_cdc.py --rounds 3      # three rounds, each ratio's median
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -479,17 +481,60 @@ def main() -> int:
         action="store_true",
         help="skip reading Firn's published Iceberg table with Iceberg's Spark runtime",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the whole comparison this many times (each side's session anew, the "
+        "sides in turns) and print each stage's ratio in every round and their median: "
+        "one round's ratios swing by a fifth or more on this VM",
+    )
     args = parser.parse_args()
     malformed = [p for p in args.firn_property if "=" not in p]
     if malformed:
         parser.error(f"--firn-property takes KEY=VALUE, got {malformed}")
-    sides: dict[str, dict[str, Any]] = {}
-    if args.only != "iceberg":
-        sides["firn"] = firn_side(args)
-        print(f"firn: {json.dumps(sides['firn'])}", file=sys.stderr, flush=True)
-    if args.only != "firn":
-        sides["iceberg"] = iceberg_side(args)
-        print(f"iceberg: {json.dumps(sides['iceberg'])}", file=sys.stderr, flush=True)
+    if args.rounds < 1:
+        parser.error("--rounds takes a positive number")
+    failures = 0
+    rounds: list[dict[str, dict[str, Any]]] = []
+    for number in range(1, args.rounds + 1):
+        if args.rounds > 1:
+            print(f"round {number} of {args.rounds}", flush=True)
+        sides: dict[str, dict[str, Any]] = {}
+        if args.only != "iceberg":
+            sides["firn"] = firn_side(args)
+            print(f"firn: {json.dumps(sides['firn'])}", file=sys.stderr, flush=True)
+        if args.only != "firn":
+            sides["iceberg"] = iceberg_side(args)
+            print(f"iceberg: {json.dumps(sides['iceberg'])}", file=sys.stderr, flush=True)
+        failures += report(args, sides)
+        rounds.append(sides)
+    if args.rounds > 1 and args.only is None:
+        print_round_ratios(rounds)
+    return 1 if failures else 0
+
+
+RATIOS = {
+    **{stage: (stage, stage) for stage in STAGES},
+    "load_source_s": ("load_source_s", "load_first_s"),
+    "read_before_native_s": ("read_before_native_s", "read_before_s"),
+    "read_after_native_s": ("read_after_native_s", "read_after_s"),
+}
+"""Each stage whose ratio ``--rounds`` summarises: Firn's figure and Iceberg's it is set
+against (as the one-round report sets them)."""
+
+
+def print_round_ratios(rounds: list[dict[str, dict[str, Any]]]) -> None:
+    """Each stage's Firn / Iceberg ratio in every round, and their median."""
+    print(f"firn / iceberg in each of {len(rounds)} rounds, and the median")
+    for stage, (ours, theirs) in RATIOS.items():
+        ratios = [r["firn"][ours] / r["iceberg"][theirs] for r in rounds]
+        each = " ".join(f"{x:.2f}x" for x in ratios)
+        print(f"{stage[:-2]:<22}{each}   median {statistics.median(ratios):.2f}x")
+
+
+def report(args: argparse.Namespace, sides: dict[str, dict[str, Any]]) -> int:
+    """Prints one round's table, notes and checks; how many checks failed."""
     print(
         f"{args.rows:,} base rows, {args.commits} commits of {args.changes // args.commits:,} "
         f"changes, {args.key} keys; Spark local[{args.cores}], driver {args.driver_memory}"
@@ -613,7 +658,7 @@ def main() -> int:
                 f"(rows, sum of ids, sum of qty: firn {sides['firn'][when]}, "
                 f"iceberg {sides['iceberg'][when]})"
             )
-    return 1 if failures else 0
+    return failures
 
 
 if __name__ == "__main__":
