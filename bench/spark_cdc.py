@@ -3,7 +3,9 @@ workload in the same cores: a bulk load, commits of changes, a full read before
 compaction, a read of two of its columns (``read_pruned``: ``select("qty",
 "name")``, what Spark's column pruning makes of it) and a point lookup of one key
 (``read_key``: Spark's filter ``id = ...``, which prunes what each side reads), the
-compaction, the same three reads after it.
+compaction, the same three reads after it. One more load (``load_unordered``) writes the
+same rows with their ids permuted into a table of its own: the base's ids come in order,
+and Spark, knowing a range's order, skips the sort Firn's loader asks for by an int id.
 
 The workload (``bench/spark_cdc_workload.py``, generated in Spark SQL so both sides
 write the same rows): ``--rows`` base rows (int64 key, int64, float64, string,
@@ -120,6 +122,7 @@ PYTHON_RUNS = 3
 
 STAGES = (
     "load_s",
+    "load_unordered_s",
     "commit_s",
     "read_before_s",
     "read_pruned_before_s",
@@ -267,6 +270,19 @@ def firn_side(args: argparse.Namespace) -> dict[str, Any]:
             )
             out["load_files"] = table.files().num_rows
             out["load_by_loader"] = written_by_loader(table)
+            # The same rows in an order Spark does not know, into a table of their own:
+            # the loader sorts them (a load of int ids in order sorts nothing, Spark
+            # knowing a range's order), where Iceberg's append writes them as they come.
+            unordered = catalog.create_table(f"{NAME}_unordered", schema, ["id"])
+            out["load_unordered_s"] = timed(
+                lambda: firn.spark.write(
+                    base(spark, args.rows, args.key, ordered=False),
+                    unordered.name,
+                    "overwrite",
+                    **options,
+                ),
+                args.warm_gib,
+            )
             each = args.changes // args.commits
             # firn.spark.write shuffles each change set by change node first: one file
             # per node and operation, not one per task too (firn.spark.clustering).
@@ -594,7 +610,9 @@ def report(args: argparse.Namespace, sides: dict[str, dict[str, Any]]) -> int:
             f"{'the JVM loader' if f.get('load_source_by_loader') else 'the Python source'}; "
             "each side loads twice and each load is set against the other side's of the "
             "same place in the session: load_source against Iceberg's first, load against "
-            "its second)"
+            "its second; load_unordered: the same rows, ids permuted, which Firn's loader "
+            "sorts and Iceberg's append writes as they come, each side into a table of its "
+            "own)"
         )
         for when in ("before", "after"):
             native = f[f"read_{when}_native_s"]

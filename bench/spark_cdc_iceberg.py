@@ -42,6 +42,7 @@ from spark_cdc_workload import (
 
 TABLE = "ice.db.orders"
 FIRST_LOAD = "ice.db.orders_first_load"
+UNORDERED_LOAD = "ice.db.orders_unordered_load"
 """Where Iceberg's first load goes, set against Firn's first (``format("firn")``)."""
 
 
@@ -75,7 +76,7 @@ def main() -> int:
     key_kind = str(job.get("key", "int"))
     key = lookup(key_kind)
     try:
-        for name in (TABLE, FIRST_LOAD):
+        for name in (TABLE, FIRST_LOAD, UNORDERED_LOAD):
             spark.sql(
                 f"CREATE TABLE {name} ({columns(key_kind)}) USING iceberg TBLPROPERTIES ("
                 "'format-version'='3', 'write.delete.mode'='merge-on-read', "
@@ -99,6 +100,12 @@ def main() -> int:
         )
         out["load_s"] = timed(lambda: base(spark, rows, key_kind).writeTo(TABLE).append(), warm_gib)
         spark.sql(f"DROP TABLE {FIRST_LOAD} PURGE")
+        # The same rows in an order Spark does not know, into a table of their own.
+        out["load_unordered_s"] = timed(
+            lambda: base(spark, rows, key_kind, ordered=False).writeTo(UNORDERED_LOAD).append(),
+            warm_gib,
+        )
+        spark.sql(f"DROP TABLE {UNORDERED_LOAD} PURGE")
         updates = ", ".join(f"t.{c} = s.{c}" for c in VALUES)
         names = ", ".join(["id", *VALUES])
         merge = (

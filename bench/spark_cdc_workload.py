@@ -74,8 +74,19 @@ def lookup(key: str, pruned: bool = True) -> str:
     return found if pruned else f"{found} OR id = {absent[key]}"
 
 
-def base(spark: SparkSession, rows: int, key: str = "int") -> DataFrame:
-    return spark.range(0, rows).selectExpr(
+PERMUTER = 2_654_435_761
+"""A prime above any ``--rows``: ``pmod(id * PERMUTER, rows)`` takes every id below ``rows``
+once, in an order that looks random."""
+
+
+def base(spark: SparkSession, rows: int, key: str = "int", ordered: bool = True) -> DataFrame:
+    """The base rows: ids 0 to ``rows`` - 1 in order (Spark knows a range's order, and a
+    sort by an integer id over it is skipped), or, not ``ordered``, the same ids permuted:
+    the order of rows read from somewhere else, which a writer that sorts has to sort."""
+    ids = spark.range(0, rows)
+    if not ordered:
+        ids = ids.selectExpr(f"pmod(id * {PERMUTER}, {rows}) AS id")
+    return ids.selectExpr(
         f"{key_of('id', key)} AS id",
         "id % 1000 AS qty",
         "CAST(id % 9973 AS DOUBLE) / 7 AS price",
