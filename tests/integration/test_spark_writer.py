@@ -763,6 +763,70 @@ def test_the_jvm_loader_takes_a_binary_key(
     assert kv(table) == model
 
 
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    key_type=st.sampled_from(["string", "binary"]),
+    shared=st.sampled_from(["", "tenant-0000000/", "ключ-"]),
+    suffixes=st.sets(
+        st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=12), max_size=60
+    ),
+)
+def test_the_jvm_loader_sorts_in_its_tasks_keys_that_share_their_first_bytes(
+    spark: SparkSession,
+    catalog: firn.Catalog,
+    options: dict[str, str],
+    key_type: str,
+    shared: str,
+    suffixes: set[str],
+) -> None:
+    """An unpartitioned table keyed by a string or binary is sorted in the loader's tasks
+    (``org.firn.spark.LoadSort``), each row's sort prefix the 8 key bytes after those all
+    the task's keys share. Keys that are prefixes of one another, that tie in those 8
+    bytes, or hold multi-byte characters, arriving in no order across three tasks, are
+    written each file in key order and read as the model."""
+    key = pa.field("k", pa.string() if key_type == "string" else pa.binary(), nullable=False)
+    schema = pa.schema([key])
+    table = catalog.create_table(
+        f"spark_shared_{next(_names)}",
+        schema.append(pa.field("v", pa.int64())),
+        ["k"],
+        properties={"base.buckets": 2},
+    )
+    tails = suffixes | {"", "abcdefgh", "abcdefgh1", "abcdefgh2", "abcdefghé", "b"}
+    keys = [shared + t for t in sorted(tails)]
+    load_keys(
+        spark,
+        table,
+        keys if key_type == "string" else [k.encode() for k in keys],
+        key_type,
+        options,
+    )
+
+
+def test_the_jvm_loader_refuses_a_key_twice_or_a_null_key_it_sorts_itself(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    """A string-keyed load sorted in its task finds a key seen twice (once sorted, the two
+    rows adjacent: the rows come in descending order, and the first key twice in key order
+    is named) and a null key, as the loader does after Spark's sort."""
+    schema = pa.schema([pa.field("k", pa.string(), nullable=False), pa.field("v", pa.int64())])
+    table = catalog.create_table(f"spark_sorted_twice_{next(_names)}", schema, ["k"])
+    before = table.current_snapshot()
+    rows = [(f"id-{n % 50:04d}", n) for n in range(99, -1, -1)]
+    df = spark.createDataFrame(rows, "k string, v long").coalesce(1)
+    with pytest.raises(firn.ConfigError, match=r'key \["id-0000"\] appears more than once'):
+        firn.spark.write(df, table.name, "overwrite", **options)
+    df = spark.createDataFrame([("b", 1), (None, 2), ("a", 3)], "k string, v long").coalesce(1)
+    with pytest.raises(Exception, match="null"):
+        firn.spark.write(df, table.name, "overwrite", **options)
+    assert table.current_snapshot() == before
+    assert recorded(table) == set()
+
+
 def load_keys(
     spark: SparkSession, table: firn.Table, keys: list[Any], key_type: str, options: dict[str, str]
 ) -> dict[Any, int]:

@@ -88,16 +88,23 @@ final class KeyColumns implements Serializable {
       } else if (t instanceof DecimalType d) {
         Decimal value = row.getDecimal(o, d.precision(), d.scale());
         into.strings[c] = UTF8String.fromBytes(decimalForm(value, d.scale()));
-      } else if (t instanceof LongType || t instanceof TimestampType || t instanceof TimestampNTZType) {
-        into.longs[c] = row.getLong(o);
-      } else if (t instanceof IntegerType || t instanceof DateType) {
-        into.longs[c] = row.getInt(o);
-      } else if (t instanceof ShortType) {
-        into.longs[c] = row.getShort(o);
       } else {
-        into.longs[c] = row.getByte(o);
+        into.longs[c] = integral(row, o, t);
       }
     }
+  }
+
+  /** The value of the integer, date (days) or timestamp (microseconds) column {@code o} of
+   * type {@code t} in {@code row}, not null. */
+  static long integral(InternalRow row, int o, DataType t) {
+    if (t instanceof LongType || t instanceof TimestampType || t instanceof TimestampNTZType) {
+      return row.getLong(o);
+    } else if (t instanceof IntegerType || t instanceof DateType) {
+      return row.getInt(o);
+    } else if (t instanceof ShortType) {
+      return row.getShort(o);
+    }
+    return row.getByte(o);
   }
 
   /** The first string column whose value holds a NUL byte (the catalog cannot store it), or
@@ -190,7 +197,7 @@ final class KeyColumns implements Serializable {
     return form;
   }
 
-  private static boolean integral(DataType t) {
+  static boolean integral(DataType t) {
     return t instanceof LongType
         || t instanceof IntegerType
         || t instanceof ShortType

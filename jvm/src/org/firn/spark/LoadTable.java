@@ -25,9 +25,11 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * A load as a Spark table to append to: Spark sorts each task's rows by the partition
- * columns, then the key ({@link RequiresDistributionAndOrdering}: no shuffle, a sort within
- * each task), and {@link LoadWriter} writes them. The job's commit hands every committed
+ * A load as a Spark table to append to: each task's rows are sorted by the partition
+ * columns, then the key (no shuffle, a sort within each task: by Spark, as {@link
+ * RequiresDistributionAndOrdering} asks, or, for an unpartitioned table whose key starts
+ * with a string or binary column, by the task's own {@link LoadSort}), and {@link
+ * LoadWriter} writes them. The job's commit hands every committed
  * task's files, as JSON, to the Python driver that started it ({@link #take}); the driver
  * registers them in the catalog, or deletes the staged directory if the job failed.
  */
@@ -114,6 +116,9 @@ final class LoadTable implements SupportsWrite, WriteBuilder, RequiresDistributi
 
   @Override
   public SortOrder[] requiredOrdering() {
+    if (LoadSort.sortsInTask(plan)) {
+      return new SortOrder[0];
+    }
     int[] partition = plan.partition();
     int[] key = plan.key();
     SortOrder[] order = new SortOrder[partition.length + key.length];

@@ -32,8 +32,10 @@ import org.apache.spark.sql.types.StructType;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * One Spark task of a load: its rows, sorted by partition and key (Spark sorts them, as
- * {@link LoadTable} asks), written as Firn base files under a directory of the task attempt
+ * One Spark task of a load: its rows, sorted by partition and key (by Spark, as {@link
+ * LoadTable} asks, or, for an unpartitioned table whose key starts with a string or binary
+ * column, by the task itself once they are all in: {@link LoadSort}), written as Firn base
+ * files under a directory of the task attempt
  * of its own: {@code <staged>/p<partition>-a<attempt>-<uuid>/<col>=<value>/B-<m>-<i>-<n>.parquet}.
  *
  * <p>Each row goes to the file of its tree node {@code (m, key hash mod m)} in its partition
@@ -69,6 +71,9 @@ final class LoadWriter implements DataWriter<InternalRow> {
   private long rows;
   /** The table's columns of a row handed over in another order, or null (in order). */
   private final ProjectingInternalRow reordered;
+  /** The task's rows until they are all in, when the task sorts them ({@link LoadSort});
+   * null when Spark sorted them. */
+  private final LoadSort sort;
 
   LoadWriter(LoadPlan plan, int partitionId, int[] columns, HadoopSettings hadoop) {
     this.plan = plan;
@@ -91,6 +96,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
     this.previous = key.values();
     this.parts = partition.values();
     this.previousParts = partition.values();
+    this.sort = LoadSort.sortsInTask(plan) ? new LoadSort(plan) : null;
   }
 
   private static Configuration configuration(LoadPlan plan, HadoopSettings hadoop) {
@@ -132,6 +138,15 @@ final class LoadWriter implements DataWriter<InternalRow> {
       reordered.project(given);
       record = reordered;
     }
+    if (sort != null) {
+      sort.add(record);
+    } else {
+      writeSorted(record);
+    }
+  }
+
+  /** Writes the task's next row in (partition, key) order: the rows' order checked. */
+  private void writeSorted(InternalRow record) throws IOException {
     if (partition.size() > 0) {
       partition.read(record, parts, "partition");
       if (!started || partition.compare(parts, previousParts) != 0) {
@@ -149,7 +164,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
                 + plan.duplicateRule());
       }
       if (order < 0) {
-        // Spark sorted the task's rows (LoadTable.requiredOrdering): a bug if not.
+        // Spark or LoadSort sorted the task's rows: a bug if not.
         throw new IllegalStateException("rows reached the load out of key order at " + key.json(row));
       }
     }
@@ -198,12 +213,21 @@ final class LoadWriter implements DataWriter<InternalRow> {
 
   @Override
   public WriterCommitMessage commit() throws IOException {
+    if (sort != null) {
+      scala.collection.Iterator<InternalRow> sorted = sort.sorted();
+      while (sorted.hasNext()) {
+        writeSorted(sorted.next());
+      }
+    }
     finishAll();
     return new LoadTable.Written(written.toArray(new String[0]), rows);
   }
 
   @Override
   public void abort() throws IOException {
+    if (sort != null) {
+      sort.release();
+    }
     for (NodeFile f : open) {
       if (f != null) {
         try {
