@@ -32,7 +32,9 @@ import scala.collection.Iterator;
  * a tenant's name before an id) tie nearly always, and each tie reads two rows at random
  * out of the sort's pages: 5M zero-padded ids in no order took Spark's sort 3-4.5 s more
  * than reading them, 5M integers 0.9 s. Past the bytes all keys share, 8 bytes tell
- * nearly every pair apart. The rows are copied once more than Spark's sort copies them.
+ * nearly every pair apart. The cost: the rows are copied once more than Spark's sort
+ * copies them, and are held twice while they move into the sorter (a task short of memory
+ * spills some of them to disk).
  */
 final class LoadSort {
   private final ExternalAppendOnlyUnsafeRowArray held;
