@@ -2,7 +2,6 @@ package org.firn.spark;
 
 import java.io.IOException;
 import java.io.Serializable;
-import java.io.UncheckedIOException;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
@@ -79,9 +78,9 @@ final class LoadSort {
 
   /** Adds a row (the table's columns in order); copied, so the caller may reuse it. */
   void add(InternalRow row) {
-    UnsafeRow copy = row instanceof UnsafeRow u ? u : unsafe.apply(row);
-    if (!copy.isNullAt(first)) {
-      UTF8String k = copy.getUTF8String(first);
+    UnsafeRow given = row instanceof UnsafeRow u ? u : unsafe.apply(row);
+    if (!given.isNullAt(first)) {
+      UTF8String k = given.getUTF8String(first);
       if (reference == null) {
         reference = k.getBytes();
         shared = reference.length;
@@ -89,7 +88,7 @@ final class LoadSort {
         shared = common(reference, shared, k);
       }
     }
-    held.add(copy);
+    held.add(given); // copied into the array's pages
   }
 
   /** The rows added, sorted; each valid until the next is taken. */
