@@ -42,8 +42,9 @@ from spark_cdc_workload import (
 
 TABLE = "ice.db.orders"
 FIRST_LOAD = "ice.db.orders_first_load"
-UNORDERED_LOAD = "ice.db.orders_unordered_load"
 """Where Iceberg's first load goes, set against Firn's first (``format("firn")``)."""
+UNORDERED_LOAD = "ice.db.orders_unordered_load"
+"""Where the load of the rows with their ids permuted goes (``load_unordered``)."""
 
 
 def session(job: dict) -> SparkSession:
