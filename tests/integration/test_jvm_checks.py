@@ -1,10 +1,12 @@
-"""The merge reader's changed-key sets held to Java's own sets: ``jvm/checks/``'s
+"""The JVM pieces' own data structures held to Java's: ``jvm/checks/``'s
 ``SortedKeysCheck`` asks ``SortedBytes`` (string, binary and decimal keys) and
 ``SplitReader.SortedKeys`` (integer keys) about random base keys in key order (the
 walk), in any order (the binary search a key smaller than the one before takes, which
 no Firn-written base file reaches) and after a restart, with keys that differ only
-past the words' 16 bytes, by trailing zero bytes or in bytes above 0x7f. Compiled
-against the built jar, so it checks the classes Spark runs."""
+past the words' 16 bytes, by trailing zero bytes or in bytes above 0x7f;
+``PrefixSortCheck`` sorts random prefixes (a few bytes differing, or all eight, the sign
+bit set, many ties put in order by a second key) by the loader's in-task sort and by
+Java's. Compiled against the built jar, so they check the classes Spark runs."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import pytest
 from firn.spark.jvm import jar_path
 
 REPO = Path(__file__).resolve().parents[2]
-CHECK = REPO / "jvm" / "checks" / "org" / "firn" / "spark" / "SortedKeysCheck.java"
+CHECKS = REPO / "jvm" / "checks" / "org" / "firn" / "spark"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,17 @@ def classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
     base = f"{jar}{os.pathsep}{spark_jars}{os.sep}*"
     classes = tmp_path_factory.mktemp("checks")
     built = subprocess.run(
-        [javac, "-nowarn", "--release", "17", "-d", str(classes), "-cp", base, str(CHECK)],
+        [
+            javac,
+            "-nowarn",
+            "--release",
+            "17",
+            "-d",
+            str(classes),
+            "-cp",
+            base,
+            *map(str, sorted(CHECKS.glob("*.java"))),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -43,14 +55,15 @@ def classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.mark.parametrize("seed", [38, random.randrange(1 << 40)])
-def test_changed_key_sets_answer_as_javas_sets(classpath: str, seed: int) -> None:
+@pytest.mark.parametrize("check", ["SortedKeysCheck", "PrefixSortCheck"])
+def test_the_jvm_structures_answer_as_javas_own(classpath: str, check: str, seed: int) -> None:
     java = shutil.which("java")
     assert java is not None
     done = subprocess.run(
-        [java, "-cp", classpath, "org.firn.spark.SortedKeysCheck", str(seed), "300"],
+        [java, "-cp", classpath, f"org.firn.spark.{check}", str(seed), "300"],
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert done.returncode == 0, f"seed {seed}: {done.stderr}"
+    assert done.returncode == 0, f"{check}, seed {seed}: {done.stderr}"
     assert done.stdout.startswith("ok: 300 trials"), done.stdout

@@ -10,6 +10,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -807,23 +808,139 @@ def test_the_jvm_loader_sorts_in_its_tasks_keys_that_share_their_first_bytes(
     )
 
 
+@pytest.mark.parametrize("key_type", ["string", "long"])
 def test_the_jvm_loader_refuses_a_key_twice_or_a_null_key_it_sorts_itself(
-    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str], key_type: str
 ) -> None:
-    """A string-keyed load sorted in its task finds a key seen twice (once sorted, the two
-    rows adjacent: the rows come in descending order, and the first key twice in key order
-    is named) and a null key, as the loader does after Spark's sort."""
-    schema = pa.schema([pa.field("k", pa.string(), nullable=False), pa.field("v", pa.int64())])
+    """A string- or integer-keyed load sorted in its task finds a key seen twice (once
+    sorted, the two rows adjacent: the rows come in descending order, and the first key
+    twice in key order is named) and a null key, as the loader does after Spark's sort."""
+    arrow_type = pa.string() if key_type == "string" else pa.int64()
+    schema = pa.schema([pa.field("k", arrow_type, nullable=False), pa.field("v", pa.int64())])
     table = catalog.create_table(f"spark_sorted_twice_{next(_names)}", schema, ["k"])
     before = table.current_snapshot()
-    rows = [(f"id-{n % 50:04d}", n) for n in range(99, -1, -1)]
-    df = spark.createDataFrame(rows, "k string, v long").coalesce(1)
-    with pytest.raises(firn.ConfigError, match=r'key \["id-0000"\] appears more than once'):
+    key = (lambda n: f"id-{n:04d}") if key_type == "string" else (lambda n: n)
+    rows = [(key(n % 50), n) for n in range(99, -1, -1)]
+    df = spark.createDataFrame(rows, f"k {key_type}, v long").coalesce(1)
+    first = '"id-0000"' if key_type == "string" else "0"
+    with pytest.raises(firn.ConfigError, match=rf"key \[{first}\] appears more than once"):
         firn.spark.write(df, table.name, "overwrite", **options)
-    df = spark.createDataFrame([("b", 1), (None, 2), ("a", 3)], "k string, v long").coalesce(1)
+    df = spark.createDataFrame(
+        [(key(2), 1), (None, 2), (key(1), 3)], f"k {key_type}, v long"
+    ).coalesce(1)
     with pytest.raises(Exception, match="null"):
         firn.spark.write(df, table.name, "overwrite", **options)
     assert table.current_snapshot() == before
+    assert recorded(table) == set()
+
+
+KEY_COLUMN_TYPES = {
+    "long": (pa.int64(), "long", lambda n: n),
+    "int": (pa.int32(), "int", lambda n: n),
+    "short": (pa.int16(), "short", lambda n: n),
+    "date": (pa.date32(), "date", lambda n: date(2020, 1, 1) + timedelta(days=n)),
+    "string": (pa.string(), "string", lambda n: f"s{n}"),
+    "binary": (pa.binary(), "binary", lambda n: f"b{n}".encode()),
+}
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    key_types=st.sampled_from(
+        [
+            ("long",),
+            ("int",),
+            ("short",),
+            ("date",),
+            ("string", "long"),
+            ("long", "string"),
+            ("short", "binary"),
+        ]
+    ),
+    numbers=st.sets(st.integers(-(2**15), 2**15 - 1), max_size=120),
+    arrival=st.sampled_from(["ascending", "descending", "shuffled"]),
+    memory=st.sampled_from(["", "400"]),
+    partitioned=st.booleans(),
+)
+def test_the_jvm_loader_sorts_integer_and_composite_keys_in_its_tasks_as_they_arrive(
+    spark: SparkSession,
+    catalog: firn.Catalog,
+    options: dict[str, str],
+    key_types: tuple[str, ...],
+    numbers: set[int],
+    arrival: str,
+    memory: str,
+    partitioned: bool,
+) -> None:
+    """A table keyed by integers, dates, or a composite key of them and strings or
+    binaries, loaded by the JVM loader from three tasks whose rows come in key order
+    (written as they come), in reverse, or in no order (sorted in the task by
+    ``org.firn.spark.LoadSort``), and with ``spark.firn.load.sortMemoryBytes`` so low that
+    each task hands its rows to Spark's sorter after a few: each file in key order and in
+    its node, and the table the model. A composite key's first column takes three values:
+    unpartitioned, most rows tie on the sort's prefix and are ordered by their whole keys;
+    partitioned by it, each task sorts each of its partitions on its own."""
+    columns = [f"k{i}" for i in range(len(key_types))]
+    schema = pa.schema(
+        [
+            pa.field(c, KEY_COLUMN_TYPES[t][0], nullable=False)
+            for c, t in zip(columns, key_types, strict=True)
+        ]
+        + [pa.field("v", pa.int64())]
+    )
+    partition = columns[:1] if partitioned and len(columns) > 1 else []
+    table = catalog.create_table(
+        f"spark_in_task_{next(_names)}", schema, columns, partition, {"base.buckets": 2}
+    )
+
+    def key(n: int) -> tuple[Any, ...]:
+        if len(key_types) == 1:
+            return (KEY_COLUMN_TYPES[key_types[0]][2](n),)
+        return (KEY_COLUMN_TYPES[key_types[0]][2](n % 3), KEY_COLUMN_TYPES[key_types[1]][2](n))
+
+    rows = sorted((*key(n), n) for n in numbers)
+    if arrival == "descending":
+        rows.reverse()
+    elif arrival == "shuffled":
+        rows.sort(key=lambda r: (r[-1] * 7919) % 65_537)
+    spark_types = ", ".join(
+        f"{c} {KEY_COLUMN_TYPES[t][1]}" for c, t in zip(columns, key_types, strict=True)
+    )
+    # parallelize keeps each task's rows in the list's order.
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), f"{spark_types}, v long")
+    spark.conf.set(SORT_MEMORY, memory)
+    try:
+        firn.spark.write(df, table.name, "overwrite", **options)
+    finally:
+        spark.conf.unset(SORT_MEMORY)
+    assert written_by_loader(table) or not rows
+    assert_in_their_nodes(table)
+    assert sorted(tuple(r.values()) for r in table.read().to_pylist()) == sorted(rows)
+
+
+SORT_MEMORY = "spark.firn.load.sortMemoryBytes"
+
+
+def test_the_sort_memory_setting_reaches_the_loaders_tasks_and_must_be_bytes(
+    spark: SparkSession, catalog: firn.Catalog, options: dict[str, str]
+) -> None:
+    """The setting the integer-key test lowers is read in the tasks: a value that is not a
+    number of bytes fails the load, naming it, and leaves nothing."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.int64())])
+    table = catalog.create_table(f"spark_sort_memory_{next(_names)}", schema, ["k"])
+    spark.conf.set(SORT_MEMORY, "lots")
+    try:
+        with pytest.raises(Exception, match=f"{SORT_MEMORY} must be a number of bytes, got lots"):
+            firn.spark.write(
+                spark.range(10).selectExpr("id AS k", "id AS v"), table.name, "overwrite", **options
+            )
+    finally:
+        spark.conf.unset(SORT_MEMORY)
+    assert table.current_snapshot() is None or table.read().num_rows == 0
     assert recorded(table) == set()
 
 

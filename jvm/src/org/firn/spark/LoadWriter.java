@@ -33,10 +33,9 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * One Spark task of a load: its rows, sorted by partition and key (by Spark, as {@link
- * LoadTable} asks, or, for an unpartitioned table whose key starts with a string or binary
- * column, by the task itself once they are all in: {@link LoadSort}), written as Firn base
- * files under a directory of the task attempt
- * of its own: {@code <staged>/p<partition>-a<attempt>-<uuid>/<col>=<value>/B-<m>-<i>-<n>.parquet}.
+ * LoadTable} asks, or, for an unpartitioned table keyed by strings, binaries or integers, by
+ * the task itself once they are all in: {@link LoadSort}), written as Firn base files under
+ * a directory of the task attempt of its own: {@code <staged>/p<partition>-a<attempt>-<uuid>/<col>=<value>/B-<m>-<i>-<n>.parquet}.
  *
  * <p>Each row goes to the file of its tree node {@code (m, key hash mod m)} in its partition
  * (one open file per node of the current partition; a partition's files are finished when the
@@ -214,10 +213,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
   @Override
   public WriterCommitMessage commit() throws IOException {
     if (sort != null) {
-      scala.collection.Iterator<InternalRow> sorted = sort.sorted();
-      while (sorted.hasNext()) {
-        writeSorted(sorted.next());
-      }
+      sort.writeSorted(this::writeSorted);
     }
     finishAll();
     return new LoadTable.Written(written.toArray(new String[0]), rows);
