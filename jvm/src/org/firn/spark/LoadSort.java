@@ -26,13 +26,15 @@ import org.apache.spark.util.collection.unsafe.sort.PrefixComparators;
 import scala.collection.Iterator;
 
 /**
- * A load task's rows sorted by key in the task, for an unpartitioned table whose key columns
- * are strings, binaries or integers ({@link LoadTable#requiredOrdering} then asks Spark for no
- * order). The rows are copied into pages of the task's memory as they come, while the task
- * notes whether they come in key order and how many bytes every string key starts with.
- * Once they are all in, rows that came in order are written as they came, with no sort; the
- * others are sorted by reference ({@link PrefixSort}: each row's {@link KeyPrefix} beside its
- * address) and written in that order, each row read a few rows ahead of its write.
+ * A load task's rows sorted by partition and key in the task, for a table whose key and
+ * partition columns are strings, binaries or integers ({@link LoadTable#requiredOrdering}
+ * then asks Spark for no order). The rows are copied into pages of the task's memory as they
+ * come, while the task notes whether they come in order, how many bytes every string key
+ * starts with, and each row's partition ({@link TaskPartitions}). Once they are all in, rows
+ * that came in order are written as they came, with no sort; the others are sorted by
+ * reference, each partition on its own ({@link PrefixSort}: each row's {@link KeyPrefix}
+ * beside its address), and written in that order, each row read a few rows ahead of its
+ * write.
  *
  * <p>Why not Spark's sort: it sorts the same references, then reads the rows through them
  * one by one, each from anywhere in its pages, and waits on memory for each: loading 5M rows

@@ -27,8 +27,8 @@ import org.apache.spark.sql.types.StructType;
 /**
  * A load as a Spark table to append to: each task's rows are sorted by the partition
  * columns, then the key (no shuffle, a sort within each task: by Spark, as {@link
- * RequiresDistributionAndOrdering} asks, or, for an unpartitioned table keyed by strings,
- * binaries or integers, by the task's own {@link LoadSort}), and {@link
+ * RequiresDistributionAndOrdering} asks, or, for a table whose key and partition columns
+ * are strings, binaries or integers, by the task's own {@link LoadSort}), and {@link
  * LoadWriter} writes them. The job's commit hands every committed
  * task's files, as JSON, to the Python driver that started it ({@link #take}); the driver
  * registers them in the catalog, or deletes the staged directory if the job failed.

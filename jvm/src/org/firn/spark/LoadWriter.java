@@ -33,8 +33,8 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * One Spark task of a load: its rows, sorted by partition and key (by Spark, as {@link
- * LoadTable} asks, or, for an unpartitioned table keyed by strings, binaries or integers, by
- * the task itself once they are all in: {@link LoadSort}), written as Firn base files under
+ * LoadTable} asks, or, for a table whose key and partition columns are strings, binaries or
+ * integers, by the task itself once they are all in: {@link LoadSort}), written as Firn base files under
  * a directory of the task attempt of its own: {@code <staged>/p<partition>-a<attempt>-<uuid>/<col>=<value>/B-<m>-<i>-<n>.parquet}.
  *
  * <p>Each row goes to the file of its tree node {@code (m, key hash mod m)} in its partition
