@@ -31,9 +31,11 @@ final class KeyPrefix extends UnsafeExternalRowSorter.PrefixComputer {
 
   /** The prefix of {@code row}'s key. */
   long of(InternalRow row) {
-    if (row.isNullAt(ordinal)) {
-      return 0;
-    }
+    return row.isNullAt(ordinal) ? 0 : notNull(row);
+  }
+
+  /** The prefix of {@code row}'s key, not null. */
+  private long notNull(InternalRow row) {
     if (!text) {
       return KeyColumns.integral(row, ordinal, type) ^ Long.MIN_VALUE;
     }
@@ -55,7 +57,7 @@ final class KeyPrefix extends UnsafeExternalRowSorter.PrefixComputer {
   @Override
   public UnsafeExternalRowSorter.PrefixComputer.Prefix computePrefix(InternalRow row) {
     result.isNull = row.isNullAt(ordinal);
-    result.value = of(row);
+    result.value = result.isNull ? 0 : notNull(row);
     return result;
   }
 }

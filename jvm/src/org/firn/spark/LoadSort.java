@@ -30,7 +30,8 @@ import scala.collection.Iterator;
  * partition columns are strings, binaries or integers ({@link LoadTable#requiredOrdering}
  * then asks Spark for no order). The rows are copied into pages of the task's memory as they
  * come, while the task notes whether they come in order, how many bytes every string key
- * starts with, and each row's partition ({@link TaskPartitions}). Once they are all in, rows
+ * starts with, and each row's partition ({@link TaskPartitions}), whose number it keeps
+ * beside the row. Once they are all in, rows
  * that came in order are written as they came, with no sort; the others are sorted by
  * reference, each partition on its own ({@link PrefixSort}: each row's {@link KeyPrefix}
  * beside its address), and written in that order, each row read a few rows ahead of its
@@ -52,7 +53,8 @@ final class LoadSort extends MemoryConsumer {
   /** A Spark setting: bytes of rows a load task sorts in its own memory before it hands them
    * to Spark's sorter, which spills to disk. */
   static final String MEMORY_LIMIT = "spark.firn.load.sortMemoryBytes";
-  /** Bytes before each row in a page: its length. */
+  /** Bytes before each row in a page: its length, then its partition's number ({@link
+   * TaskPartitions}; 0 in a table without partitions). */
   static final int HEADER = 8;
   /** Rows read ahead of the one being written, when they are written in sorted order. */
   private static final int AHEAD = 16;
@@ -175,14 +177,15 @@ final class LoadSort extends MemoryConsumer {
       spilling.insertRow(given);
       return;
     }
-    noteKey(given);
-    if (!hold(given)) {
+    int partition = noteKey(given);
+    if (!hold(given, partition)) {
       handToSpark();
       spilling.insertRow(given);
     }
   }
 
-  private void noteKey(UnsafeRow row) {
+  /** Notes the row's key; returns its partition's number. */
+  private int noteKey(UnsafeRow row) {
     if (row.isNullAt(prefixColumn)) {
       sawNull = true;
     } else if (text) {
@@ -198,14 +201,12 @@ final class LoadSort extends MemoryConsumer {
     if (inOrder && previous != null) {
       inOrder = order.compare(previous, row) <= 0;
     }
-    if (partitions != null) {
-      partitions.add(row, previous, count);
-    }
+    return partitions == null ? 0 : partitions.numberOf(row);
   }
 
   /** Copies the row into the task's pages; false if it may not (past the limit, or Spark
    * has no page to give). */
-  private boolean hold(UnsafeRow row) {
+  private boolean hold(UnsafeRow row, int partition) {
     long size = HEADER + row.getSizeInBytes();
     if (held + size > limit) {
       return false;
@@ -231,6 +232,7 @@ final class LoadSort extends MemoryConsumer {
     Object base = page.getBaseObject();
     long at = page.getBaseOffset() + pageUsed;
     Platform.putInt(base, at, row.getSizeInBytes());
+    Platform.putInt(base, at + 4, partition);
     Platform.copyMemory(row.getBaseObject(), row.getBaseOffset(), base, at + HEADER, row.getSizeInBytes());
     addresses.set(count++, (long) (pages.size() - 1) << 32 | pageUsed);
     pageUsed += size;
@@ -303,7 +305,7 @@ final class LoadSort extends MemoryConsumer {
    * (nothing written) if the task's memory has no room for the references.
    */
   private boolean sortHeld(RowSink sink) throws IOException {
-    long room = 4L * 8 * count + (partitions == null ? 0 : 4L * count);
+    long room = 4L * 8 * count;
     long granted = acquireMemory(room);
     try {
       if (granted < room) {
@@ -319,11 +321,10 @@ final class LoadSort extends MemoryConsumer {
       int[] starts =
           partitions == null
               ? new int[] {0, count}
-              : partitions.starts(
-                  count, (a, b) -> order.compare(pointAt(left, addresses.get(a)), pointAt(right, addresses.get(b))));
+              : partitions.starts(count, i -> partitionAt(addresses.get(i)));
       int[] next = Arrays.copyOf(starts, starts.length);
       for (int i = 0; i < count; i++) {
-        int slot = partitions == null ? i : next[partitions.rankOf(i)]++;
+        int slot = partitions == null ? i : next[partitions.rankOf(partitionAt(addresses.get(i)))]++;
         at[slot] = addresses.get(i);
         keys[slot] = prefix.of(pointAt(row, at[slot]));
       }
@@ -369,6 +370,12 @@ final class LoadSort extends MemoryConsumer {
       }
     }
     touched += sum;
+  }
+
+  /** The partition number of the row held at {@code address}. */
+  private int partitionAt(long address) {
+    MemoryBlock block = pages.get(page(address));
+    return Platform.getInt(block.getBaseObject(), block.getBaseOffset() + offset(address) + 4);
   }
 
   private UnsafeRow pointAt(UnsafeRow row, long address) {
