@@ -14,9 +14,6 @@ import java.util.UUID;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
-import org.apache.parquet.hadoop.ParquetFileWriter;
-import org.apache.parquet.hadoop.ParquetWriter;
-import org.apache.parquet.hadoop.api.WriteSupport;
 import org.apache.parquet.hadoop.metadata.CompressionCodecName;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -245,7 +242,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
     final int node;
     final String relative;
     final Path path;
-    final ParquetWriter<InternalRow> writer;
+    final BaseFileWriter writer;
     final KeyColumns.Values first = key.values();
     final KeyColumns.Values last = key.values();
     long count;
@@ -256,17 +253,8 @@ final class LoadWriter implements DataWriter<InternalRow> {
       this.relative = relativeDirectory + "/" + name;
       this.path = new Path(directory, name);
       this.writer =
-          new RowsBuilder(path)
-              .withConf(conf)
-              .withWriteMode(ParquetFileWriter.Mode.CREATE)
-              .withCompressionCodec(CompressionCodecName.valueOf(plan.codec()))
-              .withRowGroupSize(LoadTable.ROW_GROUP_BYTES)
-              // No dictionary pages, strings included: parquet-mr's dictionary lookups
-              // took a quarter of a load's CPU, and without them a 5M-row load wrote
-              // 12% more bytes 15-20% faster, read no slower by Spark and faster by
-              // pyarrow (bench/README.md, 2026-12-02).
-              .withDictionaryEncoding(false)
-              .build();
+          BaseFileWriter.open(
+              path, conf, plan.schema(), CompressionCodecName.valueOf(plan.codec()), LoadTable.ROW_GROUP_BYTES);
     }
 
     void write(InternalRow record) throws IOException {
@@ -276,7 +264,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
       writer.write(record);
       last.copyFrom(row);
       count++;
-      if (count % SIZE_CHECK_ROWS == 0 && writer.getDataSize() >= limit) {
+      if (count % SIZE_CHECK_ROWS == 0 && writer.dataSize() >= limit) {
         finish();
         open[node] = null;
       }
@@ -298,23 +286,6 @@ final class LoadWriter implements DataWriter<InternalRow> {
       } catch (IOException e) {
         throw new UncheckedIOException(e);
       }
-    }
-  }
-
-  /** A Parquet writer of Spark's rows, as Spark's own Parquet writes encode them. */
-  private static final class RowsBuilder extends ParquetWriter.Builder<InternalRow, RowsBuilder> {
-    RowsBuilder(Path path) {
-      super(path);
-    }
-
-    @Override
-    protected RowsBuilder self() {
-      return this;
-    }
-
-    @Override
-    protected WriteSupport<InternalRow> getWriteSupport(Configuration conf) {
-      return new ParquetWriteSupport();
     }
   }
 }
