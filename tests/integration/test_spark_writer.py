@@ -923,6 +923,72 @@ def test_the_jvm_loader_sorts_integer_and_composite_keys_in_its_tasks_as_they_ar
 
 
 SORT_MEMORY = "spark.firn.load.sortMemoryBytes"
+STREAM_AFTER = 4096
+"""``org.firn.spark.LoadWriter.STREAM_AFTER``: rows a task that sorts its own holds before
+it writes them as they come, if they came in order."""
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+@pytest.mark.parametrize("key_type", ["long", "string"])
+def test_the_jvm_loader_writes_rows_as_they_come_until_one_comes_out_of_order(
+    spark: SparkSession,
+    catalog: firn.Catalog,
+    options: dict[str, str],
+    key_type: str,
+    partitioned: bool,
+) -> None:
+    """A task whose first rows (more than ``STREAM_AFTER``) come in key order writes them
+    as they come. At the first row out of order (a key before the last, or a partition
+    before the last) its files so far are finished and the rest are held and sorted into
+    files of their own, revisiting partitions written before: those files' key ranges
+    overlap the first ones'. The table is the model; a key in both parts is found by the
+    driver's look across files whose ranges overlap, and nothing is committed."""
+    arrow_type, spark_type, key = KEY_COLUMN_TYPES[key_type]
+    parts = [pa.field("p", pa.int64(), nullable=False)] if partitioned else []
+    schema = pa.schema(
+        [*parts, pa.field("k", arrow_type, nullable=False), pa.field("v", pa.int64())]
+    )
+    table = catalog.create_table(
+        f"spark_streamed_{next(_names)}",
+        schema,
+        ["p", "k"] if partitioned else ["k"],
+        ["p"] if partitioned else [],
+        {"base.buckets": 2},
+    )
+
+    def row(n: int) -> tuple[Any, ...]:
+        return ((n % 3,) if partitioned else ()) + (key(n), n)
+
+    in_order = sorted(row(2 * n) for n in range(5000))
+    assert len(in_order) > STREAM_AFTER
+    later = sorted((row(2 * n + 1) for n in range(3000)), key=lambda r: (r[-1] * 7919) % 65_537)
+    ddl = f"{'p long, ' if partitioned else ''}k {spark_type}, v long"
+
+    def load(rows: list[tuple[Any, ...]]) -> None:
+        # One task, its rows in the list's order.
+        df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 1), ddl)
+        firn.spark.write(df, table.name, "overwrite", **options)
+
+    load(in_order + later)
+    assert written_by_loader(table)
+    assert_in_their_nodes(table)
+    assert sorted(tuple(r.values()) for r in table.read().to_pylist()) == sorted(in_order + later)
+    ranges: dict[tuple[str, int], list[tuple[Any, Any]]] = {}
+    for f in table.files().to_pylist():
+        keys = pq.read_table(table.storage.full_path(f["path"]), columns=["k"]).column("k")
+        ranges.setdefault((f["partition"], f["node_i"]), []).append(
+            (pc.min(keys).as_py(), pc.max(keys).as_py())
+        )
+    overlapping = [
+        place
+        for place, spans in ranges.items()
+        if any(lo <= hi for (_, hi), (lo, _) in itertools.pairwise(sorted(spans)))
+    ]
+    assert overlapping, ranges
+    before = table.current_snapshot()
+    with pytest.raises(firn.ConfigError, match="more than once"):
+        load([*in_order, row(10), *later])
+    assert table.current_snapshot() == before
 
 
 def test_the_sort_memory_setting_reaches_the_loaders_tasks_and_must_be_bytes(

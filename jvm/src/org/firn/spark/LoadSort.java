@@ -275,7 +275,14 @@ final class LoadSort extends MemoryConsumer {
     freeHeldRows();
   }
 
-  /** Writes the rows added, in key order, to {@code sink}, then frees them. */
+  /** Whether {@code rows} rows or more are held, all in key order (none handed to Spark's
+   * sorter). */
+  boolean cameInOrder(int rows) {
+    return spilling == null && inOrder && count >= rows;
+  }
+
+  /** Writes the rows added, in key order, to {@code sink}, then frees them; rows added after
+   * that start afresh. */
   void writeSorted(RowSink sink) throws IOException {
     try {
       if (spilling == null && inOrder) {
@@ -394,7 +401,7 @@ final class LoadSort extends MemoryConsumer {
     }
   }
 
-  /** Frees the rows held in arrival order. */
+  /** Frees the rows held in arrival order, and forgets what was noted of them. */
   private void freeHeldRows() {
     for (MemoryBlock block : pages) {
       if (block != null) {
@@ -409,6 +416,10 @@ final class LoadSort extends MemoryConsumer {
     }
     count = 0;
     held = 0;
+    inOrder = true;
+    reference = null;
+    shared = 0;
+    sawNull = false;
     if (partitions != null) {
       partitions.clear();
     }

@@ -5,7 +5,6 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.URI;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -31,7 +30,9 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * One Spark task of a load: its rows, sorted by partition and key (by Spark, as {@link
  * LoadTable} asks, or, for a table whose key and partition columns are strings, binaries or
- * integers, by the task itself once they are all in: {@link LoadSort}), written as Firn base files under
+ * integers, by the task itself: written as they come while they come in order, after the
+ * first {@link #STREAM_AFTER} did, and otherwise held and sorted once they are all in,
+ * {@link LoadSort}), written as Firn base files ({@link BaseFileWriter}) under
  * a directory of the task attempt of its own: {@code <staged>/p<partition>-a<attempt>-<uuid>/<col>=<value>/B-<m>-<i>-<n>.parquet}.
  *
  * <p>Each row goes to the file of its tree node {@code (m, key hash mod m)} in its partition
@@ -45,6 +46,9 @@ final class LoadWriter implements DataWriter<InternalRow> {
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Rows between two looks at an open file's size. */
   private static final int SIZE_CHECK_ROWS = 1024;
+  /** Rows a task that sorts its own holds before it writes them as they come, if they came
+   * in order. */
+  static final int STREAM_AFTER = 4096;
 
   private final LoadPlan plan;
   private final KeyColumns key;
@@ -70,6 +74,9 @@ final class LoadWriter implements DataWriter<InternalRow> {
   /** The task's rows until they are all in, when the task sorts them ({@link LoadSort});
    * null when Spark sorted them. */
   private final LoadSort sort;
+  /** Whether the task's rows have come in order so far and are written as they come, not
+   * held ({@link #write}). */
+  private boolean streaming;
 
   LoadWriter(LoadPlan plan, int partitionId, int[] columns, HadoopSettings hadoop) {
     this.plan = plan;
@@ -134,18 +141,48 @@ final class LoadWriter implements DataWriter<InternalRow> {
       reordered.project(given);
       record = reordered;
     }
-    if (sort != null) {
-      sort.add(record);
-    } else {
+    if (sort == null) {
       writeSorted(record);
+    } else if (streaming) {
+      if (!writeInOrder(record)) {
+        // The first row out of order: the files written so far keep the rows before it
+        // (the driver reads files whose key ranges overlap for a key repeated across them,
+        // as it does other tasks' files), and the rest are held and sorted.
+        streaming = false;
+        finishAll();
+        started = false;
+        sort.add(record);
+      }
+    } else {
+      sort.add(record);
+      if (sort.cameInOrder(STREAM_AFTER)) {
+        // The first rows came in order: those held are written, and the rest as they come
+        // for as long as they come in order, held in no memory of the task's.
+        sort.writeSorted(this::writeSorted);
+        streaming = true;
+      }
     }
   }
 
   /** Writes the task's next row in (partition, key) order: the rows' order checked. */
   private void writeSorted(InternalRow record) throws IOException {
+    if (!writeInOrder(record)) {
+      // Spark or LoadSort sorted the task's rows: a bug if not.
+      throw new IllegalStateException("rows reached the load out of key order at " + key.json(row));
+    }
+  }
+
+  /** Writes the task's next row if it comes after the one before in (partition, key)
+   * order; false (nothing written) if it comes before. A key seen twice fails the task. */
+  private boolean writeInOrder(InternalRow record) throws IOException {
     if (partition.size() > 0) {
       partition.read(record, parts, "partition");
-      if (!started || partition.compare(parts, previousParts) != 0) {
+      int order = started ? partition.compare(parts, previousParts) : 1;
+      if (order < 0) {
+        key.read(record, row, "key");
+        return false;
+      }
+      if (order > 0) {
         startPartition();
       }
     } else if (!started) {
@@ -160,8 +197,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
                 + plan.duplicateRule());
       }
       if (order < 0) {
-        // Spark or LoadSort sorted the task's rows: a bug if not.
-        throw new IllegalStateException("rows reached the load out of key order at " + key.json(row));
+        return false;
       }
     }
     int nul = key.withNul(row);
@@ -178,13 +214,13 @@ final class LoadWriter implements DataWriter<InternalRow> {
     }
     file.write(record);
     rows++;
+    return true;
   }
 
   /** The rows from here on belong to the partition {@code parts} holds: finish the previous
    * partition's files. */
   private void startPartition() throws IOException {
     finishAll();
-    Arrays.fill(fileCounts, 0);
     previousParts.copyFrom(parts);
     partitionValues = partition.json(parts);
     StringBuilder path = new StringBuilder();
@@ -209,7 +245,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
 
   @Override
   public WriterCommitMessage commit() throws IOException {
-    if (sort != null) {
+    if (sort != null && !streaming) {
       sort.writeSorted(this::writeSorted);
     }
     finishAll();
