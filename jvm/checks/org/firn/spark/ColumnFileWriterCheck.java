@@ -3,19 +3,14 @@ package org.firn.spark;
 import java.io.File;
 import java.math.BigDecimal;
 import java.math.BigInteger;
-import java.util.NoSuchElementException;
 import java.util.Random;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.parquet.hadoop.metadata.CompressionCodecName;
-import org.apache.spark.internal.config.ConfigEntry;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.execution.datasources.parquet.ParquetWriteSupport;
-import org.apache.spark.sql.internal.SQLConf;
-import org.apache.spark.sql.internal.SQLConf$;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
@@ -43,21 +38,8 @@ public final class ColumnFileWriterCheck {
     int rows = Integer.parseInt(args[1]);
     File dir = new File(args[2]);
     StructType schema = StructType.fromDDL(SCHEMA);
-    Configuration conf = new Configuration();
-    SQLConf session = SQLConf.get();
-    for (ConfigEntry<?> entry : SQLConf$.MODULE$.getConfigEntries()) {
-      if (entry.key().startsWith("spark.sql.parquet.")) {
-        try {
-          conf.set(entry.key(), session.getConfString(entry.key()));
-        } catch (NoSuchElementException e) {
-          // unset and without a default: the writers do without it
-        }
-      }
-    }
-    conf.set(ParquetWriteSupport.SPARK_ROW_SCHEMA(), schema.json());
-    conf.set("spark.sql.parquet.writeLegacyFormat", "false");
-    conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS");
-    conf.set("spark.sql.parquet.fieldId.write.enabled", "true");
+    // The loader's own settings.
+    Configuration conf = BaseFileWriter.sparkSettings(new Configuration(), schema);
     if (!ColumnFileWriter.writes(schema, conf)) {
       throw new AssertionError("the column writer does not take " + SCHEMA);
     }

@@ -2,14 +2,18 @@ package org.firn.spark;
 
 import java.io.Closeable;
 import java.io.IOException;
+import java.util.NoSuchElementException;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.parquet.hadoop.ParquetFileWriter;
 import org.apache.parquet.hadoop.ParquetWriter;
 import org.apache.parquet.hadoop.api.WriteSupport;
 import org.apache.parquet.hadoop.metadata.CompressionCodecName;
+import org.apache.spark.internal.config.ConfigEntry;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetWriteSupport;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.internal.SQLConf$;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -25,8 +29,32 @@ interface BaseFileWriter extends Closeable {
   /** Bytes written so far and buffered to be written. */
   long dataSize();
 
+  /**
+   * {@code conf} with what Spark's write support reads from it, as Spark's own writes put it
+   * there: every {@code spark.sql.parquet} setting at its session value (Spark adds settings
+   * between versions, and the write support insists on finding each), then the rows' schema
+   * and Firn's: the standard (not legacy) form, microsecond timestamps, field ids.
+   */
+  static Configuration sparkSettings(Configuration conf, StructType schema) {
+    SQLConf session = SQLConf.get();
+    for (ConfigEntry<?> entry : SQLConf$.MODULE$.getConfigEntries()) {
+      if (entry.key().startsWith("spark.sql.parquet.")) {
+        try {
+          conf.set(entry.key(), session.getConfString(entry.key()));
+        } catch (NoSuchElementException e) {
+          // A setting without a default that nobody set: the writer does without it.
+        }
+      }
+    }
+    conf.set(ParquetWriteSupport.SPARK_ROW_SCHEMA(), schema.json());
+    conf.set("spark.sql.parquet.writeLegacyFormat", "false");
+    conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS");
+    conf.set("spark.sql.parquet.fieldId.write.enabled", "true");
+    return conf;
+  }
+
   /** A writer of a new file at {@code path}: {@code conf} holds Spark's Parquet settings and
-   * the rows' schema ({@link ParquetWriteSupport#SPARK_ROW_SCHEMA}). */
+   * the rows' schema ({@link #sparkSettings}). */
   static BaseFileWriter open(
       Path path, Configuration conf, StructType schema, CompressionCodecName codec, long rowGroupBytes)
       throws IOException {

@@ -8,7 +8,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.NoSuchElementException;
 import java.util.UUID;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
@@ -20,10 +19,6 @@ import org.apache.spark.sql.catalyst.ProjectingInternalRow;
 import org.apache.spark.sql.catalyst.ProjectingInternalRow$;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
-import org.apache.spark.sql.execution.datasources.parquet.ParquetWriteSupport;
-import org.apache.spark.sql.internal.SQLConf;
-import org.apache.spark.sql.internal.SQLConf$;
-import org.apache.spark.internal.config.ConfigEntry;
 import org.apache.spark.sql.types.StructType;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -103,25 +98,7 @@ final class LoadWriter implements DataWriter<InternalRow> {
   }
 
   private static Configuration configuration(LoadPlan plan, HadoopSettings hadoop) {
-    Configuration conf = hadoop.applyTo(new Configuration());
-    // Spark's Parquet writer reads its settings from the Hadoop configuration, as Spark's own
-    // writes put them there: every spark.sql.parquet setting at its session value (Spark adds
-    // settings between versions, and the writer insists on finding each), then Firn's.
-    SQLConf session = SQLConf.get();
-    for (ConfigEntry<?> entry : SQLConf$.MODULE$.getConfigEntries()) {
-      if (entry.key().startsWith("spark.sql.parquet.")) {
-        try {
-          conf.set(entry.key(), session.getConfString(entry.key()));
-        } catch (NoSuchElementException e) {
-          // A setting without a default that nobody set: the writer does without it.
-        }
-      }
-    }
-    conf.set(ParquetWriteSupport.SPARK_ROW_SCHEMA(), plan.schema().json());
-    conf.set("spark.sql.parquet.writeLegacyFormat", "false");
-    conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS");
-    conf.set("spark.sql.parquet.fieldId.write.enabled", "true");
-    return conf;
+    return BaseFileWriter.sparkSettings(hadoop.applyTo(new Configuration()), plan.schema());
   }
 
   /** A view of a row as the table's columns, the table's column c at {@code columns[c]}. */
