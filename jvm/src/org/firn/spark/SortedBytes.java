@@ -38,25 +38,22 @@ final class SortedBytes {
   SortedBytes(byte[] bytes, int[] starts, int[] lengths, int count) {
     long[] a = new long[count];
     long[] b = new long[count];
+    int[] order = new int[count];
     for (int i = 0; i < count; i++) {
       long at = Platform.BYTE_ARRAY_OFFSET + starts[i];
       a[i] = word(bytes, at, lengths[i], 0);
       b[i] = word(bytes, at, lengths[i], 8);
-    }
-    int[] order = new int[count];
-    for (int i = 0; i < count; i++) {
       order[i] = i;
     }
-    new Sorter(a, b, bytes, starts, lengths).sort(order);
+    Sorter sorted = new Sorter(a, b, order, bytes, starts, lengths);
+    sorted.sort();
     this.bytes = bytes;
-    this.first = new long[count];
-    this.second = new long[count];
+    this.first = sorted.a;
+    this.second = sorted.b;
     this.lengths = new int[count];
     this.starts = new int[count];
     for (int k = 0; k < count; k++) {
-      int i = order[k];
-      first[k] = a[i];
-      second[k] = b[i];
+      int i = sorted.order[k];
       this.lengths[k] = lengths[i];
       this.starts[k] = starts[i];
     }
@@ -167,39 +164,45 @@ final class SortedBytes {
   }
 
   /**
-   * Sorts key numbers by their keys: a merge sort of the runs already in order (a split's
-   * changed keys arrive as one ascending run per change file, each file in key order), on
-   * primitive arrays.
+   * Sorts keys by their words (and, where the words tie, their bytes): a merge sort of the
+   * runs already in order (a split's changed keys arrive as one ascending run per change
+   * file, each file in key order). Each pass moves the words themselves and the keys'
+   * numbers, front to back, where a sort of the numbers alone looked each one's words up
+   * at random: in a profile of a two-column read of a string-keyed table before compaction,
+   * that sort was about a third of the time its splits spent on their changes.
    */
   private static final class Sorter {
-    private final long[] a;
-    private final long[] b;
+    /** The keys' words and numbers; sorted once {@link #sort} returns. */
+    long[] a;
+    long[] b;
+    int[] order;
     private final byte[] bytes;
     private final int[] starts;
     private final int[] lengths;
 
-    Sorter(long[] a, long[] b, byte[] bytes, int[] starts, int[] lengths) {
+    Sorter(long[] a, long[] b, int[] order, byte[] bytes, int[] starts, int[] lengths) {
       this.a = a;
       this.b = b;
+      this.order = order;
       this.bytes = bytes;
       this.starts = starts;
       this.lengths = lengths;
     }
 
-    private int compare(int i, int j) {
-      int order = Long.compareUnsigned(a[i], a[j]);
-      if (order != 0) {
-        return order;
+    /** Whether the key of words {@code (xa, xb)}, number {@code x}, comes before {@code
+     * (ya, yb)}, number {@code y}. */
+    private boolean before(long xa, long xb, int x, long ya, long yb, int y) {
+      if (xa != ya) {
+        return Long.compareUnsigned(xa, ya) < 0;
       }
-      order = Long.compareUnsigned(b[i], b[j]);
-      if (order != 0) {
-        return order;
+      if (xb != yb) {
+        return Long.compareUnsigned(xb, yb) < 0;
       }
       long base = Platform.BYTE_ARRAY_OFFSET;
-      return rest(bytes, base + starts[i], lengths[i], bytes, base + starts[j], lengths[j]);
+      return rest(bytes, base + starts[x], lengths[x], bytes, base + starts[y], lengths[y]) < 0;
     }
 
-    void sort(int[] order) {
+    void sort() {
       int n = order.length;
       if (n < 2) {
         return;
@@ -208,42 +211,66 @@ final class SortedBytes {
       int[] ends = new int[n];
       int runs = 0;
       for (int i = 1; i < n; i++) {
-        if (compare(order[i - 1], order[i]) > 0) {
+        if (before(a[i], b[i], order[i], a[i - 1], b[i - 1], order[i - 1])) {
           ends[runs++] = i;
         }
       }
       ends[runs++] = n;
-      int[] from = order;
-      int[] into = new int[n];
+      if (runs == 1) {
+        return;
+      }
+      long[] intoA = new long[n];
+      long[] intoB = new long[n];
+      int[] intoOrder = new int[n];
       while (runs > 1) {
         int merged = 0;
         int start = 0;
         for (int r = 0; r < runs; r += 2) {
           int middle = ends[r];
           int end = r + 1 < runs ? ends[r + 1] : middle;
-          merge(from, into, start, middle, end);
+          merge(intoA, intoB, intoOrder, start, middle, end);
           ends[merged++] = end;
           start = end;
         }
         runs = merged;
-        int[] swap = from;
-        from = into;
-        into = swap;
-      }
-      if (from != order) {
-        System.arraycopy(from, 0, order, 0, n);
+        long[] swapA = a;
+        a = intoA;
+        intoA = swapA;
+        long[] swapB = b;
+        b = intoB;
+        intoB = swapB;
+        int[] swapOrder = order;
+        order = intoOrder;
+        intoOrder = swapOrder;
       }
     }
 
-    private void merge(int[] from, int[] into, int start, int middle, int end) {
+    /** Merges the runs {@code [start, middle)} and {@code [middle, end)} into the {@code into}
+     * arrays; on a tie the first run's key comes first. */
+    private void merge(
+        long[] intoA, long[] intoB, int[] intoOrder, int start, int middle, int end) {
       int i = start;
       int j = middle;
       int k = start;
       while (i < middle && j < end) {
-        into[k++] = compare(from[j], from[i]) < 0 ? from[j++] : from[i++];
+        if (before(a[j], b[j], order[j], a[i], b[i], order[i])) {
+          intoA[k] = a[j];
+          intoB[k] = b[j];
+          intoOrder[k++] = order[j++];
+        } else {
+          intoA[k] = a[i];
+          intoB[k] = b[i];
+          intoOrder[k++] = order[i++];
+        }
       }
-      System.arraycopy(from, i, into, k, middle - i);
-      System.arraycopy(from, j, into, k + middle - i, end - j);
+      int left = middle - i;
+      System.arraycopy(a, i, intoA, k, left);
+      System.arraycopy(b, i, intoB, k, left);
+      System.arraycopy(order, i, intoOrder, k, left);
+      k += left;
+      System.arraycopy(a, j, intoA, k, end - j);
+      System.arraycopy(b, j, intoB, k, end - j);
+      System.arraycopy(order, j, intoOrder, k, end - j);
     }
   }
 }
