@@ -38,7 +38,7 @@ from firn.catalog.files import files_at
 from firn.engine.spark_session import spark_session
 from firn.errors import ConfigError
 from firn.settings import FirnSettings
-from firn.spark import jvm
+from firn.spark import catalogs, jvm
 from firn.spark.reader import SplitPartition, firn_reader, read_schema
 from tests.changesets import (
     KEY_KINDS,
@@ -469,6 +469,9 @@ def test_the_jvm_reader_on_a_table_keyed_by_bytes(
         assert merged_by_jvm(df)
         assert {bytes_of(r.k): r.v for r in df.collect()} == model
         assert df.count() == len(model)
+        # The key not returned: read for the merge alone, in the pages pyarrow's writer
+        # left dictionary-encoded or plain.
+        assert Counter(r.v for r in df.select("v").collect()) == Counter(model.values())
         probe = name(1234)
         found = df.where(F.col("k") == probe)
         assert {bytes_of(r.k): r.v for r in found.collect()} == (
@@ -1075,3 +1078,25 @@ def test_bad_input_gets_a_clear_error(
         load(spark, settings, table.name, snapshot=1).collect()
     with pytest.raises(Exception, match="expired"):
         load(spark, settings, table.name, start_snapshot=1).collect()
+
+
+def test_reads_are_planned_on_a_kept_catalog_that_outlives_its_connection(
+    spark: SparkSession, settings: FirnSettings, shared_catalog: firn.Catalog, db: Any
+) -> None:
+    """Reads planned one after another take the catalog the one before kept
+    (``firn.spark.catalogs``); when Postgres ends that catalog's session while it is
+    idle (a restart, an idle timeout), the next read opens another and reads the same."""
+    table, model = orders(shared_catalog, f"kept_{next(_names)}")
+    options = connection(settings)
+    first = firn.spark.native.plan_read(table.name, **options)
+    kept = [c for _, c in catalogs._idle if c.settings.database_schema == settings.database_schema]
+    assert len(kept) == 1
+    pid = kept[0].conn.info.backend_pid
+    again = firn.spark.native.plan_read(table.name, **options)
+    assert again == first
+    assert kept[0].conn.info.backend_pid == pid  # the same session: nothing opened
+    db.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert firn.spark.native.plan_read(table.name, **options) == first
+    assert load(spark, settings, table.name).count() == len(model)
+    now = [c for _, c in catalogs._idle if c.settings.database_schema == settings.database_schema]
+    assert [c.conn.info.backend_pid for c in now] != [pid]

@@ -37,11 +37,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from firn.model.filters import conjunction
 from firn.model.tree import ROOT, Node
 from firn.spark import jvm
+from firn.spark.catalogs import table_for_read
 from firn.spark.hadoop import hadoop_uri, reaches
 from firn.spark.load import finish_load, load_plan, start_load
 from firn.spark.native import plan_read
 from firn.spark.pushdown import Unsupported, convert, from_jvm
-from firn.spark.reader import SETTINGS, _open_table, packed, read_options, spark_schema
+from firn.spark.reader import SETTINGS, packed, read_options, spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -101,8 +102,7 @@ def jvm_prune(
     keyed table's partition and key columns, never floating point (Firn refuses them),
     so Spark's ordering of NaN, which Arrow's comparisons do not share, never meets it."""
     opts = read_options(options)
-    catalog, handle = _open_table(opts)
-    try:
+    with table_for_read(opts.settings, opts.table) as handle:
         schema = handle.definition_at(snapshot).schema
         converted = []
         for data in filters:
@@ -115,8 +115,6 @@ def jvm_prune(
         if not converted:
             return None
         scan = handle.scan(filter=conjunction(converted), snapshot=snapshot)
-    finally:
-        catalog.close()
     kept: dict[str, list[Node]] = {}
     files: set[str] = set()
     for split in scan.splits():

@@ -86,15 +86,13 @@ def plan_read(
     those the ``firn`` source merges. ``options``: the catalog settings a ``firn``
     read takes (``database_url``, ``database_schema``, ``warehouse``)."""
     opts = _options(table, snapshot, columns, options)
-    from firn.spark.reader import _chosen, _open_table
+    from firn.spark.catalogs import table_for_read
+    from firn.spark.reader import _chosen
 
-    catalog, handle = _open_table(opts)
-    try:
+    with table_for_read(opts.settings, opts.table) as handle:
         scan = handle.scan(columns=opts.columns, snapshot=opts.snapshot)
         definition = handle.definition_at(scan.snapshot)
         splits = scan.splits()
-    finally:
-        catalog.close()
     native: list[Split] = []
     merging: list[Split] = []
     for split in splits:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -52,6 +52,7 @@ from firn.engine.splits import CHANGE_COLUMNS, Split, result_schema
 from firn.errors import ConfigError
 from firn.model.filters import Filter, conjunction
 from firn.model.schema import TableSchema
+from firn.spark.catalogs import table_for_read
 from firn.spark.pushdown import always, exact_for_changes, push
 
 if TYPE_CHECKING:
@@ -208,20 +209,6 @@ def _result_schema(definition: TableSchema, opts: ReadOptions) -> pa.Schema:
 # -- the driver's side -------------------------------------------------------------
 
 
-def _open_table(opts: ReadOptions) -> tuple[Any, Table]:
-    """The catalog (to close) and the table; no Kafka: a read announces nothing."""
-    from firn.api.catalog import connect
-    from firn.settings import FirnSettings
-
-    settings = FirnSettings(**opts.settings).model_copy(update={"kafka_bootstrap": ""})  # type: ignore[arg-type]
-    catalog = connect(settings=settings)
-    try:
-        return catalog, catalog.table(opts.table)
-    except BaseException:
-        catalog.close()
-        raise
-
-
 def _chosen(definition: TableSchema, opts: ReadOptions) -> pa.Schema:
     full = _result_schema(definition, opts)
     if opts.columns is None:
@@ -238,11 +225,8 @@ def read_schema(options: Mapping[str, str]) -> StructType:
     """The DataFrame's schema: the table's columns (or option ``columns``), plus
     ``_op``, ``_seq``, ``_ord`` for an incremental read."""
     opts = read_options(options)
-    catalog, table = _open_table(opts)
-    try:
+    with table_for_read(opts.settings, opts.table) as table:
         return spark_schema(_chosen(table.definition_at(opts.pinned), opts))
-    finally:
-        catalog.close()
 
 
 def firn_reader(options: Mapping[str, str], schema: StructType) -> FirnReader:
@@ -253,11 +237,8 @@ def firn_reader(options: Mapping[str, str], schema: StructType) -> FirnReader:
     from firn.model.filter_text import as_filter
 
     opts = read_options(options)
-    catalog, table = _open_table(opts)
-    try:
+    with table_for_read(opts.settings, opts.table) as table:
         definition = table.definition_at(opts.pinned)
-    finally:
-        catalog.close()
     available = _result_schema(definition, opts)
     for f in schema.fields:
         if f.name not in available.names:
@@ -348,11 +329,8 @@ class FirnReader(DataSourceReader):
         return table.scan(filter=filter_, columns=self.columns, snapshot=self.opts.snapshot)
 
     def partitions(self) -> Sequence[InputPartition]:
-        catalog, table = _open_table(self.opts)
-        try:
+        with table_for_read(self.opts.settings, self.opts.table) as table:
             splits = self.plan(table).splits()
-        finally:
-            catalog.close()
         if self.opts.splits != "all":
             from firn.spark.handoff import kept
 
